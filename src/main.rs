@@ -1,1 +1,18 @@
-fn main() {}
+//! The `callcheck` binary: parse the command line once, run the subcommand, map errors to exit
+//! codes (0 success, 1 the work failed or found problems, 2 bad usage — clap's own).
+
+use callcheck::cli::{Cli, Command};
+use callcheck::cmd;
+use clap::Parser;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Check(o) => cmd::check::run(o),
+        Command::Tasks { command } => cmd::tasks::run(command),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,4 @@
+//! One module per subcommand: each turns typed options into work and reports.
+
+pub mod check;
+pub mod tasks;

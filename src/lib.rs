@@ -1,0 +1,18 @@
+//! callcheck measures how reliably models served behind OpenAI-compatible endpoints emit tool
+//! calls and structured output on the wire.
+//!
+//! The pipeline, one direction of data: [`task::Task`] + [`transcript::Transcript`] →
+//! [`score::Verdict`] (the decision procedure) → the matrix and the site.
+
+pub mod cli;
+pub mod cmd;
+pub mod corrupt;
+pub mod hitec;
+pub mod json;
+pub mod reply;
+pub mod request;
+pub mod runs;
+pub mod score;
+pub mod task;
+pub mod taxonomy;
+pub mod transcript;

@@ -1,0 +1,240 @@
+//! The `runs/` tree (SPEC §4): the raw material collect writes and build reads.
+//!
+//! ```text
+//! runs/<model>/<task-id>/<run-id>/
+//!     cell.json
+//!     samples/<NNN>/request.json
+//!     samples/<NNN>/response.json | response.sse
+//!     samples/<NNN>/meta.json
+//! ```
+//!
+//! A run directory is written under `.tmp-<run-id>` and renamed into place when complete, so
+//! anything whose name starts with a dot is an unfinished write and is never read.
+
+use crate::transcript::{Meta, Transcript};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The newest format this build of callcheck reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `cell.json`: what was asked, by whom, of which server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellInfo {
+    pub format_version: u32,
+    /// The callcheck version that collected the run.
+    pub callcheck_version: String,
+    /// The model entry used, secrets redacted (it names the key's variable, never its value).
+    pub model: Value,
+    pub task: TaskRef,
+    /// Samples in this run directory.
+    pub k: u32,
+    pub run_id: String,
+    /// What the server said about itself: `/v1/models`, a version if it has one, preflight.
+    #[serde(default)]
+    pub server: Value,
+    /// UTC timestamps, RFC 3339.
+    #[serde(default)]
+    pub started: String,
+    #[serde(default)]
+    pub ended: String,
+}
+
+/// The task a cell was collected for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskRef {
+    pub id: String,
+    /// sha256 of the task file when the run was collected.
+    pub sha256: String,
+}
+
+/// One finished run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub model: String,
+    pub task_id: String,
+    pub run_id: String,
+    pub dir: PathBuf,
+    pub cell: CellInfo,
+    /// Sample folder names (`000`, `001`…), sorted.
+    pub samples: Vec<String>,
+}
+
+/// Something under `runs/` that was not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Everything found under a `runs/` root.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub runs: Vec<RunDir>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// True for names collect may use as path segments (SPEC §4).
+pub use crate::task::is_path_safe;
+
+fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if !e.file_type()?.is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        out.push((name, e.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads every finished run directory under `root`, in sorted order. Unfinished writes
+/// (dot-names) are ignored silently; anything else unreadable is reported in `skipped`.
+pub fn scan(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let models = match sorted_dirs(root) {
+        Ok(m) => m,
+        Err(e) => {
+            scan.skipped.push(Skipped {
+                path: root.to_path_buf(),
+                reason: format!("cannot read: {e}"),
+            });
+            return scan;
+        }
+    };
+    for (model, mdir) in models {
+        if model.starts_with('.') {
+            continue;
+        }
+        if !is_path_safe(&model) {
+            scan.skipped.push(Skipped {
+                path: mdir,
+                reason: "not a valid model name".into(),
+            });
+            continue;
+        }
+        let tasks = match sorted_dirs(&mdir) {
+            Ok(t) => t,
+            Err(e) => {
+                scan.skipped.push(Skipped {
+                    path: mdir,
+                    reason: format!("cannot read: {e}"),
+                });
+                continue;
+            }
+        };
+        for (task_id, tdir) in tasks {
+            if task_id.starts_with('.') {
+                continue;
+            }
+            let runs = match sorted_dirs(&tdir) {
+                Ok(r) => r,
+                Err(e) => {
+                    scan.skipped.push(Skipped {
+                        path: tdir,
+                        reason: format!("cannot read: {e}"),
+                    });
+                    continue;
+                }
+            };
+            for (run_id, rdir) in runs {
+                if run_id.starts_with('.') {
+                    continue;
+                }
+                match read_run(&model, &task_id, &run_id, &rdir) {
+                    Ok(r) => scan.runs.push(r),
+                    Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
+                }
+            }
+        }
+    }
+    scan
+}
+
+fn read_run(model: &str, task_id: &str, run_id: &str, dir: &Path) -> Result<RunDir, String> {
+    let cell_path = dir.join("cell.json");
+    let bytes = std::fs::read(&cell_path).map_err(|e| format!("cannot read cell.json: {e}"))?;
+    let raw: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("cell.json is not JSON: {e}"))?;
+    let version = raw
+        .get("format_version")
+        .and_then(Value::as_u64)
+        .ok_or("cell.json has no format_version")?;
+    if version > FORMAT_VERSION as u64 {
+        return Err(format!(
+            "cell.json has format_version {version}, newer than the {FORMAT_VERSION} this callcheck reads: upgrade callcheck to build it"
+        ));
+    }
+    let cell: CellInfo = serde_json::from_value(raw).map_err(|e| format!("cell.json: {e}"))?;
+    if cell.task.id != task_id {
+        return Err(format!(
+            "cell.json is for task {:?} but sits under {task_id:?}",
+            cell.task.id
+        ));
+    }
+    let sdir = dir.join("samples");
+    let mut samples: Vec<String> = sorted_dirs(&sdir)
+        .map_err(|e| format!("cannot read samples/: {e}"))?
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    samples.sort();
+    Ok(RunDir {
+        model: model.into(),
+        task_id: task_id.into(),
+        run_id: run_id.into(),
+        dir: dir.to_path_buf(),
+        cell,
+        samples,
+    })
+}
+
+/// The raw files of one sample.
+#[derive(Debug, Clone)]
+pub struct SampleFiles {
+    pub request: Vec<u8>,
+    pub response: Vec<u8>,
+    pub streamed: bool,
+    pub meta: Vec<u8>,
+}
+
+impl RunDir {
+    pub fn sample_dir(&self, sample: &str) -> PathBuf {
+        self.dir.join("samples").join(sample)
+    }
+
+    /// Reads one sample's bytes.
+    pub fn read_sample(&self, sample: &str) -> std::io::Result<SampleFiles> {
+        let d = self.sample_dir(sample);
+        let request = std::fs::read(d.join("request.json"))?;
+        let (response, streamed) = match std::fs::read(d.join("response.sse")) {
+            Ok(b) => (b, true),
+            Err(_) => (std::fs::read(d.join("response.json"))?, false),
+        };
+        let meta = std::fs::read(d.join("meta.json")).unwrap_or_default();
+        Ok(SampleFiles {
+            request,
+            response,
+            streamed,
+            meta,
+        })
+    }
+}
+
+impl SampleFiles {
+    /// The transcript the scorer reads. A request or meta that does not parse is left out
+    /// (scoring then falls back to the task), never an error: the sample is still data.
+    pub fn transcript(&self) -> Transcript {
+        Transcript {
+            request: serde_json::from_slice(&self.request).ok(),
+            body: self.response.clone(),
+            streamed: self.streamed,
+            meta: serde_json::from_slice::<Meta>(&self.meta).ok(),
+        }
+    }
+}

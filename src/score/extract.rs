@@ -1,0 +1,723 @@
+//! Stage 1, extract: finding the calls a model made. Structured calls come from the wire; when
+//! there are none, calls the server's tool parser failed to extract are looked for in `content`
+//! (SPEC §2.1 and WIRE.md): hermes `<tool_call>` blocks, a bare JSON call object or list,
+//! mistral `[TOOL_CALLS]`, and a pythonic `[fn(a=1)]` list. Prose that merely mentions a tool's
+//! name is not a call.
+
+use super::wire::WireArgs;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Where a call was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `message.tool_calls` (or reassembled stream deltas): what a client executes.
+    ToolCalls,
+    /// `<tool_call>{…}</tool_call>` in content (Hermes, Qwen).
+    Hermes,
+    /// `[TOOL_CALLS][…]` in content (Mistral).
+    Mistral,
+    /// A bare JSON call object or list in content (Llama 3 JSON, fine-tunes).
+    Json,
+    /// `[fn(a=1)]` in content (Llama 3.2/4 pythonic).
+    Pythonic,
+    /// Only the deprecated `message.function_call`, which clients using `tools` do not read.
+    FunctionCall,
+}
+
+impl Source {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::ToolCalls => "tool_calls",
+            Source::Hermes => "hermes <tool_call> block in content",
+            Source::Mistral => "mistral [TOOL_CALLS] in content",
+            Source::Json => "bare JSON in content",
+            Source::Pythonic => "pythonic call list in content",
+            Source::FunctionCall => "deprecated message.function_call, not tool_calls",
+        }
+    }
+}
+
+/// A call found in content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextCall {
+    pub source: Source,
+    pub name: Option<String>,
+    pub args: WireArgs,
+    /// When the call's envelope itself did not parse: why, and the text to attempt repairs on.
+    pub broken: Option<Broken>,
+    /// The text of the call as found in content.
+    pub raw: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Broken {
+    pub error: String,
+    /// JSON text that repairs may be tried on (absent for pythonic calls).
+    pub json_text: Option<String>,
+}
+
+/// Strips one markdown code fence, returning the inside; `None` when the text has no fence.
+pub fn strip_fence(text: &str) -> Option<&str> {
+    let open = text.find("```")?;
+    let after = &text[open + 3..];
+    let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
+    let lang = &after[..body_start];
+    if lang.trim().contains(char::is_whitespace) {
+        return None;
+    }
+    let body = &after[body_start..];
+    let close = body.find("```").unwrap_or(body.len());
+    Some(&body[..close])
+}
+
+/// Name and arguments of a call-shaped JSON object: `{"name", "arguments"|"parameters"}`, or
+/// the same wrapped as `{"type": "function", "function": {…}}`.
+fn call_from_object(v: &Value) -> Option<(Option<String>, WireArgs)> {
+    let obj = v.as_object()?;
+    if let Some(f) = obj.get("function").filter(|f| f.is_object()) {
+        return call_from_object(f);
+    }
+    if !obj.contains_key("name") {
+        return None;
+    }
+    let name = obj.get("name").and_then(Value::as_str).map(str::to_string);
+    let args = match obj.get("arguments").or_else(|| obj.get("parameters")) {
+        None | Some(Value::Null) => WireArgs::Absent,
+        Some(Value::String(s)) => WireArgs::Text(s.clone()),
+        Some(other) => WireArgs::Json(other.clone()),
+    };
+    Some((name, args))
+}
+
+fn is_call_shaped(v: &Value, tools: &[&str]) -> bool {
+    let Some(obj) = v.as_object() else {
+        return false;
+    };
+    if obj.get("function").is_some_and(Value::is_object) {
+        return true;
+    }
+    let named = obj.get("name").and_then(Value::as_str);
+    named.is_some()
+        && (obj.contains_key("arguments")
+            || obj.contains_key("parameters")
+            || named.is_some_and(|n| tools.contains(&n)))
+}
+
+/// Parses the first JSON value at the start of `text`, returning it and the bytes it used.
+pub fn first_json_value(text: &str) -> Result<(Value, usize), serde_json::Error> {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    match stream.next() {
+        Some(Ok(v)) => Ok((v, stream.byte_offset())),
+        Some(Err(e)) => Err(e),
+        None => serde_json::from_str::<Value>("").map(|v| (v, 0)),
+    }
+}
+
+fn text_call(source: Source, v: &Value, raw: &str) -> TextCall {
+    match call_from_object(v) {
+        Some((name, args)) => TextCall {
+            source,
+            name,
+            args,
+            broken: None,
+            raw: raw.to_string(),
+        },
+        None => TextCall {
+            source,
+            name: None,
+            args: WireArgs::Absent,
+            broken: None,
+            raw: raw.to_string(),
+        },
+    }
+}
+
+fn broken_json(source: Source, text: &str, err: &serde_json::Error) -> TextCall {
+    TextCall {
+        source,
+        name: guess_name(text),
+        args: WireArgs::Absent,
+        broken: Some(Broken {
+            error: describe_json_error(text, err),
+            json_text: Some(text.to_string()),
+        }),
+        raw: text.to_string(),
+    }
+}
+
+/// The `"name": "…"` of a call whose JSON is broken, for display only.
+fn guess_name(text: &str) -> Option<String> {
+    let i = text.find("\"name\"")?;
+    let rest = text[i + 6..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some(rest[..end].to_string())
+}
+
+/// A serde_json error with the byte offset it happened at, for details.
+pub fn describe_json_error(text: &str, err: &serde_json::Error) -> String {
+    let offset = byte_offset(text, err.line(), err.column());
+    let msg = err.to_string();
+    // serde_json appends " at line L column C"; replace it with the byte offset.
+    let core = msg.split(" at line ").next().unwrap_or(&msg);
+    format!("{core} at byte {offset}")
+}
+
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let mut offset = 0;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            return offset + column.saturating_sub(1).min(l.len());
+        }
+        offset += l.len();
+    }
+    offset
+}
+
+/// Looks for calls in `content`. `tools` are the offered tool names, used only to accept the
+/// forms that are not self-evidently calls (a bare `fn(…)` or `{"name": "fn"}` alone).
+pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
+    if content.contains("<tool_call>") {
+        return hermes(content);
+    }
+    if let Some(i) = content.find("[TOOL_CALLS]") {
+        return mistral(&content[i + "[TOOL_CALLS]".len()..]);
+    }
+    let body = strip_fence(content).unwrap_or(content).trim();
+    if body.starts_with('[') && looks_pythonic(&body[1..]) {
+        return match parse_pythonic_list(body) {
+            Ok(calls) => calls
+                .into_iter()
+                .map(|(name, args, raw)| TextCall {
+                    source: Source::Pythonic,
+                    name: Some(name),
+                    args: WireArgs::Json(args),
+                    broken: None,
+                    raw,
+                })
+                .collect(),
+            Err(e) => vec![TextCall {
+                source: Source::Pythonic,
+                name: pythonic_name(&body[1..]),
+                args: WireArgs::Absent,
+                broken: Some(Broken {
+                    error: e,
+                    json_text: None,
+                }),
+                raw: body.to_string(),
+            }],
+        };
+    }
+    if pythonic_name(body).is_some_and(|n| tools.contains(&n.as_str())) {
+        if let Ok(calls) = parse_pythonic_list(&format!("[{body}]")) {
+            if calls.len() == 1 {
+                return calls
+                    .into_iter()
+                    .map(|(n, args, raw)| TextCall {
+                        source: Source::Pythonic,
+                        name: Some(n),
+                        args: WireArgs::Json(args),
+                        broken: None,
+                        raw,
+                    })
+                    .collect();
+            }
+        }
+    }
+    json_calls(content, tools)
+}
+
+fn hermes(content: &str) -> Vec<TextCall> {
+    let mut out = Vec::new();
+    let mut rest = content;
+    while let Some(i) = rest.find("<tool_call>") {
+        let after = &rest[i + "<tool_call>".len()..];
+        let (inner, next) = match after.find("</tool_call>") {
+            Some(j) => (&after[..j], &after[j + "</tool_call>".len()..]),
+            None => (after, ""),
+        };
+        let payload = inner.trim();
+        let payload = strip_fence(payload).map(str::trim).unwrap_or(payload);
+        match serde_json::from_str::<Value>(payload) {
+            Ok(Value::Array(items)) => {
+                out.extend(items.iter().map(|v| text_call(Source::Hermes, v, payload)))
+            }
+            Ok(v) => out.push(text_call(Source::Hermes, &v, payload)),
+            Err(e) => out.push(broken_json(Source::Hermes, payload, &e)),
+        }
+        rest = next;
+    }
+    out
+}
+
+fn mistral(after: &str) -> Vec<TextCall> {
+    let body = after.trim_start();
+    if body.starts_with('[') || body.starts_with('{') {
+        return match first_json_value(body) {
+            Ok((Value::Array(items), _)) => items
+                .iter()
+                .map(|v| text_call(Source::Mistral, v, body))
+                .collect(),
+            Ok((v, _)) => vec![text_call(Source::Mistral, &v, body)],
+            Err(e) => vec![broken_json(Source::Mistral, body, &e)],
+        };
+    }
+    // The newer format: `[TOOL_CALLS]name[ARGS]{…}`, repeated for several calls.
+    let mut out = Vec::new();
+    for part in after.split("[TOOL_CALLS]") {
+        let Some((name, args)) = part.split_once("[ARGS]") else {
+            if !part.trim().is_empty() {
+                out.push(TextCall {
+                    source: Source::Mistral,
+                    name: None,
+                    args: WireArgs::Absent,
+                    broken: Some(Broken {
+                        error: "a [TOOL_CALLS] block with neither a JSON list nor [ARGS]".into(),
+                        json_text: None,
+                    }),
+                    raw: part.to_string(),
+                });
+            }
+            continue;
+        };
+        let args = args.trim();
+        out.push(TextCall {
+            source: Source::Mistral,
+            name: Some(name.trim().to_string()),
+            args: WireArgs::Text(args.to_string()),
+            broken: None,
+            raw: part.to_string(),
+        });
+    }
+    out
+}
+
+/// Bare JSON calls: the whole content (perhaps fenced) is a call object or a list of them, or a
+/// call object sits inside prose.
+fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
+    let body = strip_fence(content).unwrap_or(content).trim();
+    if body.starts_with('{') || body.starts_with('[') {
+        match first_json_value(body) {
+            Ok((Value::Array(items), _)) => {
+                if !items.is_empty() && items.iter().all(|v| is_call_shaped(v, tools)) {
+                    return items
+                        .iter()
+                        .map(|v| text_call(Source::Json, v, body))
+                        .collect();
+                }
+                return Vec::new();
+            }
+            Ok((v, _)) => {
+                if is_call_shaped(&v, tools) {
+                    return vec![text_call(Source::Json, &v, body)];
+                }
+                return Vec::new();
+            }
+            Err(e) => {
+                if looks_like_broken_call(body) {
+                    return vec![broken_json(Source::Json, body, &e)];
+                }
+                return Vec::new();
+            }
+        }
+    }
+    // A call object after some prose ("Sure! {"name": …}").
+    let mut from = 0;
+    while let Some(i) = content[from..].find('{').map(|i| i + from) {
+        let tail = &content[i..];
+        if tail[1..].trim_start().starts_with("\"name\"") {
+            match first_json_value(tail) {
+                Ok((v, _)) if is_call_shaped(&v, tools) => {
+                    return vec![text_call(Source::Json, &v, tail)];
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if looks_like_broken_call(tail) {
+                        return vec![broken_json(Source::Json, tail, &e)];
+                    }
+                }
+            }
+        }
+        from = i + 1;
+    }
+    Vec::new()
+}
+
+fn looks_like_broken_call(text: &str) -> bool {
+    let head: String = text.chars().take(200).collect();
+    head.contains("\"name\"") && (head.contains("\"arguments\"") || head.contains("\"parameters\""))
+}
+
+fn looks_pythonic(s: &str) -> bool {
+    pythonic_name(s).is_some()
+}
+
+/// The identifier at the start of `s` when it is followed by `(`.
+fn pythonic_name(s: &str) -> Option<String> {
+    let s = s.trim_start();
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
+        .unwrap_or(s.len());
+    let name = &s[..end];
+    let first = name.chars().next()?;
+    if !(first.is_alphabetic() || first == '_') {
+        return None;
+    }
+    s[end..]
+        .trim_start()
+        .starts_with('(')
+        .then(|| name.to_string())
+}
+
+/// Parses `[f(a=1, b="x"), g()]` into (name, arguments object, raw text) triples.
+pub fn parse_pythonic_list(text: &str) -> Result<Vec<(String, Value, String)>, String> {
+    let mut p = Py {
+        s: text.as_bytes(),
+        text,
+        pos: 0,
+    };
+    p.ws();
+    p.expect(b'[')?;
+    let mut calls = Vec::new();
+    loop {
+        p.ws();
+        if p.peek() == Some(b']') {
+            p.pos += 1;
+            break;
+        }
+        let start = p.pos;
+        let name = p.ident()?;
+        p.ws();
+        p.expect(b'(')?;
+        let mut args = Map::new();
+        loop {
+            p.ws();
+            if p.peek() == Some(b')') {
+                p.pos += 1;
+                break;
+            }
+            let key = p.ident()?;
+            p.ws();
+            if p.peek() != Some(b'=') {
+                return Err(format!(
+                    "positional argument {key:?} at byte {}: pythonic calls must use keyword arguments",
+                    p.pos
+                ));
+            }
+            p.pos += 1;
+            let v = p.value(0)?;
+            args.insert(key, v);
+            p.ws();
+            match p.peek() {
+                Some(b',') => p.pos += 1,
+                Some(b')') => {}
+                _ => return Err(p.err("',' or ')'")),
+            }
+        }
+        calls.push((name, Value::Object(args), text[start..p.pos].to_string()));
+        p.ws();
+        match p.peek() {
+            Some(b',') => p.pos += 1,
+            Some(b']') => {}
+            _ => return Err(p.err("',' or ']'")),
+        }
+    }
+    p.ws();
+    if p.pos != p.s.len() {
+        return Err(format!(
+            "unexpected text after the call list at byte {}",
+            p.pos
+        ));
+    }
+    Ok(calls)
+}
+
+/// A recursive-descent reader of the Python literal subset models use in pythonic calls.
+struct Py<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    pos: usize,
+}
+
+impl Py<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+    fn ws(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+    fn err(&self, want: &str) -> String {
+        match self.peek() {
+            Some(_) => format!("expected {want} at byte {}", self.pos),
+            None => format!("expected {want} at byte {} (end of text)", self.pos),
+        }
+    }
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(&format!("'{}'", c as char)))
+        }
+    }
+    fn ident(&mut self) -> Result<String, String> {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| {
+            c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'-' || c >= 0x80
+        }) {
+            self.pos += 1;
+        }
+        if start == self.pos {
+            return Err(self.err("a name"));
+        }
+        Ok(self.text[start..self.pos].to_string())
+    }
+    fn value(&mut self, depth: usize) -> Result<Value, String> {
+        if depth > 64 {
+            return Err(format!("nesting deeper than 64 at byte {}", self.pos));
+        }
+        self.ws();
+        match self.peek() {
+            Some(b'"') | Some(b'\'') => self.string().map(Value::String),
+            Some(b'[') | Some(b'(') => {
+                let close = if self.peek() == Some(b'[') {
+                    b']'
+                } else {
+                    b')'
+                };
+                self.pos += 1;
+                let mut items = Vec::new();
+                loop {
+                    self.ws();
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                        return Ok(Value::Array(items));
+                    }
+                    items.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(c) if c == close => {}
+                        _ => return Err(self.err("',' or a closing bracket")),
+                    }
+                }
+            }
+            Some(b'{') => {
+                self.pos += 1;
+                let mut map = Map::new();
+                loop {
+                    self.ws();
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                        return Ok(Value::Object(map));
+                    }
+                    let key = match self.value(depth + 1)? {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    self.ws();
+                    self.expect(b':')?;
+                    let v = self.value(depth + 1)?;
+                    map.insert(key, v);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {}
+                        _ => return Err(self.err("',' or '}'")),
+                    }
+                }
+            }
+            Some(c) if c == b'-' || c == b'+' || c.is_ascii_digit() || c == b'.' => self.number(),
+            Some(_) => {
+                let start = self.pos;
+                let word = self.ident()?;
+                match word.as_str() {
+                    "True" | "true" => Ok(Value::Bool(true)),
+                    "False" | "false" => Ok(Value::Bool(false)),
+                    "None" | "null" => Ok(Value::Null),
+                    _ => Err(format!("{word:?} at byte {start} is not a literal")),
+                }
+            }
+            None => Err(self.err("a value")),
+        }
+    }
+    fn number(&mut self) -> Result<Value, String> {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| {
+            c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'_')
+        }) {
+            self.pos += 1;
+        }
+        let lit: String = self.text[start..self.pos]
+            .chars()
+            .filter(|c| *c != '_')
+            .collect();
+        let lit = lit.strip_prefix('+').unwrap_or(&lit).to_string();
+        // Python allows `5.` and `.5`; JSON does not.
+        let lit = if lit.ends_with('.') {
+            format!("{lit}0")
+        } else {
+            lit
+        };
+        let lit = if let Some(r) = lit.strip_prefix("-.") {
+            format!("-0.{r}")
+        } else if let Some(r) = lit.strip_prefix('.') {
+            format!("0.{r}")
+        } else {
+            lit
+        };
+        serde_json::from_str::<serde_json::Number>(&lit)
+            .map(Value::Number)
+            .map_err(|_| format!("{lit:?} at byte {start} is not a number"))
+    }
+    fn string(&mut self) -> Result<String, String> {
+        let start = self.pos;
+        let Some(q) = self.peek() else {
+            return Err(self.err("a string"));
+        };
+        let triple = self.s[self.pos..].starts_with(&[q, q, q]);
+        self.pos += if triple { 3 } else { 1 };
+        let mut out = String::new();
+        loop {
+            let Some(c) = self.peek() else {
+                return Err(format!("string starting at byte {start} is never closed"));
+            };
+            if c == q && (!triple || self.s[self.pos..].starts_with(&[q, q, q])) {
+                self.pos += if triple { 3 } else { 1 };
+                return Ok(out);
+            }
+            if c == b'\\' {
+                self.pos += 1;
+                let Some(e) = self.peek() else { continue };
+                self.pos += 1;
+                match e {
+                    b'n' => out.push('\n'),
+                    b't' => out.push('\t'),
+                    b'r' => out.push('\r'),
+                    b'0' => out.push('\0'),
+                    b'\\' => out.push('\\'),
+                    b'\'' => out.push('\''),
+                    b'"' => out.push('"'),
+                    b'\n' => {}
+                    b'x' | b'u' | b'U' => {
+                        let n = match e {
+                            b'x' => 2,
+                            b'u' => 4,
+                            _ => 8,
+                        };
+                        let hex = self.text.get(self.pos..self.pos + n).ok_or_else(|| {
+                            format!("short \\{} escape at byte {}", e as char, self.pos)
+                        })?;
+                        let code = u32::from_str_radix(hex, 16).map_err(|_| {
+                            format!("bad \\{} escape at byte {}", e as char, self.pos)
+                        })?;
+                        out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        self.pos += n;
+                    }
+                    _ => {
+                        // Python keeps an unknown escape as written.
+                        out.push('\\');
+                        self.pos -= 1;
+                    }
+                }
+                continue;
+            }
+            if !triple && c == b'\n' {
+                return Err(format!(
+                    "newline inside the string starting at byte {start}"
+                ));
+            }
+            // Copy one UTF-8 character.
+            let ch = self.text[self.pos..].chars().next().unwrap_or('\u{fffd}');
+            out.push(ch);
+            self.pos += ch.len_utf8().max(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hermes_blocks_are_calls() {
+        let c = text_calls(
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+            &[],
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].name.as_deref(), Some("get_weather"));
+        assert_eq!(c[0].args, WireArgs::Json(json!({"city": "Paris"})));
+    }
+
+    #[test]
+    fn pythonic_lists_parse_python_literals() {
+        let calls = parse_pythonic_list(
+            "[get_weather(city='Paris', days=3), f(flag=True, x=None, l=[1, 'a'], d={'k': 2.5})]",
+        )
+        .unwrap();
+        assert_eq!(calls[0].0, "get_weather");
+        assert_eq!(calls[0].1, json!({"city": "Paris", "days": 3}));
+        assert_eq!(
+            calls[1].1,
+            json!({"flag": true, "x": null, "l": [1, "a"], "d": {"k": 2.5}})
+        );
+    }
+
+    #[test]
+    fn prose_mentioning_a_tool_is_not_a_call() {
+        let tools = ["get_weather"];
+        assert!(
+            text_calls(
+                "I could call get_weather for you, but I need a city.",
+                &tools
+            )
+            .is_empty()
+        );
+        assert!(
+            text_calls(
+                "The get_weather tool (which takes a city) is available.",
+                &tools
+            )
+            .is_empty()
+        );
+        assert!(text_calls("[]", &tools).is_empty());
+        assert!(text_calls("{\"answer\": 42}", &tools).is_empty());
+    }
+
+    #[test]
+    fn llama_json_with_parameters_and_mistral_lists() {
+        let c = text_calls(
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+            &[],
+        );
+        assert_eq!(c[0].args, WireArgs::Json(json!({"city": "Paris"})));
+        let m = text_calls(
+            "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"x\": 1}}]",
+            &[],
+        );
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].name.as_deref(), Some("b"));
+        let n = text_calls("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", &[]);
+        assert_eq!(n[0].args, WireArgs::Text("{\"city\": \"Paris\"}".into()));
+    }
+
+    #[test]
+    fn a_broken_call_is_recognised_and_its_error_located() {
+        let c = text_calls(
+            "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1</tool_call>",
+            &[],
+        );
+        assert_eq!(c[0].name.as_deref(), Some("f"));
+        let b = c[0].broken.as_ref().unwrap();
+        assert!(b.error.contains("at byte"), "{}", b.error);
+    }
+}

@@ -1,0 +1,405 @@
+//! Reading a chat-completions response the way an OpenAI client library would: a JSON body, or
+//! an SSE stream whose `tool_calls` deltas are reassembled by `index` with string fields
+//! concatenated (so a server that repeats the name in every delta yields a doubled name, which
+//! is what its clients see). Anything that is not a complete model response is a
+//! [`TransportFailure`].
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The arguments of a call as they arrived.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireArgs {
+    /// No `arguments` field at all (some servers drop the `{}` of a no-argument call).
+    Absent,
+    /// The normal case: a string, to be parsed as JSON.
+    Text(String),
+    /// A protocol deviation: a JSON value (usually an object) instead of a string.
+    Json(Value),
+}
+
+/// A structured call from `message.tool_calls` or reassembled from stream deltas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireCall {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: WireArgs,
+}
+
+/// What the server said, reduced to what scoring needs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    pub content: Option<String>,
+    pub tool_calls: Vec<WireCall>,
+    /// The deprecated `message.function_call`, which clients using `tools` do not read.
+    pub function_call: Option<WireCall>,
+    pub finish_reason: Option<String>,
+    pub completion_tokens: Option<u64>,
+    /// Observations about protocol deviations that decide nothing by themselves.
+    pub notes: Vec<String>,
+}
+
+/// No complete model response: the server's or the network's fault, never the model's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportFailure(pub String);
+
+/// One SSE event: where it starts in the body and its `data` payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub offset: usize,
+    pub data: String,
+}
+
+/// Splits an SSE body into events following the WHATWG event-stream rules: lines end in LF,
+/// CRLF or CR; `data:` lines of one event are joined with LF; a blank line dispatches; comments
+/// and other fields are skipped; an event not terminated by a blank line before the end of the
+/// stream is discarded, as a browser or client library would (the connection was cut inside it).
+///
+/// Written by hand rather than with an SSE crate because the transcript page needs each event's
+/// byte offset and the scorer needs the discard-at-EOF rule to be explicit.
+pub fn sse_events(body: &[u8]) -> (Vec<SseEvent>, Option<SseEvent>) {
+    let text = String::from_utf8_lossy(body);
+    let bytes = text.as_bytes();
+    let mut events = Vec::new();
+    let mut data: Option<String> = None;
+    let mut start = 0usize;
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let line_start = pos;
+        while pos < bytes.len() && bytes[pos] != b'\n' && bytes[pos] != b'\r' {
+            pos += 1;
+        }
+        let line = &text[line_start..pos];
+        match bytes.get(pos) {
+            Some(b'\r') if bytes.get(pos + 1) == Some(&b'\n') => pos += 2,
+            Some(_) => pos += 1,
+            None => {}
+        }
+        if line.is_empty() {
+            if let Some(d) = data.take() {
+                events.push(SseEvent {
+                    offset: start,
+                    data: d,
+                });
+            }
+            start = pos;
+            continue;
+        }
+        if data.is_none() {
+            start = line_start;
+        }
+        let Some(field) = line.strip_prefix("data") else {
+            continue;
+        };
+        let value = match field.strip_prefix(':') {
+            Some(v) => v.strip_prefix(' ').unwrap_or(v),
+            None if field.is_empty() => "",
+            None => continue, // a field named e.g. "database": not data
+        };
+        match &mut data {
+            Some(d) => {
+                d.push('\n');
+                d.push_str(value);
+            }
+            None => data = Some(value.to_string()),
+        }
+    }
+    // Whatever is still pending was never dispatched by a blank line.
+    let partial = data.map(|d| SseEvent {
+        offset: start,
+        data: d,
+    });
+    (events, partial)
+}
+
+fn error_message(v: &Value) -> Option<String> {
+    if let Some(e) = v.get("error") {
+        if e.is_null() {
+            return None;
+        }
+        let msg = e
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| crate::json::preview(e, 200));
+        return Some(msg);
+    }
+    if v.get("object").and_then(Value::as_str) == Some("error") {
+        let msg = v
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("(no message)");
+        return Some(msg.to_string());
+    }
+    None
+}
+
+fn wire_call(v: &Value, notes: &mut Vec<String>, i: usize) -> WireCall {
+    let func = v.get("function").unwrap_or(&Value::Null);
+    let name = func.get("name").and_then(Value::as_str).map(str::to_string);
+    let arguments = match func.get("arguments") {
+        None => WireArgs::Absent,
+        Some(Value::Null) => WireArgs::Absent,
+        Some(Value::String(s)) => WireArgs::Text(s.clone()),
+        Some(other) => {
+            notes.push(format!(
+                "call {}: arguments sent as a JSON {} instead of a string (protocol deviation)",
+                i + 1,
+                crate::json::type_name(other)
+            ));
+            WireArgs::Json(other.clone())
+        }
+    };
+    WireCall {
+        id: v.get("id").and_then(Value::as_str).map(str::to_string),
+        name,
+        arguments,
+    }
+}
+
+/// Reads a non-streamed chat-completions body.
+pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(TransportFailure("empty response body".into()));
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| TransportFailure(format!("the body is not a JSON chat completion: {e}")))?;
+    if let Some(msg) = error_message(&v) {
+        return Err(TransportFailure(format!(
+            "the server answered with an error object: {}",
+            crate::json::clip(&msg, 300)
+        )));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| {
+            TransportFailure("the body has no choices[0]: not a chat completion".into())
+        })?;
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    let mut c = Completion {
+        content: message
+            .get("content")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        completion_tokens: v
+            .get("usage")
+            .and_then(|u| u.get("completion_tokens"))
+            .and_then(Value::as_u64),
+        ..Completion::default()
+    };
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        let mut notes = Vec::new();
+        c.tool_calls = calls
+            .iter()
+            .enumerate()
+            .map(|(i, x)| wire_call(x, &mut notes, i))
+            .collect();
+        c.notes.append(&mut notes);
+    }
+    if let Some(fc) = message.get("function_call").filter(|f| !f.is_null()) {
+        let wrapped = serde_json::json!({"function": fc});
+        c.function_call = Some(wire_call(&wrapped, &mut c.notes, 0));
+    }
+    Ok(c)
+}
+
+/// A call being reassembled from stream deltas.
+#[derive(Default)]
+struct Partial {
+    id: Option<String>,
+    name: Option<String>,
+    args_text: Option<String>,
+    args_json: Option<Value>,
+    name_deltas: usize,
+}
+
+fn append(slot: &mut Option<String>, piece: &str) {
+    slot.get_or_insert_with(String::new).push_str(piece);
+}
+
+/// Reads an SSE stream of chat-completion chunks.
+pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(TransportFailure(
+            "empty response body (the stream sent nothing)".into(),
+        ));
+    }
+    let (events, partial) = sse_events(body);
+    if events.is_empty() {
+        return Err(TransportFailure(
+            "the stream holds no complete SSE event".into(),
+        ));
+    }
+    let mut done = false;
+    let mut content: Option<String> = None;
+    let mut finish_reason = None;
+    let mut completion_tokens = None;
+    let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
+    let mut notes = Vec::new();
+    for (n, ev) in events.iter().enumerate() {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            TransportFailure(format!(
+                "SSE event {} (byte {}) is not JSON: {e}",
+                n + 1,
+                ev.offset
+            ))
+        })?;
+        if let Some(msg) = error_message(&v) {
+            return Err(TransportFailure(format!(
+                "the stream carried an error event at byte {}: {}",
+                ev.offset,
+                crate::json::clip(&msg, 300)
+            )));
+        }
+        if let Some(t) = v
+            .get("usage")
+            .and_then(|u| u.get("completion_tokens"))
+            .and_then(Value::as_u64)
+        {
+            completion_tokens = Some(t);
+        }
+        let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+            continue;
+        };
+        for choice in choices {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
+                finish_reason = Some(fr.to_string());
+            }
+            let Some(delta) = choice.get("delta") else {
+                continue;
+            };
+            if let Some(s) = delta.get("content").and_then(Value::as_str) {
+                append(&mut content, s);
+            }
+            let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) else {
+                continue;
+            };
+            for (pos, tc) in tcs.iter().enumerate() {
+                let idx = tc
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(pos as u64);
+                let p = calls.entry(idx).or_default();
+                if let Some(id) = tc.get("id").and_then(Value::as_str) {
+                    append(&mut p.id, id);
+                }
+                let func = tc.get("function").unwrap_or(&Value::Null);
+                if let Some(name) = func.get("name").and_then(Value::as_str) {
+                    if !name.is_empty() {
+                        p.name_deltas += 1;
+                    }
+                    append(&mut p.name, name);
+                }
+                match func.get("arguments") {
+                    Some(Value::String(s)) => append(&mut p.args_text, s),
+                    Some(Value::Null) | None => {}
+                    Some(other) => p.args_json = Some(other.clone()),
+                }
+            }
+        }
+    }
+    if !done && finish_reason.is_none() {
+        let cut = match partial {
+            Some(p) => format!(" (an event starting at byte {} was cut off)", p.offset),
+            None => String::new(),
+        };
+        return Err(TransportFailure(format!(
+            "the stream ended with neither a finish_reason nor [DONE]: the connection was cut{cut}"
+        )));
+    }
+    let tool_calls = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, p))| {
+            if p.name_deltas > 1 {
+                notes.push(format!("call {}: the name was sent in {} deltas, so clients concatenate it", i + 1, p.name_deltas));
+            }
+            let arguments = match (p.args_text, p.args_json) {
+                (Some(t), None) => WireArgs::Text(t),
+                (None, Some(j)) => {
+                    notes.push(format!("call {}: arguments sent as a JSON value instead of a string (protocol deviation)", i + 1));
+                    WireArgs::Json(j)
+                }
+                (Some(t), Some(j)) => {
+                    notes.push(format!("call {}: arguments sent partly as a JSON value; kept as text", i + 1));
+                    WireArgs::Text(format!("{t}{j}"))
+                }
+                (None, None) => WireArgs::Absent,
+            };
+            WireCall { id: p.id, name: p.name, arguments }
+        })
+        .collect();
+    if !done {
+        notes.push("the stream ended without [DONE] after its finish_reason".into());
+    }
+    Ok(Completion {
+        content,
+        tool_calls,
+        function_call: None,
+        finish_reason,
+        completion_tokens,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_split_on_blank_lines_and_discard_a_cut_event() {
+        let body = b"data: {\"a\":1}\n\n: comment\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\ndata: {\"cut";
+        let (ev, partial) = sse_events(body);
+        let data: Vec<_> = ev.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["{\"a\":1}", "x\ny", "[DONE]"]);
+        assert_eq!(ev[1].offset, 26);
+        assert_eq!(partial.map(|p| p.data), Some("{\"cut".to_string()));
+    }
+
+    #[test]
+    fn stream_reassembles_calls_by_index() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"t2\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"t1\",\"arguments\":\"{\\\"x\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"1}\"}},{\"index\":1,\"function\":{\"arguments\":null}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"completion_tokens\":12}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let c = parse_stream(body.as_bytes()).unwrap();
+        assert_eq!(c.tool_calls.len(), 2);
+        assert_eq!(c.tool_calls[0].name.as_deref(), Some("t1"));
+        assert_eq!(
+            c.tool_calls[0].arguments,
+            WireArgs::Text("{\"x\":1}".into())
+        );
+        assert_eq!(c.tool_calls[1].arguments, WireArgs::Text(String::new()));
+        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.completion_tokens, Some(12));
+    }
+
+    #[test]
+    fn a_cut_stream_is_a_transport_failure() {
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"ind";
+        let e = parse_stream(body.as_bytes()).unwrap_err();
+        assert!(e.0.contains("connection was cut"), "{}", e.0);
+    }
+}

@@ -1,0 +1,709 @@
+//! The task model (SPEC §3): loading task files, checking them, and compiling their schemas.
+//!
+//! A task file is user input, so every problem is reported with the file, the JSON path inside
+//! it and what is wrong, and every problem in a corpus is collected rather than the first one.
+
+pub mod lint;
+pub mod predicate;
+
+pub use predicate::{LenBound, Predicate, Test};
+
+use crate::taxonomy::Label;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A problem with one task file: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskError {
+    pub file: PathBuf,
+    /// A JSON path inside the file (`expect.calls[1].where[0].matches`), empty for the file.
+    pub path: String,
+    pub problem: String,
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.problem)
+        } else {
+            write!(
+                f,
+                "{}: at {}: {}",
+                self.file.display(),
+                self.path,
+                self.problem
+            )
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
+
+/// Every problem found while loading a set of tasks.
+#[derive(Debug)]
+pub struct TaskErrors(pub Vec<TaskError>);
+
+impl fmt::Display for TaskErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(
+            f,
+            "{n} problem{} in the tasks:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for e in &self.0 {
+            writeln!(f, "  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for TaskErrors {}
+
+/// A JSON Schema together with its compiled validator.
+pub struct Schema {
+    pub raw: Value,
+    pub validator: jsonschema::Validator,
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Schema({})", self.raw)
+    }
+}
+
+/// Refuses every external reference: a schema may only point inside itself, so scoring never
+/// touches the network or the file system.
+struct NoRemote;
+
+impl jsonschema::Retrieve for NoRemote {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!(
+            "external $ref to {} is not allowed: only local references (#/$defs/…) are resolved",
+            uri.as_str()
+        )
+        .into())
+    }
+}
+
+impl Schema {
+    /// Compiles a schema; local `$ref`s resolve, remote ones are refused.
+    pub fn compile(raw: &Value) -> Result<Schema, String> {
+        let validator = jsonschema::options()
+            .with_retriever(NoRemote)
+            .build(raw)
+            .map_err(|e| e.to_string())?;
+        Ok(Schema {
+            raw: raw.clone(),
+            validator,
+        })
+    }
+}
+
+/// One tool offered to the model.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    /// The `parameters` schema (an empty object schema when the tool declares none).
+    pub schema: Arc<Schema>,
+}
+
+/// Whether emitted calls must come in the expected order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    Any,
+    Strict,
+}
+
+/// One call the task expects.
+#[derive(Debug, Clone)]
+pub struct ExpectedCall {
+    pub tool: String,
+    /// One correct set of arguments.
+    pub gold: Value,
+    pub where_: Vec<Predicate>,
+}
+
+/// What a correct answer looks like.
+#[derive(Debug, Clone)]
+pub enum Expect {
+    /// No tool is needed; any call is spurious.
+    NoCall,
+    Calls {
+        calls: Vec<ExpectedCall>,
+        across: Vec<Predicate>,
+        order: Order,
+    },
+    /// The answer is JSON in `content`, constrained by the request's `response_format`.
+    StructuredOutput {
+        gold: Value,
+        where_: Vec<Predicate>,
+        schema: Option<Arc<Schema>>,
+    },
+}
+
+/// A loaded, checked task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub id: String,
+    pub title: String,
+    pub tags: Vec<String>,
+    pub description: String,
+    pub messages: Vec<Value>,
+    /// The `tools` array exactly as it goes into the request.
+    pub tools_json: Vec<Value>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: Option<Value>,
+    pub response_format: Option<Value>,
+    /// Extra request body fields the task needs (e.g. `parallel_tool_calls`, `max_tokens`).
+    pub request: BTreeMap<String, Value>,
+    pub expect: Expect,
+    /// Where it was loaded from.
+    pub file: PathBuf,
+    /// sha256 of the file's bytes, recorded in each cell so build can tell a changed task.
+    pub sha256: String,
+}
+
+impl Task {
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The number of calls the task expects (0 for no-call and structured-output tasks).
+    pub fn expected_calls(&self) -> &[ExpectedCall] {
+        match &self.expect {
+            Expect::Calls { calls, .. } => calls,
+            _ => &[],
+        }
+    }
+
+    pub fn is_structured_output(&self) -> bool {
+        matches!(self.expect, Expect::StructuredOutput { .. })
+    }
+}
+
+/// True when `s` may be used as a path segment (SPEC §4).
+pub fn is_path_safe(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+// ---- the file format, as serde sees it ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    id: String,
+    title: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    description: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(default, deserialize_with = "present")]
+    tool_choice: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    response_format: Option<Value>,
+    #[serde(default)]
+    request: BTreeMap<String, Value>,
+    expect: RawExpect,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    #[serde(default)]
+    no_call: Option<bool>,
+    #[serde(default)]
+    calls: Option<Vec<RawCall>>,
+    #[serde(default)]
+    across: Vec<RawPredicate>,
+    #[serde(default)]
+    order: Option<Order>,
+    #[serde(default)]
+    structured_output: Option<RawStructured>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    tool: String,
+    gold: Value,
+    #[serde(default, rename = "where")]
+    where_: Vec<RawPredicate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStructured {
+    gold: Value,
+    #[serde(default, rename = "where")]
+    where_: Vec<RawPredicate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLen {
+    #[serde(default)]
+    min: Option<u64>,
+    #[serde(default)]
+    max: Option<u64>,
+}
+
+// Predicates are parsed as one struct with optional fields rather than an untagged enum: with
+// serde_json's `arbitrary_precision`, untagged enums mangle numbers, and a flat struct gives
+// better error messages anyway.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPredicate {
+    path: String,
+    #[serde(default, deserialize_with = "present")]
+    equals: Option<Value>,
+    #[serde(default)]
+    one_of: Option<Vec<Value>>,
+    #[serde(default)]
+    matches: Option<String>,
+    #[serde(default)]
+    len: Option<RawLen>,
+    #[serde(default)]
+    present: Option<bool>,
+    #[serde(default)]
+    absent: Option<bool>,
+    #[serde(default)]
+    distinct: Option<bool>,
+    label: String,
+}
+
+/// Deserializes a field that is there, even as `null`, to `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// Collects problems for one file.
+struct Problems<'a> {
+    file: &'a Path,
+    list: Vec<TaskError>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, path: impl Into<String>, problem: impl Into<String>) {
+        self.list.push(TaskError {
+            file: self.file.to_path_buf(),
+            path: path.into(),
+            problem: problem.into(),
+        });
+    }
+}
+
+/// Parses and checks one task file's bytes. `file` is used only in error messages.
+pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
+    let mut problems = Problems {
+        file,
+        list: Vec::new(),
+    };
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let raw: RawTask = match serde_path_to_error::deserialize(de) {
+        Ok(r) => r,
+        Err(e) => {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            problems.add(path, e.into_inner().to_string());
+            return Err(problems.list);
+        }
+    };
+
+    if !is_path_safe(&raw.id) {
+        problems.add(
+            "id",
+            format!(
+                "{:?} is not a valid task id: use only letters, digits, '.', '_' and '-'",
+                raw.id
+            ),
+        );
+    }
+    if raw.title.trim().is_empty() {
+        problems.add("title", "must not be empty");
+    }
+    if raw.messages.is_empty() {
+        problems.add("messages", "must hold at least one message");
+    }
+    for (i, m) in raw.messages.iter().enumerate() {
+        if m.get("role").and_then(Value::as_str).is_none() {
+            problems.add(
+                format!("messages[{i}]"),
+                "a message needs a string \"role\"",
+            );
+        }
+    }
+
+    let mut tools = Vec::new();
+    for (i, t) in raw.tools.iter().enumerate() {
+        let path = format!("tools[{i}]");
+        let Some(func) = t.get("function") else {
+            problems.add(
+                path,
+                "a tool needs a \"function\" object ({\"type\": \"function\", \"function\": {…}})",
+            );
+            continue;
+        };
+        let Some(name) = func.get("name").and_then(Value::as_str) else {
+            problems.add(format!("{path}.function.name"), "missing or not a string");
+            continue;
+        };
+        if tools.iter().any(|x: &Tool| x.name == name) {
+            problems.add(
+                format!("{path}.function.name"),
+                format!("tool {name:?} is offered twice"),
+            );
+        }
+        let params = func
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(empty_object_schema);
+        match Schema::compile(&params) {
+            Ok(schema) => tools.push(Tool {
+                name: name.to_string(),
+                schema: Arc::new(schema),
+            }),
+            Err(e) => problems.add(
+                format!("{path}.function.parameters"),
+                format!("the schema does not compile: {e}"),
+            ),
+        }
+    }
+
+    let expect = convert_expect(raw.expect, &raw.response_format, &tools, &mut problems);
+
+    match (problems.list.is_empty(), expect) {
+        (true, Some(expect)) => Ok(Task {
+            id: raw.id,
+            title: raw.title,
+            tags: raw.tags,
+            description: raw.description,
+            messages: raw.messages,
+            tools_json: raw.tools,
+            tools,
+            tool_choice: raw.tool_choice,
+            response_format: raw.response_format,
+            request: raw.request,
+            expect,
+            file: file.to_path_buf(),
+            sha256: sha256_hex(bytes),
+        }),
+        _ => Err(problems.list),
+    }
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// The JSON Schema inside a `response_format`, if it carries one.
+pub fn response_format_schema(rf: &Value) -> Option<&Value> {
+    rf.get("json_schema").and_then(|j| j.get("schema"))
+}
+
+fn convert_expect(
+    raw: RawExpect,
+    response_format: &Option<Value>,
+    tools: &[Tool],
+    p: &mut Problems,
+) -> Option<Expect> {
+    let kinds = [
+        raw.no_call == Some(true),
+        raw.calls.is_some(),
+        raw.structured_output.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        p.add(
+            "expect",
+            "needs exactly one of \"no_call\": true, \"calls\": […] or \"structured_output\": {…}",
+        );
+        return None;
+    }
+    if raw.no_call == Some(true) {
+        if !raw.across.is_empty() || raw.order.is_some() {
+            p.add("expect", "\"across\" and \"order\" only apply to \"calls\"");
+        }
+        return Some(Expect::NoCall);
+    }
+    if let Some(so) = raw.structured_output {
+        let Some(rf) = response_format else {
+            p.add(
+                "response_format",
+                "a structured_output task needs a response_format",
+            );
+            return None;
+        };
+        let schema = match response_format_schema(rf) {
+            Some(s) => match Schema::compile(s) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    p.add(
+                        "response_format.json_schema.schema",
+                        format!("the schema does not compile: {e}"),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        let where_ = convert_predicates(so.where_, "expect.structured_output.where", false, p);
+        return Some(Expect::StructuredOutput {
+            gold: so.gold,
+            where_,
+            schema,
+        });
+    }
+    let raw_calls = raw.calls.unwrap_or_default();
+    if raw_calls.is_empty() {
+        p.add(
+            "expect.calls",
+            "must list at least one call (use \"no_call\": true for none)",
+        );
+    }
+    let mut calls = Vec::new();
+    for (i, c) in raw_calls.into_iter().enumerate() {
+        let path = format!("expect.calls[{i}]");
+        if !tools.iter().any(|t| t.name == c.tool) {
+            p.add(
+                format!("{path}.tool"),
+                format!("{:?} is not among the offered tools", c.tool),
+            );
+        }
+        if !c.gold.is_object() {
+            p.add(
+                format!("{path}.gold"),
+                "gold arguments must be a JSON object",
+            );
+        }
+        let where_ = convert_predicates(c.where_, &format!("{path}.where"), false, p);
+        calls.push(ExpectedCall {
+            tool: c.tool,
+            gold: c.gold,
+            where_,
+        });
+    }
+    let across = convert_predicates(raw.across, "expect.across", true, p);
+    Some(Expect::Calls {
+        calls,
+        across,
+        order: raw.order.unwrap_or(Order::Any),
+    })
+}
+
+fn convert_predicates(
+    raw: Vec<RawPredicate>,
+    base: &str,
+    across: bool,
+    p: &mut Problems,
+) -> Vec<Predicate> {
+    let mut out = Vec::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        let path = format!("{base}[{i}]");
+        let source = predicate_source(&r);
+        if !(r.path.is_empty() || r.path.starts_with('/')) {
+            p.add(
+                format!("{path}.path"),
+                format!(
+                    "{:?} is not a JSON Pointer (it must be empty or start with '/')",
+                    r.path
+                ),
+            );
+        }
+        let Some(label) = Label::parse(&r.label) else {
+            p.add(
+                format!("{path}.label"),
+                format!("{:?} is not one of the eleven labels", r.label),
+            );
+            continue;
+        };
+        let mut tests: Vec<Test> = Vec::new();
+        if let Some(v) = r.equals {
+            tests.push(Test::Equals(v));
+        }
+        if let Some(v) = r.one_of {
+            tests.push(Test::OneOf(v));
+        }
+        if let Some(m) = &r.matches {
+            match Regex::new(m) {
+                Ok(re) => tests.push(Test::Matches(re)),
+                Err(e) => {
+                    p.add(format!("{path}.matches"), format!("not a valid regex: {e}"));
+                    continue;
+                }
+            }
+        }
+        if let Some(l) = r.len {
+            if let (Some(lo), Some(hi)) = (l.min, l.max) {
+                if lo > hi {
+                    p.add(format!("{path}.len"), format!("min {lo} is above max {hi}"));
+                }
+            }
+            tests.push(Test::Len(LenBound {
+                min: l.min,
+                max: l.max,
+            }));
+        }
+        if r.present == Some(true) {
+            tests.push(Test::Present);
+        }
+        if r.absent == Some(true) {
+            tests.push(Test::Absent);
+        }
+        if r.distinct == Some(true) {
+            if !across {
+                p.add(
+                    format!("{path}.distinct"),
+                    "\"distinct\" compares calls, so it belongs in expect.across",
+                );
+                continue;
+            }
+            tests.push(Test::Distinct);
+        }
+        if tests.len() != 1 {
+            p.add(path, "a predicate needs exactly one of equals, one_of, matches, len, present, absent, distinct");
+            continue;
+        }
+        let test = tests.remove(0);
+        out.push(Predicate {
+            path: r.path,
+            test,
+            label,
+            source,
+        });
+    }
+    out
+}
+
+fn predicate_source(r: &RawPredicate) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("path".into(), Value::String(r.path.clone()));
+    if let Some(v) = &r.equals {
+        m.insert("equals".into(), v.clone());
+    }
+    if let Some(v) = &r.one_of {
+        m.insert("one_of".into(), Value::Array(v.clone()));
+    }
+    if let Some(v) = &r.matches {
+        m.insert("matches".into(), Value::String(v.clone()));
+    }
+    if let Some(l) = &r.len {
+        let mut lm = serde_json::Map::new();
+        if let Some(x) = l.min {
+            lm.insert("min".into(), x.into());
+        }
+        if let Some(x) = l.max {
+            lm.insert("max".into(), x.into());
+        }
+        m.insert("len".into(), Value::Object(lm));
+    }
+    for (k, v) in [
+        ("present", r.present),
+        ("absent", r.absent),
+        ("distinct", r.distinct),
+    ] {
+        if let Some(b) = v {
+            m.insert(k.into(), Value::Bool(b));
+        }
+    }
+    m.insert("label".into(), Value::String(r.label.clone()));
+    Value::Object(m)
+}
+
+/// Loads one file, or every `*.json` file under a folder (sorted by path), checking that ids are
+/// unique. All problems are returned together.
+pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    if path.is_file() {
+        files.push(path.to_path_buf());
+    } else if path.is_dir() {
+        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
+            match entry {
+                Ok(e)
+                    if e.file_type().is_file()
+                        && e.path().extension().is_some_and(|x| x == "json") =>
+                {
+                    files.push(e.into_path())
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(TaskError {
+                    file: e
+                        .path()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_else(|| path.to_path_buf()),
+                    path: String::new(),
+                    problem: format!("cannot read: {e}"),
+                }),
+            }
+        }
+    } else {
+        errors.push(TaskError {
+            file: path.to_path_buf(),
+            path: String::new(),
+            problem: "no such file or folder".into(),
+        });
+    }
+
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for f in files {
+        let bytes = match std::fs::read(&f) {
+            Ok(b) => b,
+            Err(e) => {
+                errors.push(TaskError {
+                    file: f,
+                    path: String::new(),
+                    problem: format!("cannot read: {e}"),
+                });
+                continue;
+            }
+        };
+        match parse_task(&f, &bytes) {
+            Ok(t) => {
+                if let Some(other) = seen.get(&t.id) {
+                    errors.push(TaskError {
+                        file: f.clone(),
+                        path: "id".into(),
+                        problem: format!("id {:?} is already used by {}", t.id, other.display()),
+                    });
+                    continue;
+                }
+                seen.insert(t.id.clone(), f);
+                tasks.push(t);
+            }
+            Err(mut es) => errors.append(&mut es),
+        }
+    }
+    if errors.is_empty() {
+        tasks.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(tasks)
+    } else {
+        Err(TaskErrors(errors))
+    }
+}

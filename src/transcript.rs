@@ -1,0 +1,86 @@
+//! One sample as collect wrote it and build reads it: the request sent, the bytes received and
+//! what the HTTP exchange looked like (`meta.json`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One attempt at a request (collect retries before the first byte only).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// HTTP status, when a response head arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// What went wrong, when the attempt failed before the body (connection refused, timeout…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Milliseconds the client waited before this attempt (jittered backoff).
+    #[serde(default)]
+    pub backoff_ms: u64,
+    /// Milliseconds from sending to the first byte of the body, when it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_ms: Option<f64>,
+}
+
+/// `meta.json`: how the exchange went. Everything is optional so that older or hand-made
+/// transcripts still load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// HTTP status of the attempt whose body was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Selected response headers (content-type, server, request ids), lowercase names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Every attempt, in order; the last one produced the kept bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Milliseconds to the first byte of the body of the kept attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_ms: Option<f64>,
+    /// Milliseconds from the first attempt's send to the last byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_ms: Option<f64>,
+    /// Why the exchange failed, when no complete response arrived (after retries, or a body cut).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// True when the response was requested as an SSE stream.
+    #[serde(default)]
+    pub streamed: bool,
+}
+
+/// One sample: request, raw response and metadata.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// The exact request body sent, when known (gives `max_tokens` and the tools as sent).
+    pub request: Option<Value>,
+    /// The response bytes exactly as received.
+    pub body: Vec<u8>,
+    /// Whether `body` is an SSE stream (`response.sse`) rather than a JSON body.
+    pub streamed: bool,
+    pub meta: Option<Meta>,
+}
+
+impl Transcript {
+    /// The token budget the request gave the model, from `max_completion_tokens` or `max_tokens`.
+    pub fn max_tokens(&self) -> Option<u64> {
+        let r = self.request.as_ref()?;
+        r.get("max_completion_tokens")
+            .and_then(Value::as_u64)
+            .or_else(|| r.get("max_tokens").and_then(Value::as_u64))
+    }
+}
+
+/// Guesses whether bytes are an SSE stream: used by `callcheck check` when the file name does
+/// not say (`.sse`).
+pub fn looks_like_sse(body: &[u8]) -> bool {
+    let start = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(body.len());
+    let rest = &body[start..];
+    rest.starts_with(b"data:")
+        || rest.starts_with(b"event:")
+        || rest.starts_with(b":")
+        || rest.starts_with(b"id:")
+}
