@@ -46,7 +46,17 @@ pub enum TasksCommand {
     /// Check every task: schemas compile, gold calls pass their own checks, ids are unique.
     Lint(TasksOpts),
     /// Print the corpus's coverage: tag × count, as a markdown table.
-    List(TasksOpts),
+    List(ListOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct ListOpts {
+    #[command(flatten)]
+    pub tasks: TasksOpts,
+    /// Instead of tags: for each task, how many corrupted variants each label has (the mutation
+    /// test's coverage), and why the others cannot apply.
+    #[arg(long)]
+    pub labels: bool,
 }
 
 #[derive(Debug, Args)]

@@ -348,6 +348,73 @@ fn python_quoted(v: &Value) -> String {
     }
 }
 
+/// JSON text with every `\n` escape inside a string written as a raw newline, or `None` when
+/// there is none. Lexical, so an escaped backslash followed by `n` (`C:\\new`) is left alone.
+fn raw_newlines(json: &str) -> Option<String> {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_str, mut changed) = (false, false);
+    let mut chars = json.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                in_str = !in_str;
+                out.push(c);
+            }
+            '\\' if in_str => match chars.next() {
+                Some('n') => {
+                    out.push('\n');
+                    changed = true;
+                }
+                Some(e) => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                None => out.push('\\'),
+            },
+            _ => out.push(c),
+        }
+    }
+    changed.then_some(out)
+}
+
+/// JSON text with every escaped backslash inside a string written once (`"C:\\Users"` for
+/// `"C:\\\\Users"`), the way a model copies a Windows path or a regex. Only when the result is
+/// not valid JSON (some `\\U`, `\\d` is left an invalid escape); otherwise `None`, since a text
+/// whose single backslashes all happen to be valid escapes parses to a different value, which
+/// only a round-trip predicate can catch.
+fn single_backslashes(json: &str) -> Option<String> {
+    let chars: Vec<char> = json.chars().collect();
+    let mut out = String::with_capacity(json.len());
+    let (mut in_str, mut changed) = (false, false);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' {
+            in_str = !in_str;
+        } else if c == '\\' && in_str {
+            let next = chars.get(i + 1).copied();
+            if next == Some('\\') {
+                // A backslash before a quote in the value: halving it would end the string early,
+                // which is not this mangling.
+                let after = (chars.get(i + 2), chars.get(i + 3));
+                if matches!(after, (Some('"'), _) | (Some('\\'), Some('"'))) {
+                    return None;
+                }
+                out.push('\\');
+                changed = true;
+            } else {
+                out.push('\\');
+                out.extend(next);
+            }
+            i += 2;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    (changed && serde_json::from_str::<Value>(&out).is_err()).then_some(out)
+}
+
 /// The first half of a payload (at least one character, never all of it): what a token budget
 /// leaves of a call cut mid-emission.
 fn cut_half(s: &str) -> String {
@@ -508,11 +575,11 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                     "trailing_text",
                     with_payload_text(task, &t, format!("{good}\n<|eot_id|>")),
                 );
-                if let Some(k) = t.payload.as_object().and_then(|o| o.keys().next()) {
-                    if k.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                        let unquoted = good.replacen(&format!("\"{k}\":"), &format!("{k}:"), 1);
-                        add("unquoted_key", with_payload_text(task, &t, unquoted));
-                    }
+                if let Some(k) = t.payload.as_object().and_then(|o| o.keys().next())
+                    && k.chars().all(|c| c.is_alphanumeric() || c == '_')
+                {
+                    let unquoted = good.replacen(&format!("\"{k}\":"), &format!("{k}:"), 1);
+                    add("unquoted_key", with_payload_text(task, &t, unquoted));
                 }
                 if structured {
                     add("fenced", Reply::text(format!("```json\n{good}\n```")));
@@ -546,11 +613,11 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                         with_payload_text(task, &t, python_quoted(&t.payload)),
                     );
                 }
-                if good.contains("\\n") {
-                    add(
-                        "raw_newline",
-                        with_payload_text(task, &t, good.replace("\\n", "\n")),
-                    );
+                if let Some(raw) = raw_newlines(&good) {
+                    add("raw_newline", with_payload_text(task, &t, raw));
+                }
+                if let Some(single) = single_backslashes(&good) {
+                    add("single_backslashes", with_payload_text(task, &t, single));
                 }
                 if good.contains('\'') {
                     add(
@@ -636,6 +703,7 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
         | Label::HallucinatedParam
         | Label::MissingRequired
         | Label::TypeCoercion => {
+            let canonical = regex::Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$").ok();
             for t in targets(task).into_iter() {
                 let Some(root) = &t.schema else { continue };
                 let mut ls = Vec::new();
@@ -693,6 +761,22 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                             out.push(Corruption {
                                 name: format!("{label}/wrapped_in_array"),
                                 reply: with_payload(task, &t, &set(&t.payload, &l.path, wrapped)),
+                            });
+                        }
+                        if let Some((l, v)) = ls.iter().find_map(|l| {
+                            out_of_range(deref(root, l.schema), l.value).map(|v| (l, v))
+                        }) {
+                            out.push(Corruption {
+                                name: format!("{label}/out_of_range"),
+                                reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
+                            });
+                        }
+                        if let Some((l, v)) = ls.iter().find_map(|l| {
+                            pattern_mismatch(deref(root, l.schema), l.value).map(|v| (l, v))
+                        }) {
+                            out.push(Corruption {
+                                name: format!("{label}/pattern_mismatch"),
+                                reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
                             });
                         }
                     }
@@ -755,7 +839,6 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                         }
                     }
                     Label::TypeCoercion => {
-                        let canonical = regex::Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$").ok();
                         for l in &ls {
                             let ty = types_of(root, l.schema);
                             let no_string = !ty.is_empty() && !ty.contains(&"string".to_string());
@@ -779,13 +862,13 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                                 }
                                 _ => None,
                             };
-                            if let Some((name, v)) = coerced {
-                                if !out.iter().any(|c| c.name.ends_with(name)) {
-                                    out.push(Corruption {
-                                        name: format!("{label}/{name}"),
-                                        reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
-                                    });
-                                }
+                            if let Some((name, v)) = coerced
+                                && !out.iter().any(|c| c.name.ends_with(name))
+                            {
+                                out.push(Corruption {
+                                    name: format!("{label}/{name}"),
+                                    reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
+                                });
                             }
                         }
                     }
@@ -805,9 +888,111 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
     Ok(out)
 }
 
+/// A number of the right type just outside the schema's bounds (maximum first), or `None`.
+fn out_of_range(s: &Value, v: &Value) -> Option<Value> {
+    if !v.is_number() {
+        return None;
+    }
+    let bound = |key: &str| s.get(key).and_then(Value::as_number).map(|n| n.to_string());
+    // Past an inclusive bound by one; an exclusive bound is itself out of range.
+    let (lit, step) = if let Some(m) = bound("maximum") {
+        (m, 1)
+    } else if let Some(m) = bound("exclusiveMaximum") {
+        (m, 0)
+    } else if let Some(m) = bound("minimum") {
+        (m, -1)
+    } else {
+        (bound("exclusiveMinimum")?, 0)
+    };
+    let text = match lit.parse::<i128>() {
+        Ok(i) => (i + step).to_string(),
+        Err(_) => {
+            let f = lit.parse::<f64>().ok()? + step as f64;
+            format!("{f:?}")
+        }
+    };
+    serde_json::from_str::<serde_json::Number>(&text)
+        .ok()
+        .map(Value::Number)
+}
+
+/// A string the schema's `pattern` rejects, or `None` when the value is not a patterned string.
+fn pattern_mismatch(s: &Value, v: &Value) -> Option<Value> {
+    if !v.is_string() {
+        return None;
+    }
+    let re = regex::Regex::new(s.get("pattern").and_then(Value::as_str)?).ok()?;
+    ["N/A", "zzz", "?", ""]
+        .into_iter()
+        .find(|c| !re.is_match(c))
+        .map(|c| Value::String(c.into()))
+}
+
+/// The schema governing the value at `path` in a payload (through `$ref`, `properties` and
+/// `items`), or `None` when the path leaves the schema.
+fn schema_at<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = deref(root, root);
+    for tok in path.split('/').skip(1) {
+        let tok = tok.replace("~1", "/").replace("~0", "~");
+        let next = match cur.get("properties").and_then(|p| p.get(&tok)) {
+            Some(next) => next,
+            None => cur.get("items").filter(|i| i.is_object())?,
+        };
+        cur = deref(root, next);
+    }
+    Some(cur)
+}
+
+/// Values a model might invent for an argument nobody asked for, most plausible first: the
+/// schema's own default, const or first enum value, then a plain value of each type.
+fn invented_values(schema: Option<&Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(s) = schema {
+        out.extend(s.get("default").cloned());
+        out.extend(s.get("const").cloned());
+        out.extend(
+            s.get("enum")
+                .and_then(Value::as_array)
+                .and_then(|e| e.first())
+                .cloned(),
+        );
+    }
+    out.extend([
+        serde_json::json!("unrequested"),
+        serde_json::json!("2025-01-31"),
+        serde_json::json!("2025-01-31T09:00"),
+        serde_json::json!("09:00"),
+        serde_json::json!("user@example.com"),
+        serde_json::json!(true),
+        serde_json::json!(1),
+        serde_json::json!(["user@example.com"]),
+        serde_json::json!(["unrequested"]),
+        serde_json::json!([1]),
+        serde_json::json!({}),
+        Value::Null,
+    ]);
+    out
+}
+
+/// The compiled schema of a target's payload: its tool's parameters, or the structured output's.
+fn target_schema(task: &Task, t: &Target) -> Option<std::sync::Arc<crate::task::Schema>> {
+    match (t.call, &task.expect) {
+        (Some(i), _) => task
+            .expected_calls()
+            .get(i)
+            .and_then(|c| task.tool(&c.tool))
+            .map(|tool| tool.schema.clone()),
+        (None, Expect::StructuredOutput { schema, .. }) => schema.clone(),
+        _ => None,
+    }
+}
+
 fn why_not(task: &Task, label: Label) -> String {
     let n = task.expected_calls().len();
     match label {
+        Label::ParallelCollapse if task.is_structured_output() => {
+            "a structured-output task expects no call, so nothing can collapse".into()
+        }
         Label::ParallelCollapse if n < 2 => {
             "only one call is expected, so nothing can collapse".into()
         }
@@ -822,11 +1007,12 @@ fn why_not(task: &Task, label: Label) -> String {
     }
 }
 
-/// A value at the predicate's path that fails it while keeping the value's JSON type.
+/// A value at the predicate's path that fails it (`Some(None)`: remove the value), keeping the
+/// value's JSON type except where the realistic slip changes it (`null` → `"null"`). `absent`
+/// is handled by the caller, which needs the schema to invent a valid value.
 fn violate(p: &Predicate, current: Option<&Value>) -> Option<Option<Value>> {
     match (&p.test, current) {
         (Test::Present, Some(_)) => Some(None),
-        (Test::Absent, None) => Some(Some(Value::String("unrequested".into()))),
         (Test::Equals(want), _) => Some(Some(near_miss(want))),
         (Test::OneOf(allowed), _) => {
             let first = allowed.first()?;
@@ -865,8 +1051,8 @@ fn violate(p: &Predicate, current: Option<&Value>) -> Option<Option<Value>> {
     }
 }
 
-/// A value of the same type that differs from `v` the way real outputs differ: non-ASCII text
-/// lost, escapes doubled, a number rounded through a float.
+/// A value that differs from `v` the way real outputs differ: non-ASCII text lost, escapes
+/// doubled, a number rounded through a float, `null` written as the string `"null"`.
 fn near_miss(v: &Value) -> Value {
     match v {
         Value::String(s) => {
@@ -890,10 +1076,9 @@ fn near_miss(v: &Value) -> Value {
             let via_float = lit.parse::<f64>().ok().map(|f| format!("{f:e}"));
             if let Some(f) =
                 via_float.and_then(|f| serde_json::from_str::<serde_json::Number>(&f).ok())
+                && !crate::json::numbers_equal(&f, n)
             {
-                if !crate::json::numbers_equal(&f, n) {
-                    return Value::Number(f);
-                }
+                return Value::Number(f);
             }
             match lit.parse::<i128>() {
                 Ok(i) => Value::Number(
@@ -905,9 +1090,30 @@ fn near_miss(v: &Value) -> Value {
             }
         }
         Value::Bool(b) => Value::Bool(!b),
-        Value::Null => Value::Bool(false),
-        Value::Array(_) => Value::Array(Vec::new()),
-        Value::Object(_) => Value::Object(Map::new()),
+        // The slip a model makes with null is writing it as a string.
+        Value::Null => Value::String("null".into()),
+        // A collection differs by its first element, the way a rounded id or a mangled string
+        // differs inside an otherwise intact list.
+        Value::Array(a) => match a.split_first() {
+            Some((first, rest)) => {
+                let mut out = vec![near_miss(first)];
+                out.extend(rest.iter().cloned());
+                Value::Array(out)
+            }
+            None => Value::Array(vec![Value::Null]),
+        },
+        Value::Object(o) => {
+            let mut out = o.clone();
+            match o.iter().next() {
+                Some((k, v)) => {
+                    out.insert(k.clone(), near_miss(v));
+                }
+                None => {
+                    out.insert("unrequested".into(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
     }
 }
 
@@ -925,7 +1131,23 @@ fn predicate_variants(task: &Task, label: Label, out: &mut Vec<Corruption>) {
             if p.label != label {
                 continue;
             }
-            let Some(change) = violate(p, t.payload.pointer(&p.path)) else {
+            let change = if matches!(p.test, Test::Absent) && t.payload.pointer(&p.path).is_none() {
+                // An invented value the schema accepts, so only the predicate can catch it.
+                let schema = target_schema(task, t);
+                let raw = t.schema.as_ref();
+                invented_values(raw.and_then(|r| schema_at(r, &p.path)))
+                    .into_iter()
+                    .find(|v| {
+                        schema.as_ref().is_none_or(|s| {
+                            s.validator
+                                .is_valid(&insert(&t.payload, &p.path, v.clone()))
+                        })
+                    })
+                    .map(Some)
+            } else {
+                violate(p, t.payload.pointer(&p.path))
+            };
+            let Some(change) = change else {
                 continue;
             };
             let payload = match change {
