@@ -222,13 +222,21 @@ pub fn score(task: &Task, t: &Transcript) -> Verdict {
                     format!("HTTP {s}{tail}"),
                 );
             }
+            // No status and a recorded failure: no response head ever arrived.
             None => {
-                let why = meta.error.clone().unwrap_or_else(|| "no response".into());
-                return Verdict::new(
-                    Outcome::Error,
-                    Some(Stage::Transport),
-                    format!("no HTTP response: {why}"),
-                );
+                let why = meta
+                    .error
+                    .clone()
+                    .or_else(|| meta.attempts.last().and_then(|a| a.error.clone()));
+                if let Some(why) = why {
+                    return Verdict::new(
+                        Outcome::Error,
+                        Some(Stage::Transport),
+                        format!("no HTTP response: {why}"),
+                    );
+                }
+                // A meta.json that simply does not record the status (hand-made, or older)
+                // says nothing against the body: the body decides.
             }
             Some(_) => {}
         }
