@@ -242,6 +242,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
     let mut completion_tokens = None;
     let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut saw_choice = false;
     for (n, ev) in events.iter().enumerate() {
         let data = ev.data.trim();
         if data == "[DONE]" {
@@ -279,6 +280,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
             if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
                 continue;
             }
+            saw_choice = true;
             if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
                 finish_reason = Some(fr.to_string());
             }
@@ -323,6 +325,14 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
         return Err(TransportFailure(format!(
             "the stream ended with neither a finish_reason nor [DONE]: the connection was cut{cut}"
         )));
+    }
+    // Like a body whose `choices` is empty: the stream ended properly but no model output
+    // ever arrived (only usage chunks, or a bare [DONE]).
+    if !saw_choice {
+        return Err(TransportFailure(
+            "the stream carried no choice at all (only usage chunks or [DONE]): no model output"
+                .into(),
+        ));
     }
     let tool_calls = calls
         .into_iter()
@@ -371,6 +381,14 @@ mod tests {
         assert_eq!(data, ["{\"a\":1}", "x\ny", "[DONE]"]);
         assert_eq!(ev[1].offset, 26);
         assert_eq!(partial.map(|p| p.data), Some("{\"cut".to_string()));
+    }
+
+    #[test]
+    fn a_stream_without_any_choice_is_a_transport_failure() {
+        let body = "data: {\"choices\":[],\"usage\":{\"completion_tokens\":0}}\n\ndata: [DONE]\n\n";
+        let e = parse_stream(body.as_bytes()).unwrap_err();
+        assert!(e.0.contains("no choice"), "{}", e.0);
+        assert!(parse_stream(b"data: [DONE]\n\n").is_err());
     }
 
     #[test]
