@@ -58,20 +58,20 @@ pub struct SseEvent {
 /// Written by hand rather than with an SSE crate because the transcript page needs each event's
 /// byte offset and the scorer needs the discard-at-EOF rule to be explicit.
 pub fn sse_events(body: &[u8]) -> (Vec<SseEvent>, Option<SseEvent>) {
-    let text = String::from_utf8_lossy(body);
-    let bytes = text.as_bytes();
+    // Lines are split on the raw bytes (the separators are ASCII) and each line is decoded on
+    // its own, so offsets stay byte offsets into the body even when it holds invalid UTF-8.
     let mut events = Vec::new();
     let mut data: Option<String> = None;
     let mut start = 0usize;
     let mut pos = 0usize;
-    while pos < bytes.len() {
+    while pos < body.len() {
         let line_start = pos;
-        while pos < bytes.len() && bytes[pos] != b'\n' && bytes[pos] != b'\r' {
+        while pos < body.len() && body[pos] != b'\n' && body[pos] != b'\r' {
             pos += 1;
         }
-        let line = &text[line_start..pos];
-        match bytes.get(pos) {
-            Some(b'\r') if bytes.get(pos + 1) == Some(&b'\n') => pos += 2,
+        let line = String::from_utf8_lossy(&body[line_start..pos]);
+        match body.get(pos) {
+            Some(b'\r') if body.get(pos + 1) == Some(&b'\n') => pos += 2,
             Some(_) => pos += 1,
             None => {}
         }
@@ -381,6 +381,19 @@ mod tests {
         assert_eq!(data, ["{\"a\":1}", "x\ny", "[DONE]"]);
         assert_eq!(ev[1].offset, 26);
         assert_eq!(partial.map(|p| p.data), Some("{\"cut".to_string()));
+    }
+
+    #[test]
+    fn offsets_are_byte_offsets_even_after_invalid_utf8() {
+        // Two invalid bytes in a comment would become two 3-byte U+FFFD in a lossy copy.
+        let mut body = b": \xff\xfe\n\n".to_vec();
+        let at = body.len();
+        body.extend_from_slice(b"data: {\"error\": {\"message\": \"boom\"}}\n\n");
+        let (ev, _) = sse_events(&body);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].offset, at);
+        let e = parse_stream(&body).unwrap_err();
+        assert!(e.0.contains(&format!("at byte {at}")), "{}", e.0);
     }
 
     #[test]
