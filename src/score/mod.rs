@@ -875,20 +875,33 @@ impl Scoring<'_> {
             }
             Ok(v) => v,
             Err(e) => {
-                let has_json_start = body.contains('{') || body.contains('[');
+                // A complete JSON value inside a fence or beside prose: what a client's JSON
+                // parser chokes on is the wrapping, and more tokens would not remove it.
+                let wrapping = wrapped(body);
                 if let Some(cut) = &self.cut_reason {
-                    if has_json_start {
+                    if wrapping.is_none() {
+                        let what = match json_start(body) {
+                            Some(at) => format!(
+                                "its JSON is incomplete: {}",
+                                json_error_at(body, at)
+                                    .unwrap_or_else(|| extract::describe_json_error(body, &e))
+                            ),
+                            // As for calls (stage 2: "or no call at all"): the budget ran out
+                            // before the answer began, and more tokens is the fix.
+                            None if body.is_empty() => "no content was written".to_string(),
+                            None => format!(
+                                "no JSON value had begun: {}",
+                                preview(&Value::String(body.to_string()), 120)
+                            ),
+                        };
                         return fail(
                             Label::Truncation,
                             Stage::Parse,
-                            format!(
-                                "the output was cut ({cut}) and its JSON is incomplete: {}",
-                                extract::describe_json_error(body, &e)
-                            ),
+                            format!("the output was cut ({cut}) and {what}"),
                         );
                     }
                 }
-                if let Some(w) = wrapped(body) {
+                if let Some(w) = wrapping {
                     return fail(
                         Label::MalformedJson,
                         Stage::Parse,
@@ -912,6 +925,18 @@ impl Scoring<'_> {
                             format!("the output does not parse: {why}"),
                         ),
                     };
+                }
+                // JSON that begins inside a fence or after prose and does not parse either:
+                // content does hold an attempted JSON value, so this is not prose.
+                if let Some(at) = json_start(body) {
+                    let why = json_error_at(body, at).unwrap_or_default();
+                    return fail(
+                        Label::MalformedJson,
+                        Stage::Parse,
+                        format!(
+                            "wrapped: the JSON value starting at byte {at} sits inside a code fence or after prose, and it does not parse either ({why})"
+                        ),
+                    );
                 }
                 let detail = if body.is_empty() {
                     "no content: the model answered nothing".to_string()
@@ -977,31 +1002,93 @@ impl Scoring<'_> {
     }
 }
 
-/// How JSON sits inside other text: in a code fence, or with prose around it.
+/// How a complete JSON value sits inside other text: in a code fence, or with prose around it.
+/// `None` when there is no complete object or array, or when `body` itself starts as JSON that
+/// does not parse (a broken value, whose inner objects must not be mistaken for the answer).
 fn wrapped(body: &str) -> Option<String> {
     if let Some(inner) = extract::strip_fence(body) {
         if serde_json::from_str::<Value>(inner.trim()).is_ok() {
-            return Some("the JSON sits inside a markdown code fence".into());
+            let at = body.find("```").unwrap_or(0);
+            return Some(format!(
+                "the JSON sits inside a markdown code fence opening at byte {at}"
+            ));
         }
     }
-    for (i, ch) in body.char_indices() {
-        if ch != '{' && ch != '[' {
-            continue;
-        }
-        if let Ok((v, used)) = extract::first_json_value(&body[i..]) {
-            if v.is_object() || v.is_array() {
-                let before = !body[..i].trim().is_empty();
-                let after = !body[i + used..].trim().is_empty();
-                let where_ = match (before, after) {
-                    (true, true) => "prose before and after it",
-                    (true, false) => "prose before it",
-                    _ => "text after it",
-                };
-                return Some(format!("the JSON value at byte {i} has {where_}"));
+    if body.starts_with('{') || body.starts_with('[') {
+        return match extract::first_json_value(body) {
+            Ok((v, used)) if (v.is_object() || v.is_array()) && used < body.len() => Some(format!(
+                "the JSON value at byte 0 has text after it, from byte {used}"
+            )),
+            _ => None,
+        };
+    }
+    // Prose first: the first complete object, else the first complete array.
+    for open in ['{', '['] {
+        for (i, _) in body.match_indices(open) {
+            if let Ok((v, used)) = extract::first_json_value(&body[i..]) {
+                if v.is_object() || v.is_array() {
+                    let after = !body[i + used..].trim().is_empty();
+                    let where_ = if after {
+                        "prose before and after it"
+                    } else {
+                        "prose before it"
+                    };
+                    return Some(format!("the JSON value at byte {i} has {where_}"));
+                }
             }
         }
     }
     None
+}
+
+/// Where an attempted JSON value begins in content: at the start, inside a code fence, or
+/// after prose at an opening brace followed by a key (`{"`), or an array of objects or strings.
+fn json_start(body: &str) -> Option<usize> {
+    if body.starts_with('{') || body.starts_with('[') {
+        return Some(0);
+    }
+    if let Some(inner) = extract::strip_fence(body) {
+        let t = inner.trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            let inner_at = inner.as_ptr() as usize - body.as_ptr() as usize;
+            return Some(inner_at + (inner.len() - t.len()));
+        }
+    }
+    body.char_indices().find_map(|(i, c)| {
+        let next = body[i + 1..].trim_start().chars().next();
+        let opens = match c {
+            '{' => matches!(next, Some('"' | '}')),
+            '[' => matches!(next, Some('{' | '"')),
+            _ => false,
+        };
+        opens.then_some(i)
+    })
+}
+
+/// The parse error of the JSON value that starts at byte `at`, located in `body`.
+fn json_error_at(body: &str, at: usize) -> Option<String> {
+    let text = body.get(at..)?;
+    let text = match extract::strip_fence(body) {
+        // Inside a fence, the value ends at the closing fence.
+        Some(inner) if at > 0 => {
+            let inner_at = inner.as_ptr() as usize - body.as_ptr() as usize;
+            body.get(at..inner_at + inner.len()).unwrap_or(text)
+        }
+        _ => text,
+    };
+    let err = match extract::first_json_value(text) {
+        Ok(_) => return None,
+        Err(e) => e,
+    };
+    let rel = extract::describe_json_error(text, &err);
+    // describe_json_error ends in "at byte N" relative to `text`; shift it into `body`.
+    match rel.rsplit_once(" at byte ") {
+        Some((msg, n)) => n
+            .parse::<usize>()
+            .ok()
+            .map(|n| format!("{msg} at byte {}", n + at)),
+        None => Some(rel),
+    }
 }
 
 fn dedup<'a>(names: &[&'a str]) -> Vec<&'a str> {
