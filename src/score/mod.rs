@@ -517,9 +517,26 @@ impl Scoring<'_> {
                 .iter()
                 .position(|c| c.name.as_deref().is_none_or(str::is_empty));
             let what = if let Some(i) = broken.or(nameless) {
+                // Say where the emission stops parsing, as every parse-stage detail does.
+                let why = match &states[i] {
+                    ArgsState::Malformed(why) => why.clone(),
+                    ArgsState::Ok(_) => "the call has no name".to_string(),
+                    ArgsState::Escaping(_) | ArgsState::DoubleEncoded => self.calls[i]
+                        .arguments_raw
+                        .as_deref()
+                        .and_then(|raw| {
+                            serde_json::from_str::<Value>(raw).err().map(|e| {
+                                format!(
+                                    "the arguments do not parse: {}",
+                                    extract::describe_json_error(raw, &e)
+                                )
+                            })
+                        })
+                        .unwrap_or_else(|| "the arguments do not parse".to_string()),
+                };
                 Some((
                     Some(i),
-                    format!("{} is incomplete", call_name(&self.calls[i])),
+                    format!("{} is incomplete: {why}", call_name(&self.calls[i])),
                 ))
             } else if self.calls.is_empty() {
                 Some((None, "no call was emitted".to_string()))
