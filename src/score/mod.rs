@@ -803,6 +803,10 @@ impl Scoring<'_> {
                     v.fail_call = Some(i);
                     v.fail_path = Some(p.path.clone());
                     v.empty_value = args.pointer(&p.path).is_some_and(schema::is_empty_value);
+                    // SPEC §2.3: HiTEC's "empty parameter value" is read from the detail too.
+                    if v.empty_value {
+                        v.detail.push_str(" (empty value)");
+                    }
                     v.extra_prose = extra_prose;
                     v.notes = notes;
                     return v;
@@ -1006,6 +1010,9 @@ impl Scoring<'_> {
                     v = fail(p.label, Stage::Semantic, format!("the output: {why}"));
                     v.fail_path = Some(p.path.clone());
                     v.empty_value = payload.pointer(&p.path).is_some_and(schema::is_empty_value);
+                    if v.empty_value {
+                        v.detail.push_str(" (empty value)");
+                    }
                     break;
                 }
             }
