@@ -1079,10 +1079,11 @@ fn json_start(body: &str) -> Option<usize> {
         }
     }
     body.char_indices().find_map(|(i, c)| {
-        let next = body[i + 1..].trim_start().chars().next();
+        // `c` is one byte here, so `i + 1` is a char boundary.
+        let next = || body[i + 1..].trim_start().chars().next();
         let opens = match c {
-            '{' => matches!(next, Some('"' | '}')),
-            '[' => matches!(next, Some('{' | '"')),
+            '{' => matches!(next(), Some('"' | '}')),
+            '[' => matches!(next(), Some('{' | '"')),
             _ => false,
         };
         opens.then_some(i)
