@@ -168,6 +168,15 @@ pub fn describe_json_error(text: &str, err: &serde_json::Error) -> String {
     format!("{core} at byte {offset}")
 }
 
+/// The byte offset in `text` where a serde_json error occurred, moved forward to a char boundary.
+pub fn error_offset(text: &str, err: &serde_json::Error) -> usize {
+    let mut at = byte_offset(text, err.line(), err.column()).min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
 fn byte_offset(text: &str, line: usize, column: usize) -> usize {
     let mut offset = 0;
     for (i, l) in text.split_inclusive('\n').enumerate() {
@@ -371,6 +380,10 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                     if looks_like_broken_call(tail) {
                         return vec![broken_json(Source::Json, tail, &e)];
                     }
+                    // Braces before the error belong to this value that does not parse: none
+                    // of them starts a call, and retrying each would be quadratic.
+                    from = i + error_offset(tail, &e).max(1);
+                    continue;
                 }
             }
         }

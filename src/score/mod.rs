@@ -1046,11 +1046,14 @@ fn wrapped(body: &str) -> Option<String> {
             _ => None,
         };
     }
-    // Prose first: the first complete object, else the first complete array.
+    // Prose first: the first complete object, else the first complete array. Openers inside a
+    // value that fails to parse are skipped: they start nested values of a broken one (and
+    // retrying each would be quadratic on deeply nested text).
     for open in ['{', '['] {
-        for (i, _) in body.match_indices(open) {
-            if let Ok((v, used)) = extract::first_json_value(&body[i..]) {
-                if v.is_object() || v.is_array() {
+        let mut from = 0;
+        while let Some(i) = body[from..].find(open).map(|k| k + from) {
+            match extract::first_json_value(&body[i..]) {
+                Ok((v, used)) if v.is_object() || v.is_array() => {
                     let after = !body[i + used..].trim().is_empty();
                     let where_ = if after {
                         "prose before and after it"
@@ -1059,6 +1062,8 @@ fn wrapped(body: &str) -> Option<String> {
                     };
                     return Some(format!("the JSON value at byte {i} has {where_}"));
                 }
+                Ok(_) => from = i + 1,
+                Err(e) => from = i + extract::error_offset(&body[i..], &e).max(1),
             }
         }
     }
