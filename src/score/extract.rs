@@ -239,21 +239,20 @@ pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
             }
         }
     }
-    if pythonic_name(body).is_some_and(|n| tools.contains(&n.as_str())) {
-        if let Ok(calls) = parse_pythonic_list(&format!("[{body}]")) {
-            if calls.len() == 1 {
-                return calls
-                    .into_iter()
-                    .map(|(n, args, raw)| TextCall {
-                        source: Source::Pythonic,
-                        name: Some(n),
-                        args: WireArgs::Json(args),
-                        broken: None,
-                        raw,
-                    })
-                    .collect();
-            }
-        }
+    if pythonic_name(body).is_some_and(|n| tools.contains(&n.as_str()))
+        && let Ok(calls) = parse_pythonic_list(&format!("[{body}]"))
+        && calls.len() == 1
+    {
+        return calls
+            .into_iter()
+            .map(|(n, args, raw)| TextCall {
+                source: Source::Pythonic,
+                name: Some(n),
+                args: WireArgs::Json(args),
+                broken: None,
+                raw,
+            })
+            .collect();
     }
     json_calls(content, tools)
 }

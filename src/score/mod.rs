@@ -413,15 +413,15 @@ impl Scoring<'_> {
                 .collect(),
             None => Vec::new(),
         };
-        if out.is_empty() {
-            if let Some(fc) = &c.function_call {
-                out.push(Candidate {
-                    source: Source::FunctionCall,
-                    name: fc.name.clone(),
-                    args: fc.arguments.clone(),
-                    broken: None,
-                });
-            }
+        if out.is_empty()
+            && let Some(fc) = &c.function_call
+        {
+            out.push(Candidate {
+                source: Source::FunctionCall,
+                name: fc.name.clone(),
+                args: fc.arguments.clone(),
+                broken: None,
+            });
         }
         out
     }
@@ -561,8 +561,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            if let ArgsState::Escaping(why) = &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            if let ArgsState::Escaping(why) = state {
                 let mut v = fail(
                     Label::EscapingError,
                     Stage::Parse,
@@ -572,8 +572,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            if let ArgsState::DoubleEncoded = &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            if let ArgsState::DoubleEncoded = state {
                 let mut v = fail(
                     Label::EscapingError,
                     Stage::Parse,
@@ -586,8 +586,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            let problem = match &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            let problem = match state {
                 ArgsState::Malformed(why) => Some(why.clone()),
                 _ if self.calls[i].name.as_deref().is_none_or(str::is_empty) => {
                     Some("the call has no name".to_string())
@@ -899,28 +899,28 @@ impl Scoring<'_> {
                 // A complete JSON value inside a fence or beside prose: what a client's JSON
                 // parser chokes on is the wrapping, and more tokens would not remove it.
                 let wrapping = wrapped(body);
-                if let Some(cut) = &self.cut_reason {
-                    if wrapping.is_none() {
-                        let what = match json_start(body) {
-                            Some(at) => format!(
-                                "its JSON is incomplete: {}",
-                                json_error_at(body, at)
-                                    .unwrap_or_else(|| extract::describe_json_error(body, &e))
-                            ),
-                            // As for calls (stage 2: "or no call at all"): the budget ran out
-                            // before the answer began, and more tokens is the fix.
-                            None if body.is_empty() => "no content was written".to_string(),
-                            None => format!(
-                                "no JSON value had begun: {}",
-                                preview(&Value::String(body.to_string()), 120)
-                            ),
-                        };
-                        return fail(
-                            Label::Truncation,
-                            Stage::Parse,
-                            format!("the output was cut ({cut}) and {what}"),
-                        );
-                    }
+                if let Some(cut) = &self.cut_reason
+                    && wrapping.is_none()
+                {
+                    let what = match json_start(body) {
+                        Some(at) => format!(
+                            "its JSON is incomplete: {}",
+                            json_error_at(body, at)
+                                .unwrap_or_else(|| extract::describe_json_error(body, &e))
+                        ),
+                        // As for calls (stage 2: "or no call at all"): the budget ran out
+                        // before the answer began, and more tokens is the fix.
+                        None if body.is_empty() => "no content was written".to_string(),
+                        None => format!(
+                            "no JSON value had begun: {}",
+                            preview(&Value::String(body.to_string()), 120)
+                        ),
+                    };
+                    return fail(
+                        Label::Truncation,
+                        Stage::Parse,
+                        format!("the output was cut ({cut}) and {what}"),
+                    );
                 }
                 if let Some(w) = wrapping {
                     return fail(
@@ -1030,13 +1030,13 @@ impl Scoring<'_> {
 /// `None` when there is no complete object or array, or when `body` itself starts as JSON that
 /// does not parse (a broken value, whose inner objects must not be mistaken for the answer).
 fn wrapped(body: &str) -> Option<String> {
-    if let Some(inner) = extract::strip_fence(body) {
-        if serde_json::from_str::<Value>(inner.trim()).is_ok() {
-            let at = body.find("```").unwrap_or(0);
-            return Some(format!(
-                "the JSON sits inside a markdown code fence opening at byte {at}"
-            ));
-        }
+    if let Some(inner) = extract::strip_fence(body)
+        && serde_json::from_str::<Value>(inner.trim()).is_ok()
+    {
+        let at = body.find("```").unwrap_or(0);
+        return Some(format!(
+            "the JSON sits inside a markdown code fence opening at byte {at}"
+        ));
     }
     if body.starts_with('{') || body.starts_with('[') {
         return match extract::first_json_value(body) {
@@ -1217,7 +1217,7 @@ fn search(
         }
     }
     // Leave this row unmatched only if the others can still reach the target.
-    if sim.len() - r - 1 >= target - matched {
+    if sim.len() - r > target - matched {
         search(sim, r + 1, cols, matched, target, score, used, cur, best);
     }
 }
