@@ -189,3 +189,313 @@ pub fn total<'a>(items: impl IntoIterator<Item = &'a Metrics>) -> Metrics {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::Call;
+    use crate::taxonomy::Stage;
+    use serde_json::json;
+
+    fn verdict(outcome: Outcome, stage: Option<Stage>) -> Verdict {
+        Verdict {
+            outcome,
+            stage,
+            detail: "d".into(),
+            calls: Vec::new(),
+            output: None,
+            finish_reason: None,
+            cut: false,
+            notes: Vec::new(),
+            fail_call: None,
+            fail_path: None,
+            schema_keyword: None,
+            empty_value: false,
+            extra_prose: false,
+            value_match: None,
+        }
+    }
+
+    fn failed(label: Label, stage: Stage) -> Verdict {
+        verdict(Outcome::Fail(label), Some(stage))
+    }
+
+    fn schema_failure(label: Label, keyword: &str, empty: bool) -> Verdict {
+        let mut v = failed(label, Stage::Schema);
+        v.schema_keyword = Some(keyword.into());
+        v.empty_value = empty;
+        v
+    }
+
+    #[test]
+    fn every_label_maps_as_the_crosswalk_table_says() {
+        use HitecError::*;
+        let cases = [
+            (
+                failed(Label::WrongTool, Stage::Structure),
+                Some(WrongToolName),
+            ),
+            (
+                schema_failure(Label::MissingRequired, "required", false),
+                Some(MissingRequiredParameter),
+            ),
+            (
+                schema_failure(Label::TypeCoercion, "type", false),
+                Some(InvalidParameterType),
+            ),
+            (
+                schema_failure(Label::HallucinatedParam, "properties", false),
+                Some(RedundantParameter),
+            ),
+            (
+                failed(Label::MalformedJson, Stage::Parse),
+                Some(InvalidOutputFormat),
+            ),
+            (
+                failed(Label::EscapingError, Stage::Parse),
+                Some(InvalidOutputFormat),
+            ),
+            (
+                failed(Label::Truncation, Stage::Parse),
+                Some(InvalidOutputFormat),
+            ),
+            (
+                failed(Label::ParallelCollapse, Stage::Structure),
+                Some(WrongNumberOfTools),
+            ),
+            (
+                failed(Label::SpuriousCall, Stage::Structure),
+                Some(WrongNumberOfTools),
+            ),
+            // No HiTEC counterpart: answering in prose.
+            (failed(Label::NoCall, Stage::Structure), None),
+        ];
+        for (v, want) in cases {
+            assert_eq!(crosswalk(&v), want, "{:?}", v.outcome);
+        }
+    }
+
+    #[test]
+    fn schema_violation_maps_by_keyword_and_empty_value() {
+        // A type error is HiTEC 2; enum, pattern, range have no counterpart.
+        assert_eq!(
+            crosswalk(&schema_failure(Label::SchemaViolation, "type", false)),
+            Some(HitecError::InvalidParameterType)
+        );
+        for kw in ["enum", "pattern", "maximum", "minLength"] {
+            assert_eq!(
+                crosswalk(&schema_failure(Label::SchemaViolation, kw, false)),
+                None,
+                "{kw}"
+            );
+        }
+        // An empty value is HiTEC 3, even when the keyword is `type` ([] for a string).
+        assert_eq!(
+            crosswalk(&schema_failure(Label::SchemaViolation, "minLength", true)),
+            Some(HitecError::EmptyParameterValue)
+        );
+        assert_eq!(
+            crosswalk(&schema_failure(Label::SchemaViolation, "type", true)),
+            Some(HitecError::EmptyParameterValue)
+        );
+        // A semantic failure on an empty value, whatever label its predicate declares.
+        let mut v = failed(Label::EscapingError, Stage::Semantic);
+        v.empty_value = true;
+        assert_eq!(crosswalk(&v), Some(HitecError::EmptyParameterValue));
+        v.empty_value = false;
+        assert_eq!(crosswalk(&v), Some(HitecError::InvalidOutputFormat));
+        // Outside schema_violation and the semantic stage, an empty value changes nothing.
+        let mut v = schema_failure(Label::MissingRequired, "required", true);
+        v.empty_value = true;
+        assert_eq!(crosswalk(&v), Some(HitecError::MissingRequiredParameter));
+    }
+
+    #[test]
+    fn passes_errors_and_extra_prose_are_not_hitec_errors() {
+        let mut pass = verdict(Outcome::Pass, None);
+        pass.extra_prose = true;
+        assert_eq!(crosswalk(&pass), None);
+        assert_eq!(
+            crosswalk(&verdict(Outcome::Error, Some(Stage::Transport))),
+            None
+        );
+        let numbers: Vec<u8> = HitecError::ALL.iter().map(|e| e.number()).collect();
+        assert_eq!(numbers, [0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    fn task(json: serde_json::Value) -> Task {
+        crate::task::parse_task(std::path::Path::new("t.json"), json.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    fn call(index: usize, source: Source, name: &str, args: serde_json::Value) -> Call {
+        Call {
+            index,
+            source,
+            name: Some(name.into()),
+            arguments_raw: Some(args.to_string()),
+            arguments: Some(args),
+            matched: None,
+        }
+    }
+
+    fn weather_tools() -> serde_json::Value {
+        json!([
+            {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+            {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}
+        ])
+    }
+
+    #[test]
+    fn f1_counts_executable_calls_against_gold_calls() {
+        let parallel = task(json!({
+            "id": "p", "title": "p", "messages": [{"role": "user", "content": "x"}],
+            "tools": weather_tools(),
+            "expect": {"calls": [
+                {"tool": "get_weather", "gold": {"city": "Paris"}},
+                {"tool": "get_weather", "gold": {"city": "Tokyo"}},
+                {"tool": "get_weather", "gold": {"city": "Lima"}}
+            ]}
+        }));
+        // Emitted: Paris (exact), London (right name, wrong value), get_time (wrong name), and
+        // a Lima call left in content, which a client never executes and so does not count.
+        let mut v = failed(Label::WrongTool, Stage::Structure);
+        v.calls = vec![
+            call(
+                0,
+                Source::ToolCalls,
+                "get_weather",
+                json!({"city": "Paris"}),
+            ),
+            call(
+                1,
+                Source::ToolCalls,
+                "get_weather",
+                json!({"city": "London"}),
+            ),
+            call(2, Source::ToolCalls, "get_time", json!({"tz": "UTC"})),
+            call(3, Source::Hermes, "get_weather", json!({"city": "Lima"})),
+        ];
+        let m = sample_metrics(&parallel, &v);
+        // Name: 2 of 3 emitted hit a gold name, 2 of 3 gold names hit: P = R = F1 = 2/3.
+        assert_eq!(
+            m.name,
+            F1 {
+                true_positives: 2,
+                emitted: 3,
+                gold: 3
+            }
+        );
+        assert_eq!(m.name.precision(), Some(2.0 / 3.0));
+        assert_eq!(m.name.recall(), Some(2.0 / 3.0));
+        assert!((m.name.f1().unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        // Name + parameters: only Paris is exact: P = R = F1 = 1/3.
+        assert_eq!(m.name_and_parameters.true_positives, 1);
+        assert!((m.name_and_parameters.f1().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+
+        // A spurious call on a no-call task: one emitted, no gold.
+        let no_call = task(json!({
+            "id": "n", "title": "n", "messages": [{"role": "user", "content": "x"}],
+            "tools": weather_tools(), "expect": {"no_call": true}
+        }));
+        let mut s = failed(Label::SpuriousCall, Stage::Structure);
+        s.calls = vec![call(
+            0,
+            Source::ToolCalls,
+            "get_weather",
+            json!({"city": "Paris"}),
+        )];
+        let n = sample_metrics(&no_call, &s);
+        assert_eq!(
+            n.name,
+            F1 {
+                true_positives: 0,
+                emitted: 1,
+                gold: 0
+            }
+        );
+        assert_eq!(n.name.recall(), None);
+        assert_eq!(n.name.f1(), Some(0.0));
+
+        // Micro-averaged: TP 2, emitted 4, gold 3 → P = 1/2, R = 2/3, F1 = 4/7.
+        let t = total([&m, &n]);
+        assert_eq!(
+            t.name,
+            F1 {
+                true_positives: 2,
+                emitted: 4,
+                gold: 3
+            }
+        );
+        assert_eq!(t.name.precision(), Some(0.5));
+        assert!((t.name.f1().unwrap() - 4.0 / 7.0).abs() < 1e-12);
+        // Name + parameters: TP 1, emitted 4, gold 3 → P = 1/4, R = 1/3, F1 = 2/7.
+        assert!((t.name_and_parameters.f1().unwrap() - 2.0 / 7.0).abs() < 1e-12);
+
+        // Errors count nothing; nothing emitted and nothing expected has no F1.
+        let e = sample_metrics(&parallel, &verdict(Outcome::Error, Some(Stage::Transport)));
+        assert_eq!(e, Metrics::default());
+        assert_eq!(
+            sample_metrics(&no_call, &verdict(Outcome::Pass, None))
+                .name
+                .f1(),
+            None
+        );
+        // A model that called nothing on a call task: recall 0, precision undefined, F1 0.
+        let silent = sample_metrics(&parallel, &failed(Label::NoCall, Stage::Structure));
+        assert_eq!(silent.name.precision(), None);
+        assert_eq!(silent.name.recall(), Some(0.0));
+        assert_eq!(silent.name.f1(), Some(0.0));
+    }
+
+    #[test]
+    fn a_gold_call_is_matched_at_most_once() {
+        let one = task(json!({
+            "id": "o", "title": "o", "messages": [{"role": "user", "content": "x"}],
+            "tools": weather_tools(),
+            "expect": {"calls": [{"tool": "get_weather", "gold": {"city": "Paris"}}]}
+        }));
+        let mut v = failed(Label::SpuriousCall, Stage::Structure);
+        v.calls = vec![
+            call(
+                0,
+                Source::ToolCalls,
+                "get_weather",
+                json!({"city": "Paris"}),
+            ),
+            call(
+                1,
+                Source::ToolCalls,
+                "get_weather",
+                json!({"city": "Paris"}),
+            ),
+        ];
+        let m = sample_metrics(&one, &v);
+        assert_eq!(
+            m.name,
+            F1 {
+                true_positives: 1,
+                emitted: 2,
+                gold: 1
+            }
+        );
+        assert_eq!(m.name_and_parameters.true_positives, 1);
+        // Numbers by exact value: 3 equals 3.0 for the parameter match.
+        let days = task(json!({
+            "id": "d", "title": "d", "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}],
+            "expect": {"calls": [{"tool": "f", "gold": {"n": 3}}]}
+        }));
+        let mut p = verdict(Outcome::Pass, None);
+        p.calls = vec![call(
+            0,
+            Source::ToolCalls,
+            "f",
+            serde_json::from_str("{\"n\": 3.0}").unwrap(),
+        )];
+        assert_eq!(
+            sample_metrics(&days, &p).name_and_parameters.true_positives,
+            1
+        );
+    }
+}

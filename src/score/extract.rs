@@ -168,6 +168,15 @@ pub fn describe_json_error(text: &str, err: &serde_json::Error) -> String {
     format!("{core} at byte {offset}")
 }
 
+/// The byte offset in `text` where a serde_json error occurred, moved forward to a char boundary.
+pub fn error_offset(text: &str, err: &serde_json::Error) -> usize {
+    let mut at = byte_offset(text, err.line(), err.column()).min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
 fn byte_offset(text: &str, line: usize, column: usize) -> usize {
     let mut offset = 0;
     for (i, l) in text.split_inclusive('\n').enumerate() {
@@ -182,52 +191,68 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
 /// Looks for calls in `content`. `tools` are the offered tool names, used only to accept the
 /// forms that are not self-evidently calls (a bare `fn(…)` or `{"name": "fn"}` alone).
 pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
+    // A marker named in prose ("wrap each call in a <tool_call> tag") opens no call, so when a
+    // marker yields nothing the other forms are still looked for.
     if content.contains("<tool_call>") {
-        return hermes(content);
+        let found = hermes(content);
+        if !found.is_empty() {
+            return found;
+        }
     }
     if let Some(i) = content.find("[TOOL_CALLS]") {
-        return mistral(&content[i + "[TOOL_CALLS]".len()..]);
+        let found = mistral(&content[i + "[TOOL_CALLS]".len()..], tools);
+        if !found.is_empty() {
+            return found;
+        }
     }
     let body = strip_fence(content).unwrap_or(content).trim();
     if body.starts_with('[') && looks_pythonic(&body[1..]) {
-        return match parse_pythonic_list(body) {
-            Ok(calls) => calls
-                .into_iter()
-                .map(|(name, args, raw)| TextCall {
-                    source: Source::Pythonic,
-                    name: Some(name),
-                    args: WireArgs::Json(args),
-                    broken: None,
-                    raw,
-                })
-                .collect(),
-            Err(e) => vec![TextCall {
-                source: Source::Pythonic,
-                name: pythonic_name(&body[1..]),
-                args: WireArgs::Absent,
-                broken: Some(Broken {
-                    error: e,
-                    json_text: None,
-                }),
-                raw: body.to_string(),
-            }],
-        };
-    }
-    if pythonic_name(body).is_some_and(|n| tools.contains(&n.as_str())) {
-        if let Ok(calls) = parse_pythonic_list(&format!("[{body}]")) {
-            if calls.len() == 1 {
+        match parse_pythonic_list(body) {
+            Ok(calls) => {
                 return calls
                     .into_iter()
-                    .map(|(n, args, raw)| TextCall {
+                    .map(|(name, args, raw)| TextCall {
                         source: Source::Pythonic,
-                        name: Some(n),
+                        name: Some(name),
                         args: WireArgs::Json(args),
                         broken: None,
                         raw,
                     })
                     .collect();
             }
+            // A list that does not parse is a broken call only when it names an offered tool:
+            // "[Paris (France)] is the capital" is prose.
+            Err(e) => {
+                let name = pythonic_name(&body[1..]);
+                if name.as_deref().is_some_and(|n| tools.contains(&n)) {
+                    return vec![TextCall {
+                        source: Source::Pythonic,
+                        name,
+                        args: WireArgs::Absent,
+                        broken: Some(Broken {
+                            error: e,
+                            json_text: None,
+                        }),
+                        raw: body.to_string(),
+                    }];
+                }
+            }
         }
+    }
+    if pythonic_name(body).is_some_and(|n| tools.contains(&n.as_str()))
+        && let Ok(calls) = parse_pythonic_list(&format!("[{body}]"))
+        && calls.len() == 1
+    {
+        return calls
+            .into_iter()
+            .map(|(n, args, raw)| TextCall {
+                source: Source::Pythonic,
+                name: Some(n),
+                args: WireArgs::Json(args),
+                broken: None,
+                raw,
+            })
+            .collect();
     }
     json_calls(content, tools)
 }
@@ -243,6 +268,12 @@ fn hermes(content: &str) -> Vec<TextCall> {
         };
         let payload = inner.trim();
         let payload = strip_fence(payload).map(str::trim).unwrap_or(payload);
+        rest = next;
+        // The tag named in prose, not followed by a JSON payload, is not a call. An empty
+        // payload is a call begun (and cut) right after its tag.
+        if !(payload.is_empty() || payload.starts_with('{') || payload.starts_with('[')) {
+            continue;
+        }
         match serde_json::from_str::<Value>(payload) {
             Ok(Value::Array(items)) => {
                 out.extend(items.iter().map(|v| text_call(Source::Hermes, v, payload)))
@@ -250,12 +281,11 @@ fn hermes(content: &str) -> Vec<TextCall> {
             Ok(v) => out.push(text_call(Source::Hermes, &v, payload)),
             Err(e) => out.push(broken_json(Source::Hermes, payload, &e)),
         }
-        rest = next;
     }
     out
 }
 
-fn mistral(after: &str) -> Vec<TextCall> {
+fn mistral(after: &str, tools: &[&str]) -> Vec<TextCall> {
     let body = after.trim_start();
     if body.starts_with('[') || body.starts_with('{') {
         return match first_json_value(body) {
@@ -271,13 +301,22 @@ fn mistral(after: &str) -> Vec<TextCall> {
     let mut out = Vec::new();
     for part in after.split("[TOOL_CALLS]") {
         let Some((name, args)) = part.split_once("[ARGS]") else {
-            if !part.trim().is_empty() {
+            // Only a block that begins with an offered tool's name (cut before [ARGS]) is a
+            // broken call; "[TOOL_CALLS] token" named in prose is not.
+            let head = part.trim_start();
+            if let Some(t) = tools
+                .iter()
+                .find(|t| !t.is_empty() && head.starts_with(**t))
+            {
                 out.push(TextCall {
                     source: Source::Mistral,
-                    name: None,
+                    name: Some(t.to_string()),
                     args: WireArgs::Absent,
                     broken: Some(Broken {
-                        error: "a [TOOL_CALLS] block with neither a JSON list nor [ARGS]".into(),
+                        error: format!(
+                            "a [TOOL_CALLS] block naming {t} with neither a JSON list nor [ARGS] (it ends at byte {})",
+                            part.len()
+                        ),
                         json_text: None,
                     }),
                     raw: part.to_string(),
@@ -340,6 +379,10 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                     if looks_like_broken_call(tail) {
                         return vec![broken_json(Source::Json, tail, &e)];
                     }
+                    // Braces before the error belong to this value that does not parse: none
+                    // of them starts a call, and retrying each would be quadratic.
+                    from = i + error_offset(tail, &e).max(1);
+                    continue;
                 }
             }
         }
@@ -691,6 +734,27 @@ mod tests {
         );
         assert!(text_calls("[]", &tools).is_empty());
         assert!(text_calls("{\"answer\": 42}", &tools).is_empty());
+    }
+
+    #[test]
+    fn markers_named_in_prose_open_no_call() {
+        let tools = ["get_weather"];
+        for prose in [
+            "Hermes-style models wrap each call in a <tool_call> tag.",
+            "Mistral models start a call with the [TOOL_CALLS] token.",
+            "[Paris (France)] is the capital of France.",
+        ] {
+            assert!(text_calls(prose, &tools).is_empty(), "{prose}");
+        }
+        // Cut right after the marker, or a pythonic list naming an offered tool: calls begun.
+        let cut = text_calls("[TOOL_CALLS]get_weather", &tools);
+        assert_eq!(cut.len(), 1);
+        assert!(cut[0].broken.is_some());
+        let py = text_calls("[get_weather(city=\"Pa", &tools);
+        assert_eq!(py[0].name.as_deref(), Some("get_weather"));
+        assert!(py[0].broken.is_some());
+        let h = text_calls("<tool_call>\n{\"name\": \"get_weather\", \"argu", &tools);
+        assert!(h[0].broken.is_some());
     }
 
     #[test]

@@ -222,13 +222,21 @@ pub fn score(task: &Task, t: &Transcript) -> Verdict {
                     format!("HTTP {s}{tail}"),
                 );
             }
+            // No status and a recorded failure: no response head ever arrived.
             None => {
-                let why = meta.error.clone().unwrap_or_else(|| "no response".into());
-                return Verdict::new(
-                    Outcome::Error,
-                    Some(Stage::Transport),
-                    format!("no HTTP response: {why}"),
-                );
+                let why = meta
+                    .error
+                    .clone()
+                    .or_else(|| meta.attempts.last().and_then(|a| a.error.clone()));
+                if let Some(why) = why {
+                    return Verdict::new(
+                        Outcome::Error,
+                        Some(Stage::Transport),
+                        format!("no HTTP response: {why}"),
+                    );
+                }
+                // A meta.json that simply does not record the status (hand-made, or older)
+                // says nothing against the body: the body decides.
             }
             Some(_) => {}
         }
@@ -405,15 +413,15 @@ impl Scoring<'_> {
                 .collect(),
             None => Vec::new(),
         };
-        if out.is_empty() {
-            if let Some(fc) = &c.function_call {
-                out.push(Candidate {
-                    source: Source::FunctionCall,
-                    name: fc.name.clone(),
-                    args: fc.arguments.clone(),
-                    broken: None,
-                });
-            }
+        if out.is_empty()
+            && let Some(fc) = &c.function_call
+        {
+            out.push(Candidate {
+                source: Source::FunctionCall,
+                name: fc.name.clone(),
+                args: fc.arguments.clone(),
+                broken: None,
+            });
         }
         out
     }
@@ -509,9 +517,26 @@ impl Scoring<'_> {
                 .iter()
                 .position(|c| c.name.as_deref().is_none_or(str::is_empty));
             let what = if let Some(i) = broken.or(nameless) {
+                // Say where the emission stops parsing, as every parse-stage detail does.
+                let why = match &states[i] {
+                    ArgsState::Malformed(why) => why.clone(),
+                    ArgsState::Ok(_) => "the call has no name".to_string(),
+                    ArgsState::Escaping(_) | ArgsState::DoubleEncoded => self.calls[i]
+                        .arguments_raw
+                        .as_deref()
+                        .and_then(|raw| {
+                            serde_json::from_str::<Value>(raw).err().map(|e| {
+                                format!(
+                                    "the arguments do not parse: {}",
+                                    extract::describe_json_error(raw, &e)
+                                )
+                            })
+                        })
+                        .unwrap_or_else(|| "the arguments do not parse".to_string()),
+                };
                 Some((
                     Some(i),
-                    format!("{} is incomplete", call_name(&self.calls[i])),
+                    format!("{} is incomplete: {why}", call_name(&self.calls[i])),
                 ))
             } else if self.calls.is_empty() {
                 Some((None, "no call was emitted".to_string()))
@@ -536,8 +561,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            if let ArgsState::Escaping(why) = &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            if let ArgsState::Escaping(why) = state {
                 let mut v = fail(
                     Label::EscapingError,
                     Stage::Parse,
@@ -547,8 +572,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            if let ArgsState::DoubleEncoded = &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            if let ArgsState::DoubleEncoded = state {
                 let mut v = fail(
                     Label::EscapingError,
                     Stage::Parse,
@@ -561,8 +586,8 @@ impl Scoring<'_> {
                 return v;
             }
         }
-        for i in 0..states.len() {
-            let problem = match &states[i] {
+        for (i, state) in states.iter().enumerate() {
+            let problem = match state {
                 ArgsState::Malformed(why) => Some(why.clone()),
                 _ if self.calls[i].name.as_deref().is_none_or(str::is_empty) => {
                     Some("the call has no name".to_string())
@@ -778,6 +803,10 @@ impl Scoring<'_> {
                     v.fail_call = Some(i);
                     v.fail_path = Some(p.path.clone());
                     v.empty_value = args.pointer(&p.path).is_some_and(schema::is_empty_value);
+                    // SPEC §2.3: HiTEC's "empty parameter value" is read from the detail too.
+                    if v.empty_value {
+                        v.detail.push_str(" (empty value)");
+                    }
                     v.extra_prose = extra_prose;
                     v.notes = notes;
                     return v;
@@ -867,20 +896,33 @@ impl Scoring<'_> {
             }
             Ok(v) => v,
             Err(e) => {
-                let has_json_start = body.contains('{') || body.contains('[');
-                if let Some(cut) = &self.cut_reason {
-                    if has_json_start {
-                        return fail(
-                            Label::Truncation,
-                            Stage::Parse,
-                            format!(
-                                "the output was cut ({cut}) and its JSON is incomplete: {}",
-                                extract::describe_json_error(body, &e)
-                            ),
-                        );
-                    }
+                // A complete JSON value inside a fence or beside prose: what a client's JSON
+                // parser chokes on is the wrapping, and more tokens would not remove it.
+                let wrapping = wrapped(body);
+                if let Some(cut) = &self.cut_reason
+                    && wrapping.is_none()
+                {
+                    let what = match json_start(body) {
+                        Some(at) => format!(
+                            "its JSON is incomplete: {}",
+                            json_error_at(body, at)
+                                .unwrap_or_else(|| extract::describe_json_error(body, &e))
+                        ),
+                        // As for calls (stage 2: "or no call at all"): the budget ran out
+                        // before the answer began, and more tokens is the fix.
+                        None if body.is_empty() => "no content was written".to_string(),
+                        None => format!(
+                            "no JSON value had begun: {}",
+                            preview(&Value::String(body.to_string()), 120)
+                        ),
+                    };
+                    return fail(
+                        Label::Truncation,
+                        Stage::Parse,
+                        format!("the output was cut ({cut}) and {what}"),
+                    );
                 }
-                if let Some(w) = wrapped(body) {
+                if let Some(w) = wrapping {
                     return fail(
                         Label::MalformedJson,
                         Stage::Parse,
@@ -904,6 +946,18 @@ impl Scoring<'_> {
                             format!("the output does not parse: {why}"),
                         ),
                     };
+                }
+                // JSON that begins inside a fence or after prose and does not parse either:
+                // content does hold an attempted JSON value, so this is not prose.
+                if let Some(at) = json_start(body) {
+                    let why = json_error_at(body, at).unwrap_or_default();
+                    return fail(
+                        Label::MalformedJson,
+                        Stage::Parse,
+                        format!(
+                            "wrapped: the JSON value starting at byte {at} sits inside a code fence or after prose, and it does not parse either ({why})"
+                        ),
+                    );
                 }
                 let detail = if body.is_empty() {
                     "no content: the model answered nothing".to_string()
@@ -956,6 +1010,9 @@ impl Scoring<'_> {
                     v = fail(p.label, Stage::Semantic, format!("the output: {why}"));
                     v.fail_path = Some(p.path.clone());
                     v.empty_value = payload.pointer(&p.path).is_some_and(schema::is_empty_value);
+                    if v.empty_value {
+                        v.detail.push_str(" (empty value)");
+                    }
                     break;
                 }
             }
@@ -969,31 +1026,99 @@ impl Scoring<'_> {
     }
 }
 
-/// How JSON sits inside other text: in a code fence, or with prose around it.
+/// How a complete JSON value sits inside other text: in a code fence, or with prose around it.
+/// `None` when there is no complete object or array, or when `body` itself starts as JSON that
+/// does not parse (a broken value, whose inner objects must not be mistaken for the answer).
 fn wrapped(body: &str) -> Option<String> {
-    if let Some(inner) = extract::strip_fence(body) {
-        if serde_json::from_str::<Value>(inner.trim()).is_ok() {
-            return Some("the JSON sits inside a markdown code fence".into());
-        }
+    if let Some(inner) = extract::strip_fence(body)
+        && serde_json::from_str::<Value>(inner.trim()).is_ok()
+    {
+        let at = body.find("```").unwrap_or(0);
+        return Some(format!(
+            "the JSON sits inside a markdown code fence opening at byte {at}"
+        ));
     }
-    for (i, ch) in body.char_indices() {
-        if ch != '{' && ch != '[' {
-            continue;
-        }
-        if let Ok((v, used)) = extract::first_json_value(&body[i..]) {
-            if v.is_object() || v.is_array() {
-                let before = !body[..i].trim().is_empty();
-                let after = !body[i + used..].trim().is_empty();
-                let where_ = match (before, after) {
-                    (true, true) => "prose before and after it",
-                    (true, false) => "prose before it",
-                    _ => "text after it",
-                };
-                return Some(format!("the JSON value at byte {i} has {where_}"));
+    if body.starts_with('{') || body.starts_with('[') {
+        return match extract::first_json_value(body) {
+            Ok((v, used)) if (v.is_object() || v.is_array()) && used < body.len() => Some(format!(
+                "the JSON value at byte 0 has text after it, from byte {used}"
+            )),
+            _ => None,
+        };
+    }
+    // Prose first: the first complete object, else the first complete array. Openers inside a
+    // value that fails to parse are skipped: they start nested values of a broken one (and
+    // retrying each would be quadratic on deeply nested text).
+    for open in ['{', '['] {
+        let mut from = 0;
+        while let Some(i) = body[from..].find(open).map(|k| k + from) {
+            match extract::first_json_value(&body[i..]) {
+                Ok((v, used)) if v.is_object() || v.is_array() => {
+                    let after = !body[i + used..].trim().is_empty();
+                    let where_ = if after {
+                        "prose before and after it"
+                    } else {
+                        "prose before it"
+                    };
+                    return Some(format!("the JSON value at byte {i} has {where_}"));
+                }
+                Ok(_) => from = i + 1,
+                Err(e) => from = i + extract::error_offset(&body[i..], &e).max(1),
             }
         }
     }
     None
+}
+
+/// Where an attempted JSON value begins in content: at the start, inside a code fence, or
+/// after prose at an opening brace followed by a key (`{"`), or an array of objects or strings.
+fn json_start(body: &str) -> Option<usize> {
+    if body.starts_with('{') || body.starts_with('[') {
+        return Some(0);
+    }
+    if let Some(inner) = extract::strip_fence(body) {
+        let t = inner.trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            let inner_at = inner.as_ptr() as usize - body.as_ptr() as usize;
+            return Some(inner_at + (inner.len() - t.len()));
+        }
+    }
+    body.char_indices().find_map(|(i, c)| {
+        // `c` is one byte here, so `i + 1` is a char boundary.
+        let next = || body[i + 1..].trim_start().chars().next();
+        let opens = match c {
+            '{' => matches!(next(), Some('"' | '}')),
+            '[' => matches!(next(), Some('{' | '"')),
+            _ => false,
+        };
+        opens.then_some(i)
+    })
+}
+
+/// The parse error of the JSON value that starts at byte `at`, located in `body`.
+fn json_error_at(body: &str, at: usize) -> Option<String> {
+    let text = body.get(at..)?;
+    let text = match extract::strip_fence(body) {
+        // Inside a fence, the value ends at the closing fence.
+        Some(inner) if at > 0 => {
+            let inner_at = inner.as_ptr() as usize - body.as_ptr() as usize;
+            body.get(at..inner_at + inner.len()).unwrap_or(text)
+        }
+        _ => text,
+    };
+    let err = match extract::first_json_value(text) {
+        Ok(_) => return None,
+        Err(e) => e,
+    };
+    let rel = extract::describe_json_error(text, &err);
+    // describe_json_error ends in "at byte N" relative to `text`; shift it into `body`.
+    match rel.rsplit_once(" at byte ") {
+        Some((msg, n)) => n
+            .parse::<usize>()
+            .ok()
+            .map(|n| format!("{msg} at byte {}", n + at)),
+        None => Some(rel),
+    }
 }
 
 fn dedup<'a>(names: &[&'a str]) -> Vec<&'a str> {
@@ -1092,7 +1217,7 @@ fn search(
         }
     }
     // Leave this row unmatched only if the others can still reach the target.
-    if sim.len() - r - 1 >= target - matched {
+    if sim.len() - r > target - matched {
         search(sim, r + 1, cols, matched, target, score, used, cur, best);
     }
 }

@@ -295,24 +295,24 @@ fn replace_lone_surrogates(text: &str) -> Option<String> {
     let mut changed = false;
     while i < chars.len() {
         if chars[i] == '\\' {
-            if chars.get(i + 1) == Some(&'u') {
-                if let Some(code) = hex4(&chars, i + 2) {
-                    let high = (0xD800..0xDC00).contains(&code);
-                    let low = (0xDC00..0xE000).contains(&code);
-                    let paired_low = chars.get(i + 6) == Some(&'\\')
-                        && chars.get(i + 7) == Some(&'u')
-                        && hex4(&chars, i + 8).is_some_and(|c| (0xDC00..0xE000).contains(&c));
-                    if high && paired_low {
-                        out.extend(&chars[i..i + 12]);
-                        i += 12;
-                        continue;
-                    }
-                    if high || low {
-                        out.push_str("\\ufffd");
-                        changed = true;
-                        i += 6;
-                        continue;
-                    }
+            if chars.get(i + 1) == Some(&'u')
+                && let Some(code) = hex4(&chars, i + 2)
+            {
+                let high = (0xD800..0xDC00).contains(&code);
+                let low = (0xDC00..0xE000).contains(&code);
+                let paired_low = chars.get(i + 6) == Some(&'\\')
+                    && chars.get(i + 7) == Some(&'u')
+                    && hex4(&chars, i + 8).is_some_and(|c| (0xDC00..0xE000).contains(&c));
+                if high && paired_low {
+                    out.extend(&chars[i..i + 12]);
+                    i += 12;
+                    continue;
+                }
+                if high || low {
+                    out.push_str("\\ufffd");
+                    changed = true;
+                    i += 6;
+                    continue;
                 }
             }
             // Copy an escape pair whole so `\\ud83d` (an escaped backslash) is left alone.

@@ -82,11 +82,11 @@ pub fn violations(schema: &Schema, instance: &Value) -> Vec<Violation> {
             _ => Label::SchemaViolation,
         };
         let value = instance.pointer(&e.path);
-        if label == Label::SchemaViolation {
-            if let Some(c) = coercion(schema, &walker, instance, &e.path, &errors) {
-                out.push(c);
-                continue;
-            }
+        if label == Label::SchemaViolation
+            && let Some(c) = coercion(schema, &walker, instance, &e.path, &errors)
+        {
+            out.push(c);
+            continue;
         }
         out.push(Violation {
             label,
@@ -158,10 +158,10 @@ fn coercions(v: &Value) -> Vec<(Value, &'static str)> {
     match v {
         Value::String(s) => {
             let canonical = Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$").ok();
-            if canonical.is_some_and(|re| re.is_match(s)) {
-                if let Ok(n) = serde_json::from_str::<serde_json::Number>(s) {
-                    out.push((Value::Number(n), "a string holding a number"));
-                }
+            if canonical.is_some_and(|re| re.is_match(s))
+                && let Ok(n) = serde_json::from_str::<serde_json::Number>(s)
+            {
+                out.push((Value::Number(n), "a string holding a number"));
             }
             match s.as_str() {
                 "true" => out.push((Value::Bool(true), "a string holding a boolean")),
@@ -170,17 +170,16 @@ fn coercions(v: &Value) -> Vec<(Value, &'static str)> {
                 _ => {}
             }
             let t = s.trim();
-            if t.starts_with('{') || t.starts_with('[') {
-                if let Ok(parsed) = serde_json::from_str::<Value>(t) {
-                    if parsed.is_object() || parsed.is_array() {
-                        let what = if parsed.is_object() {
-                            "a string holding JSON text of an object"
-                        } else {
-                            "a string holding JSON text of an array"
-                        };
-                        out.push((parsed, what));
-                    }
-                }
+            if (t.starts_with('{') || t.starts_with('['))
+                && let Ok(parsed) = serde_json::from_str::<Value>(t)
+                && (parsed.is_object() || parsed.is_array())
+            {
+                let what = if parsed.is_object() {
+                    "a string holding JSON text of an object"
+                } else {
+                    "a string holding JSON text of an array"
+                };
+                out.push((parsed, what));
             }
         }
         Value::Number(n) => out.push((
@@ -318,10 +317,10 @@ impl<'a> Walker<'a> {
             }
         }
         for key in ["anyOf", "oneOf"] {
-            if let Some(branches) = schema.get(key).and_then(Value::as_array) {
-                if let Some(best) = self.best_branch(branches, inst, hops) {
-                    self.views(best, inst, out, hops + 1);
-                }
+            if let Some(branches) = schema.get(key).and_then(Value::as_array)
+                && let Some(best) = self.best_branch(branches, inst, hops)
+            {
+                self.views(best, inst, out, hops + 1);
             }
         }
     }

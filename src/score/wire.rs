@@ -58,20 +58,20 @@ pub struct SseEvent {
 /// Written by hand rather than with an SSE crate because the transcript page needs each event's
 /// byte offset and the scorer needs the discard-at-EOF rule to be explicit.
 pub fn sse_events(body: &[u8]) -> (Vec<SseEvent>, Option<SseEvent>) {
-    let text = String::from_utf8_lossy(body);
-    let bytes = text.as_bytes();
+    // Lines are split on the raw bytes (the separators are ASCII) and each line is decoded on
+    // its own, so offsets stay byte offsets into the body even when it holds invalid UTF-8.
     let mut events = Vec::new();
     let mut data: Option<String> = None;
     let mut start = 0usize;
     let mut pos = 0usize;
-    while pos < bytes.len() {
+    while pos < body.len() {
         let line_start = pos;
-        while pos < bytes.len() && bytes[pos] != b'\n' && bytes[pos] != b'\r' {
+        while pos < body.len() && body[pos] != b'\n' && body[pos] != b'\r' {
             pos += 1;
         }
-        let line = &text[line_start..pos];
-        match bytes.get(pos) {
-            Some(b'\r') if bytes.get(pos + 1) == Some(&b'\n') => pos += 2,
+        let line = String::from_utf8_lossy(&body[line_start..pos]);
+        match body.get(pos) {
+            Some(b'\r') if body.get(pos + 1) == Some(&b'\n') => pos += 2,
             Some(_) => pos += 1,
             None => {}
         }
@@ -242,6 +242,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
     let mut completion_tokens = None;
     let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut saw_choice = false;
     for (n, ev) in events.iter().enumerate() {
         let data = ev.data.trim();
         if data == "[DONE]" {
@@ -279,6 +280,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
             if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
                 continue;
             }
+            saw_choice = true;
             if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
                 finish_reason = Some(fr.to_string());
             }
@@ -323,6 +325,14 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
         return Err(TransportFailure(format!(
             "the stream ended with neither a finish_reason nor [DONE]: the connection was cut{cut}"
         )));
+    }
+    // Like a body whose `choices` is empty: the stream ended properly but no model output
+    // ever arrived (only usage chunks, or a bare [DONE]).
+    if !saw_choice {
+        return Err(TransportFailure(
+            "the stream carried no choice at all (only usage chunks or [DONE]): no model output"
+                .into(),
+        ));
     }
     let tool_calls = calls
         .into_iter()
@@ -371,6 +381,27 @@ mod tests {
         assert_eq!(data, ["{\"a\":1}", "x\ny", "[DONE]"]);
         assert_eq!(ev[1].offset, 26);
         assert_eq!(partial.map(|p| p.data), Some("{\"cut".to_string()));
+    }
+
+    #[test]
+    fn offsets_are_byte_offsets_even_after_invalid_utf8() {
+        // Two invalid bytes in a comment would become two 3-byte U+FFFD in a lossy copy.
+        let mut body = b": \xff\xfe\n\n".to_vec();
+        let at = body.len();
+        body.extend_from_slice(b"data: {\"error\": {\"message\": \"boom\"}}\n\n");
+        let (ev, _) = sse_events(&body);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].offset, at);
+        let e = parse_stream(&body).unwrap_err();
+        assert!(e.0.contains(&format!("at byte {at}")), "{}", e.0);
+    }
+
+    #[test]
+    fn a_stream_without_any_choice_is_a_transport_failure() {
+        let body = "data: {\"choices\":[],\"usage\":{\"completion_tokens\":0}}\n\ndata: [DONE]\n\n";
+        let e = parse_stream(body.as_bytes()).unwrap_err();
+        assert!(e.0.contains("no choice"), "{}", e.0);
+        assert!(parse_stream(b"data: [DONE]\n\n").is_err());
     }
 
     #[test]

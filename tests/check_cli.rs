@@ -1,0 +1,206 @@
+//! `callcheck check` through the real binary: one JSON verdict on stdout, exit 0 whatever the
+//! verdict, and a non-zero exit with a message naming the file when an input is unusable.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scorer")
+}
+
+fn task(id: &str) -> PathBuf {
+    fixtures().join("tasks").join(format!("{id}.json"))
+}
+
+fn case(rel: &str) -> PathBuf {
+    fixtures().join("cases").join(rel)
+}
+
+fn check(args: &[&Path]) -> Output {
+    let flags = ["--task", "--response", "--request", "--meta"];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_callcheck"));
+    cmd.arg("check");
+    for (flag, path) in flags.iter().zip(args) {
+        cmd.arg(flag).arg(path);
+    }
+    cmd.output().expect("the callcheck binary runs")
+}
+
+/// Stdout must be exactly one JSON object (and nothing else) with the documented keys.
+fn verdict(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8");
+    let values: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"));
+    assert_eq!(values.len(), 1, "stdout holds one JSON value: {stdout}");
+    assert_eq!(stdout.trim_end().lines().count(), 1, "one line: {stdout}");
+    let v = values.into_iter().next().unwrap();
+    for key in ["outcome", "label", "stage", "detail", "calls"] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert!(v["calls"].is_array(), "{v}");
+    assert!(!v["detail"].as_str().unwrap_or("").is_empty(), "{v}");
+    v
+}
+
+fn failure_message(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected a failure, got exit 0 and stdout {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(out.stdout.is_empty(), "no verdict is printed on failure");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn a_json_pass_with_its_request_prints_a_null_label() {
+    let dir = case("pass/vllm-plain-call");
+    let out = check(&[
+        &task("fx-weather"),
+        &dir.join("response.json"),
+        &dir.join("request.json"),
+    ]);
+    let v = verdict(&out);
+    assert_eq!(v["outcome"], "pass");
+    assert!(v["label"].is_null() && v["stage"].is_null(), "{v}");
+    assert_eq!(v["calls"][0]["name"], "get_weather");
+    assert_eq!(v["calls"][0]["source"], "tool_calls");
+    assert_eq!(v["calls"][0]["arguments"]["city"], "Paris");
+}
+
+#[test]
+fn a_streamed_failure_with_request_and_meta_exits_zero_with_its_label() {
+    // A stream whose usage chunk shows the request's max_tokens: only the request reveals it.
+    let dir = case("truncation/usage-chunk-at-max-tokens-streamed");
+    let with_request = check(&[
+        &task("fx-search"),
+        &dir.join("response.sse"),
+        &dir.join("request.json"),
+    ]);
+    let v = verdict(&with_request);
+    assert_eq!(v["outcome"], "fail");
+    assert_eq!(v["label"], "truncation");
+    assert_eq!(v["stage"], "parse");
+    assert_eq!(v["cut"], true);
+    assert!(
+        v["detail"].as_str().unwrap().contains("at byte"),
+        "{}",
+        v["detail"]
+    );
+    // Without the request the budget is unknown: the cut arguments are malformed instead.
+    let without = verdict(&check(&[&task("fx-search"), &dir.join("response.sse")]));
+    assert_eq!(without["label"], "malformed_json");
+}
+
+#[test]
+fn an_sse_case_with_meta_scores_the_doubled_name() {
+    let dir = case("wrong_tool/name-repeated-in-every-delta");
+    let tmp = tempfile::tempdir().unwrap();
+    let meta = tmp.path().join("meta.json");
+    std::fs::write(
+        &meta,
+        r#"{"status": 200, "streamed": true, "ttfb_ms": 41.5}"#,
+    )
+    .unwrap();
+    let v = verdict(&check(&[
+        &task("fx-weather"),
+        &dir.join("response.sse"),
+        &dir.join("request.json"),
+        &meta,
+    ]));
+    assert_eq!(v["label"], "wrong_tool");
+    assert_eq!(
+        v["calls"][0]["name"],
+        "get_weatherget_weatherget_weatherget_weather"
+    );
+}
+
+#[test]
+fn an_error_prints_a_null_label_and_exits_zero() {
+    let dir = case("error/http-400-auto-tool-choice-refused");
+    let v = verdict(&check(&[
+        &task("fx-weather"),
+        &dir.join("response.json"),
+        &dir.join("request.json"),
+        &dir.join("meta.json"),
+    ]));
+    assert_eq!(v["outcome"], "error");
+    assert!(v["label"].is_null(), "{v}");
+    assert_eq!(v["stage"], "transport");
+    assert!(v["detail"].as_str().unwrap().starts_with("HTTP 400"), "{v}");
+    assert_eq!(v["calls"], serde_json::json!([]));
+}
+
+#[test]
+fn a_stream_is_sniffed_when_the_file_name_does_not_say() {
+    let tmp = tempfile::tempdir().unwrap();
+    let renamed = tmp.path().join("body.txt");
+    std::fs::copy(
+        case("no_call/pythonic-call-list-streamed/response.sse"),
+        &renamed,
+    )
+    .unwrap();
+    let v = verdict(&check(&[&task("fx-weather"), &renamed]));
+    assert_eq!(v["label"], "no_call");
+    assert_eq!(v["calls"][0]["source"], "pythonic");
+}
+
+#[test]
+fn an_unreadable_response_names_the_file() {
+    let missing = fixtures().join("cases/no-such-case/response.json");
+    let msg = failure_message(&check(&[&task("fx-weather"), &missing]));
+    assert!(msg.contains("no-such-case/response.json"), "{msg}");
+    assert!(msg.contains("cannot read the response"), "{msg}");
+}
+
+#[test]
+fn a_malformed_task_names_the_file_and_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("broken-task.json");
+    std::fs::write(
+        &bad,
+        r#"{"id": "x", "title": "t", "messages": [], "expect": {"no_call": true}, "colour": 1}"#,
+    )
+    .unwrap();
+    let msg = failure_message(&check(&[&bad, &case("pass/vllm-plain-call/response.json")]));
+    assert!(msg.contains("broken-task.json"), "{msg}");
+    assert!(msg.contains("colour"), "{msg}");
+
+    let not_json = tmp.path().join("not-json.json");
+    std::fs::write(&not_json, "{\"id\": ").unwrap();
+    let msg = failure_message(&check(&[
+        &not_json,
+        &case("pass/vllm-plain-call/response.json"),
+    ]));
+    assert!(msg.contains("not-json.json"), "{msg}");
+}
+
+#[test]
+fn an_unusable_request_or_meta_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let request = tmp.path().join("request.json");
+    std::fs::write(&request, "not json").unwrap();
+    let response = case("pass/vllm-plain-call/response.json");
+    let msg = failure_message(&check(&[&task("fx-weather"), &response, &request]));
+    assert!(msg.contains(&*request.to_string_lossy()), "{msg}");
+
+    let meta = tmp.path().join("meta.json");
+    std::fs::write(&meta, r#"{"status": "two hundred"}"#).unwrap();
+    let good_request = case("pass/vllm-plain-call/request.json");
+    let msg = failure_message(&check(&[
+        &task("fx-weather"),
+        &response,
+        &good_request,
+        &meta,
+    ]));
+    assert!(msg.contains(&*meta.to_string_lossy()), "{msg}");
+}
