@@ -256,6 +256,15 @@ pub fn score(task: &Task, t: &Transcript) -> Verdict {
             return v;
         }
     };
+    // vLLM ends a request it aborted (client gone, engine error, preemption) with
+    // finish_reason "abort": whatever precedes it is not a complete model response.
+    if completion.finish_reason.as_deref() == Some("abort") {
+        return Verdict::new(
+            Outcome::Error,
+            Some(Stage::Transport),
+            "the server aborted the generation (finish_reason \"abort\"): no complete model response".into(),
+        );
+    }
 
     let offered = offered(task, t.request.as_ref());
     let max_tokens = t.max_tokens();

@@ -434,6 +434,8 @@ impl<'a> Walker<'a> {
             for key in ["additionalProperties", "unevaluatedProperties"] {
                 match v.get(key) {
                     Some(Value::Bool(false)) => closed = true,
+                    // `{}` admits anything, exactly like `true`: it does not make a typed map.
+                    Some(Value::Object(m)) if m.is_empty() => {}
                     Some(s @ Value::Object(_)) => {
                         open = true;
                         additional.push(s);
@@ -526,6 +528,16 @@ mod tests {
         s["additionalProperties"] = json!(true);
         assert_eq!(
             labels(s, json!({"city": "Paris", "units": "metric", "days": "3"}))[0],
+            (Label::HallucinatedParam, "/units".into())
+        );
+    }
+
+    #[test]
+    fn an_empty_additional_properties_schema_is_like_true() {
+        let mut s = weather();
+        s["additionalProperties"] = json!({});
+        assert_eq!(
+            labels(s, json!({"city": "Paris", "units": "metric"}))[0],
             (Label::HallucinatedParam, "/units".into())
         );
     }

@@ -559,10 +559,10 @@ fn convert_predicates(
             }
         }
         if let Some(l) = r.len {
-            if let (Some(lo), Some(hi)) = (l.min, l.max) {
-                if lo > hi {
-                    p.add(format!("{path}.len"), format!("min {lo} is above max {hi}"));
-                }
+            if let (Some(lo), Some(hi)) = (l.min, l.max)
+                && lo > hi
+            {
+                p.add(format!("{path}.len"), format!("min {lo} is above max {hi}"));
             }
             tests.push(Test::Len(LenBound {
                 min: l.min,
