@@ -35,9 +35,11 @@ pub fn run(o: &MockOpts) -> Result<()> {
             .with_context(|| format!("cannot listen on 127.0.0.1:{}", o.port))?;
         let handle = mock::serve(state, listener)?;
         // The first line is machine-read (tests, scripts): keep its shape.
-        println!("callcheck mock listening on {}", handle.base_url());
-        println!("models: {}; {n_tasks} tasks", mock::describe(&config));
-        let _ = std::io::stdout().flush();
+        // Printing must not kill the server when nobody reads stdout any more.
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "callcheck mock listening on {}", handle.base_url());
+        let _ = writeln!(out, "models: {}; {n_tasks} tasks", mock::describe(&config));
+        let _ = out.flush();
         tokio::signal::ctrl_c()
             .await
             .context("cannot wait for Ctrl-C")?;
