@@ -100,7 +100,10 @@ fn killed_at_random_points_resumes_to_exactly_k() {
     let mut rounds = 0;
     while kills < 12 {
         rounds += 1;
-        assert!(rounds < 60, "the collection never got far enough to be killed 12 times");
+        assert!(
+            rounds < 60,
+            "the collection never got far enough to be killed 12 times"
+        );
         let mut child = Command::new(BIN)
             .args(args)
             .stdout(Stdio::null())
@@ -129,7 +132,12 @@ fn killed_at_random_points_resumes_to_exactly_k() {
         // No finished run was modified or removed; the new ones are remembered.
         let now = finished_runs(&runs);
         for (dir, hash) in &finished {
-            assert_eq!(now.get(dir), Some(hash), "{} changed after a kill", dir.display());
+            assert_eq!(
+                now.get(dir),
+                Some(hash),
+                "{} changed after a kill",
+                dir.display()
+            );
         }
         finished = now;
         if !exited && !finished.is_empty() {
@@ -171,7 +179,14 @@ fn killed_at_random_points_resumes_to_exactly_k() {
     }
     let out = Command::new(BIN).args(args).output().unwrap();
     ok(&out);
-    assert_eq!(finished_runs(&runs), now, "a complete tree was changed by a resume");
+    assert_eq!(
+        finished_runs(&runs),
+        now,
+        "a complete tree was changed by a resume"
+    );
     eprintln!("{kills} kills ({mid_kills} mid-collection) in {rounds} rounds");
-    assert!(mid_kills >= 3, "only {mid_kills} kills struck mid-collection");
+    assert!(
+        mid_kills >= 3,
+        "only {mid_kills} kills struck mid-collection"
+    );
 }

@@ -91,7 +91,10 @@ fn transport_faults_are_retried_before_the_first_byte_and_kept_after_it() {
                 );
                 let e = att.error.as_deref().unwrap_or("");
                 if prior.what == "drop" {
-                    assert!(e.contains("before the first byte") || e.contains("request failed"), "{e}");
+                    assert!(
+                        e.contains("before the first byte") || e.contains("request failed"),
+                        "{e}"
+                    );
                 } else {
                     assert_eq!(att.status, Some(prior.status));
                     assert!(e.starts_with(&format!("HTTP {}", prior.status)), "{e}");

@@ -62,7 +62,9 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
     assert!(top.remove(callcheck::runs::LOCK_FILE));
     assert_eq!(
         top,
-        ROWS.iter().map(|r| r.0.to_string()).collect::<BTreeSet<_>>()
+        ROWS.iter()
+            .map(|r| r.0.to_string())
+            .collect::<BTreeSet<_>>()
     );
     let mut labels_seen = BTreeSet::new();
     let mut samples = 0;
@@ -116,7 +118,10 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
             assert!(cell.started <= cell.ended && cell.started.ends_with('Z'));
             assert_eq!(
                 names(&rdir.join("samples")),
-                ["000", "001", "002"].iter().map(|s| s.to_string()).collect()
+                ["000", "001", "002"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
             );
             let request = chat_request(task, &entry.asking());
             let request_bytes = serde_json::to_vec(&request).unwrap();
@@ -127,7 +132,11 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
                 let meta: Meta =
                     serde_json::from_slice(&std::fs::read(sdir.join("meta.json")).unwrap())
                         .unwrap();
-                let ct = meta.headers.get("content-type").cloned().unwrap_or_default();
+                let ct = meta
+                    .headers
+                    .get("content-type")
+                    .cloned()
+                    .unwrap_or_default();
                 let resp_name = if ct.starts_with("text/event-stream") {
                     "response.sse"
                 } else {
@@ -143,13 +152,18 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
                     sdir.display()
                 );
                 // The request exactly as built for this row and task.
-                assert_eq!(std::fs::read(sdir.join("request.json")).unwrap(), request_bytes);
+                assert_eq!(
+                    std::fs::read(sdir.join("request.json")).unwrap(),
+                    request_bytes
+                );
                 // The response exactly as the mock sent it on the kept attempt.
                 let body = std::fs::read(sdir.join(resp_name)).unwrap();
                 let attempt = meta.attempts.len() as u32 - 1;
                 let rec = log
                     .get(&(entry.model.clone(), task.id.clone(), i, attempt))
-                    .unwrap_or_else(|| panic!("no log for {} {} {i} {attempt}", entry.model, task.id));
+                    .unwrap_or_else(|| {
+                        panic!("no log for {} {} {i} {attempt}", entry.model, task.id)
+                    });
                 assert_eq!(sha(&body), rec.sha256, "{}", sdir.display());
                 assert_eq!(body.len() as u64, rec.bytes);
                 assert_eq!(meta.streamed, entry.stream);
@@ -200,7 +214,13 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
                     labels_seen.insert(label);
                     Outcome::Fail(label)
                 };
-                assert_eq!(v.outcome, expected, "{} sample {i}: {}", rdir.display(), rec.what);
+                assert_eq!(
+                    v.outcome,
+                    expected,
+                    "{} sample {i}: {}",
+                    rdir.display(),
+                    rec.what
+                );
             }
         }
     }

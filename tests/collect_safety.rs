@@ -52,7 +52,10 @@ fn the_api_key_never_reaches_disk_or_output() {
             "--backoff-ms",
             "1",
         ],
-        &[("CALLCHECK_TEST_KEY", &key), ("CALLCHECK_TEST_WRONG_KEY", &wrong)],
+        &[
+            ("CALLCHECK_TEST_KEY", &key),
+            ("CALLCHECK_TEST_WRONG_KEY", &wrong),
+        ],
     );
     ok(&out);
     let scan = callcheck::runs::scan(&runs);
@@ -76,7 +79,13 @@ fn the_api_key_never_reaches_disk_or_output() {
     everything.push(("stderr".into(), out.stderr.clone()));
     assert!(everything.len() > 5);
     for (name, bytes) in &everything {
-        for secret in [key.as_str(), "hunter2pass", "Bearer", "authorization", "Authorization"] {
+        for secret in [
+            key.as_str(),
+            "hunter2pass",
+            "Bearer",
+            "authorization",
+            "Authorization",
+        ] {
             assert!(!contains(bytes, secret), "{secret:?} found in {name}");
         }
     }
@@ -152,11 +161,26 @@ fn hostile_task_ids_are_refused_with_the_file_named() {
 fn config_errors_name_the_file_the_entry_and_the_key() {
     let good = "[[model]]\nname = \"qwen\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"Qwen/Qwen3-8B\"\n";
     for (text, needle) in [
-        (format!("{good}temprature = 0.7\n"), "model[0] \"qwen\": key `temprature`: unknown field"),
-        (format!("{good}concurrency = 0\n"), "key `concurrency`: must be at least 1"),
-        (format!("{good}timeout_secs = \"soon\"\n"), "key `timeout_secs`"),
-        (good.replace("model = \"Qwen/Qwen3-8B\"\n", ""), "key `model`: missing field"),
-        (format!("{good}[model.params]\nstream = true\n"), "key `params.stream`"),
+        (
+            format!("{good}temprature = 0.7\n"),
+            "model[0] \"qwen\": key `temprature`: unknown field",
+        ),
+        (
+            format!("{good}concurrency = 0\n"),
+            "key `concurrency`: must be at least 1",
+        ),
+        (
+            format!("{good}timeout_secs = \"soon\"\n"),
+            "key `timeout_secs`",
+        ),
+        (
+            good.replace("model = \"Qwen/Qwen3-8B\"\n", ""),
+            "key `model`: missing field",
+        ),
+        (
+            format!("{good}[model.params]\nstream = true\n"),
+            "key `params.stream`",
+        ),
         (format!("{good}{}", good), "key `name`: \"qwen\" is already"),
         ("[[model]\n".to_string(), "not valid TOML"),
     ] {
@@ -167,7 +191,10 @@ fn config_errors_name_the_file_the_entry_and_the_key() {
         assert!(err.contains(needle), "wanted {needle:?} in {err}");
     }
     // A key variable that is not set is named, before any request.
-    let (out, _tmp) = run_config(&format!("{good}api_key_env = \"CALLCHECK_SURELY_UNSET\"\n"), &corpus());
+    let (out, _tmp) = run_config(
+        &format!("{good}api_key_env = \"CALLCHECK_SURELY_UNSET\"\n"),
+        &corpus(),
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("CALLCHECK_SURELY_UNSET"));
 }
@@ -177,7 +204,11 @@ fn too_few_samples_are_refused_unless_asked_for() {
     let tmp = tempfile::tempdir().unwrap();
     let mock = start_mock(tmp.path(), None, &corpus());
     let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(&cfg, models_config(&mock.url, &[("g", "mock-good", false, 2)], "")).unwrap();
+    std::fs::write(
+        &cfg,
+        models_config(&mock.url, &[("g", "mock-good", false, 2)], ""),
+    )
+    .unwrap();
     let runs = tmp.path().join("runs");
     let corpus_dir = corpus();
     let base = [
@@ -205,10 +236,13 @@ fn too_few_samples_are_refused_unless_asked_for() {
 fn shards_split_cells_and_their_trees_merge_by_copying() {
     let tmp = tempfile::tempdir().unwrap();
     let mock = start_mock(tmp.path(), None, &corpus());
-    let rows: Vec<(String, &str, bool, usize)> =
-        (0..8).map(|i| (format!("row{i}"), "mock-good", false, 2)).collect();
-    let rows_ref: Vec<(&str, &str, bool, usize)> =
-        rows.iter().map(|(a, b, c, d)| (a.as_str(), *b, *c, *d)).collect();
+    let rows: Vec<(String, &str, bool, usize)> = (0..8)
+        .map(|i| (format!("row{i}"), "mock-good", false, 2))
+        .collect();
+    let rows_ref: Vec<(&str, &str, bool, usize)> = rows
+        .iter()
+        .map(|(a, b, c, d)| (a.as_str(), *b, *c, *d))
+        .collect();
     let cfg = tmp.path().join("callcheck.toml");
     std::fs::write(&cfg, models_config(&mock.url, &rows_ref, "")).unwrap();
     let n_tasks = callcheck::task::load(&corpus()).unwrap().len();
@@ -231,7 +265,11 @@ fn shards_split_cells_and_their_trees_merge_by_copying() {
             &[],
         ));
         for r in callcheck::runs::scan(&runs).runs {
-            assert!(r.run_id.contains(&format!("-s{}of3-", &shard[..1])), "{}", r.run_id);
+            assert!(
+                r.run_id.contains(&format!("-s{}of3-", &shard[..1])),
+                "{}",
+                r.run_id
+            );
             assert!(
                 cells_seen.insert((r.model.clone(), r.task_id.clone())),
                 "a cell collected by two shards"

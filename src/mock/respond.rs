@@ -78,7 +78,8 @@ pub fn error_body(message: &str, kind: &str, code: u16) -> Vec<u8> {
 /// `request::chat_request` copies them from the task.
 #[derive(Debug, Default)]
 pub struct TaskIndex {
-    by_content: HashMap<String, usize>,
+    /// Content key → tasks with that content (several when copies differ only in id).
+    by_content: HashMap<String, Vec<usize>>,
     by_id: HashMap<String, usize>,
 }
 
@@ -103,7 +104,9 @@ impl TaskIndex {
                 .get("response_format")
                 .or(t.response_format.as_ref());
             ix.by_content
-                .insert(content_key(&t.messages, tools.as_ref(), tc, rf), i);
+                .entry(content_key(&t.messages, tools.as_ref(), tc, rf))
+                .or_default()
+                .push(i);
             ix.by_id.insert(t.id.clone(), i);
         }
         ix
@@ -111,24 +114,31 @@ impl TaskIndex {
 
     /// The task a request is for: by content first, then by the id a sample header names.
     pub fn find(&self, request: &Value, header_task: Option<&str>) -> Option<usize> {
+        let by_header = header_task.and_then(|t| self.by_id.get(t).copied());
         let messages = request.get("messages").and_then(Value::as_array);
         if let Some(m) = messages {
             let tools = request.get("tools");
             let tc = request.get("tool_choice");
             let rf = request.get("response_format");
-            if let Some(i) = self.by_content.get(&content_key(m, tools, tc, rf)) {
-                return Some(*i);
-            }
+            let mut keys = vec![content_key(m, tools, tc, rf)];
             if m.first()
                 .and_then(|x| x.get("role"))
                 .and_then(Value::as_str)
                 == Some("system")
-                && let Some(i) = self.by_content.get(&content_key(&m[1..], tools, tc, rf))
             {
-                return Some(*i);
+                keys.push(content_key(&m[1..], tools, tc, rf));
+            }
+            for k in keys {
+                if let Some(found) = self.by_content.get(&k) {
+                    // Copies of a task that differ only in id: the header says which.
+                    return Some(match by_header {
+                        Some(h) if found.contains(&h) => h,
+                        _ => found[0],
+                    });
+                }
             }
         }
-        header_task.and_then(|t| self.by_id.get(t).copied())
+        by_header
     }
 }
 

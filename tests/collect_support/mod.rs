@@ -110,7 +110,12 @@ pub fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     for e in walkdir::WalkDir::new(root).sort_by_file_name() {
         let e = e.unwrap();
         if e.file_type().is_file() {
-            let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let rel = e
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             out.insert(rel, std::fs::read(e.path()).unwrap());
         }
     }
