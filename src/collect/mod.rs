@@ -604,6 +604,10 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
                 if let Some(ex) = ex {
                     sample_done(&m, &shared, &stop_tx, &cell, i, body, ex).await;
                 }
+                // The cell goes first: when this is its last holder, dropping it removes an
+                // unfinished run's folder, and that must happen before the permits tell the
+                // launcher (and so the process) that this sample's work is over.
+                drop(cell);
                 drop(global_permit);
                 drop(model_permit);
             });
