@@ -23,6 +23,72 @@ pub enum Command {
         #[command(subcommand)]
         command: TasksCommand,
     },
+    /// Ask every model every task k times and record the raw exchanges under runs/.
+    Collect(CollectOpts),
+    /// Serve the in-repo OpenAI-compatible mock server on 127.0.0.1.
+    Mock(MockOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct CollectOpts {
+    /// The models config (TOML, `[[model]]` entries).
+    #[arg(long, default_value = "callcheck.toml")]
+    pub config: PathBuf,
+    /// A task file or a folder of them.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// Where runs are written.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+    /// Samples per cell (model × task).
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Allow --k below 3 (too few samples for a rate).
+    #[arg(long)]
+    pub allow_anecdote: bool,
+    /// Only these models (names from the config, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub models: Option<Vec<String>>,
+    /// Only tasks whose id matches this glob.
+    #[arg(long, value_name = "TASK-GLOB")]
+    pub only: Option<String>,
+    /// Collect only part I of N (1-based) of the cells, split by a hash of model and task.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Requests in flight across all models (default: the sum of the models' concurrency).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Retries per sample for failures before the first byte of the body (transport, 429, 5xx).
+    #[arg(long, default_value_t = 4)]
+    pub retries: u32,
+    /// The first retry's backoff ceiling in milliseconds (doubling, jittered, capped at 30 s).
+    #[arg(long, default_value_t = 500)]
+    pub backoff_ms: u64,
+    /// Ask again for samples whose exchange failed (they no longer count towards k).
+    #[arg(long)]
+    pub retry_errors: bool,
+    /// No progress bar and no summary (errors are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MockOpts {
+    /// The port on 127.0.0.1 (0 picks a free one; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// The mock's config (TOML); built-in models when absent.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The task corpus the mock recognises requests by.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// Append one JSON line per response sent (model, task, sample, attempt, sha256 of the bytes).
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Print the built-in config (or the one given) as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
 #[derive(Debug, Args)]

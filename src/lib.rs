@@ -6,9 +6,11 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod collect;
 pub mod corrupt;
 pub mod hitec;
 pub mod json;
+pub mod mock;
 pub mod reply;
 pub mod request;
 pub mod runs;

@@ -10,6 +10,8 @@ fn main() {
     let result = match &cli.command {
         Command::Check(o) => cmd::check::run(o),
         Command::Tasks { command } => cmd::tasks::run(command),
+        Command::Collect(o) => cmd::collect::run(o),
+        Command::Mock(o) => cmd::mock::run(o),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -47,6 +47,12 @@ pub struct Meta {
     /// True when the response was requested as an SSE stream.
     #[serde(default)]
     pub streamed: bool,
+    /// The endpoint (base URL, password redacted) that answered the kept attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// When the first attempt was sent, RFC 3339 UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
 }
 
 /// One sample: request, raw response and metadata.

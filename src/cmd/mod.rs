@@ -1,4 +1,6 @@
 //! One module per subcommand: each turns typed options into work and reports.
 
 pub mod check;
+pub mod collect;
+pub mod mock;
 pub mod tasks;

@@ -1,0 +1,495 @@
+//! The HTTP client: one chat-completions exchange, recorded byte for byte, with retries only
+//! where no body byte has arrived yet (SPEC §4, issue 4).
+//!
+//! The request body is sent exactly as given; the response body is kept exactly as received,
+//! however it ends. A retry is a fresh attempt at the same request, so it is only safe while the
+//! server has not started answering: once a body byte has arrived, the sample is what it is.
+
+use crate::collect::config::{ModelEntry, redact_url};
+use crate::transcript::{Attempt, Meta};
+use rand::RngExt;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Response headers worth keeping in meta.json. Everything else (cookies above all) is dropped.
+const KEPT_HEADERS: [&str; 10] = [
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "server",
+    "date",
+    "x-request-id",
+    "request-id",
+    "openai-processing-ms",
+    "openai-model",
+    "retry-after",
+];
+
+/// A response body larger than this is cut and marked: no tool call needs it, and an endless
+/// stream must not exhaust memory.
+const MAX_BODY: usize = 32 << 20;
+
+/// The header collect adds so a server's logs (and the mock) can tell which sample a request
+/// is: `<task-id>/<sample index in the cell>/<attempt>`. Real servers ignore it.
+pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
+
+/// How hard to retry.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// The first backoff's ceiling; each retry doubles it (full jitter).
+    pub base_ms: u64,
+    /// No backoff is longer than this.
+    pub cap_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            retries: 4,
+            base_ms: 500,
+            cap_ms: 30_000,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Full-jitter exponential backoff before retry number `n` (1-based), at least `floor_ms`
+    /// (a server's Retry-After).
+    fn backoff_ms(&self, n: u32, floor_ms: u64) -> u64 {
+        let ceiling = self
+            .base_ms
+            .saturating_mul(1u64 << (n.saturating_sub(1)).min(20))
+            .min(self.cap_ms);
+        let jittered = if ceiling == 0 {
+            0
+        } else {
+            rand::rng().random_range(ceiling / 2..=ceiling)
+        };
+        jittered.max(floor_ms.min(self.cap_ms))
+    }
+}
+
+/// What one exchange produced: the bytes to keep and how it went.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    pub response: Vec<u8>,
+    /// The body is an SSE stream (by its content-type, else by what was asked).
+    pub sse: bool,
+    pub meta: Meta,
+}
+
+impl Exchange {
+    /// True when no complete model response arrived (transport failure, non-2xx, cut body).
+    pub fn is_error(&self) -> bool {
+        self.meta.error.is_some() || self.meta.status.is_none_or(|s| !(200..300).contains(&s))
+    }
+}
+
+/// One model row's endpoints, with a pooled connection per replica.
+#[derive(Debug)]
+pub struct Endpoint {
+    client: reqwest::Client,
+    urls: Vec<String>,
+    next: AtomicUsize,
+    auth: Option<HeaderValue>,
+    timeout: Duration,
+    stream: bool,
+}
+
+/// Why an endpoint could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error(
+        "model {model:?}: the environment variable {var} named by api_key_env is not set (or not valid UTF-8)"
+    )]
+    MissingKey { model: String, var: String },
+    #[error("model {model:?}: the API key in {var} cannot be sent as an HTTP header")]
+    BadKey { model: String, var: String },
+    #[error("model {model:?}: cannot build an HTTP client: {source}")]
+    Client {
+        model: String,
+        source: reqwest::Error,
+    },
+}
+
+/// The text of an error and its causes, with no URL in it (a URL may carry a password).
+fn describe(e: reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_body() || e.is_decode() {
+        "body failed"
+    } else {
+        "request failed"
+    };
+    let e = e.without_url();
+    let mut out = kind.to_string();
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(&e);
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn kept_headers(h: &HeaderMap) -> BTreeMap<String, String> {
+    KEPT_HEADERS
+        .iter()
+        .filter_map(|name| {
+            h.get(*name).map(|v| {
+                (
+                    name.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into(),
+                )
+            })
+        })
+        .collect()
+}
+
+fn is_loopback(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| match u.host_str() {
+        Some("localhost") => true,
+        Some(h) => h
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback()),
+        None => false,
+    })
+}
+
+/// How the body of one attempt ended.
+enum BodyEnd {
+    Complete,
+    /// The connection failed or the deadline passed; the text says which.
+    Broken(String),
+}
+
+impl Endpoint {
+    /// Sets up the client for one model row, reading its API key from the environment.
+    pub fn new(entry: &ModelEntry) -> Result<Endpoint, EndpointError> {
+        let auth = match &entry.api_key_env {
+            None => None,
+            Some(var) => {
+                let key = std::env::var(var).map_err(|_| EndpointError::MissingKey {
+                    model: entry.name.clone(),
+                    var: var.clone(),
+                })?;
+                let mut v =
+                    HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+                        EndpointError::BadKey {
+                            model: entry.name.clone(),
+                            var: var.clone(),
+                        }
+                    })?;
+                // Keeps the value out of any Debug output, hyper's included.
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
+        let urls = entry.urls();
+        let mut b = reqwest::Client::builder()
+            .pool_max_idle_per_host(entry.concurrency.max(1))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(entry.timeout_secs.clamp(1, 30)));
+        // A proxy from the environment must not see loopback traffic (the mock, a local vLLM).
+        if urls.iter().all(|u| is_loopback(u)) {
+            b = b.no_proxy();
+        }
+        let client = b.build().map_err(|source| EndpointError::Client {
+            model: entry.name.clone(),
+            source,
+        })?;
+        Ok(Endpoint {
+            client,
+            urls,
+            next: AtomicUsize::new(0),
+            auth,
+            timeout: Duration::from_secs(entry.timeout_secs),
+            stream: entry.stream,
+        })
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static(if self.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            }),
+        );
+        h.insert(
+            USER_AGENT,
+            HeaderValue::from_static(concat!("callcheck/", env!("CARGO_PKG_VERSION"))),
+        );
+        if let Some(a) = &self.auth {
+            h.insert(AUTHORIZATION, a.clone());
+        }
+        h
+    }
+
+    /// Sends one chat-completions request (retrying before the first body byte only) and
+    /// returns what to keep. Never fails: a failure is an [`Exchange`] whose meta says why.
+    /// `tag` is `<task-id>/<sample index>`, sent in [`SAMPLE_HEADER`] with the attempt number.
+    pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
+        let started = Instant::now();
+        let mut meta = Meta {
+            streamed: self.stream,
+            started: Some(crate::collect::clock::rfc3339_now()),
+            ..Meta::default()
+        };
+        let mut retry_after_ms = 0;
+        let mut attempt_no = 0u32;
+        loop {
+            let mut attempt = Attempt::default();
+            if attempt_no > 0 {
+                let wait = policy.backoff_ms(attempt_no, retry_after_ms);
+                attempt.backoff_ms = wait;
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            let last = attempt_no >= policy.retries;
+            let replica = self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len().max(1);
+            let base = self.urls.get(replica).cloned().unwrap_or_default();
+            meta.endpoint = Some(redact_url(&base));
+            let sent = Instant::now();
+            let deadline = tokio::time::Instant::now() + self.timeout;
+            let mut headers = self.headers();
+            if let Ok(v) = HeaderValue::from_str(&format!("{tag}/{attempt_no}")) {
+                headers.insert(SAMPLE_HEADER, v);
+            }
+            let req = self
+                .client
+                .post(format!("{base}/chat/completions"))
+                .headers(headers)
+                .body(body.clone())
+                .send();
+            let resp = match tokio::time::timeout_at(deadline, req).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    attempt.error = Some(describe(e));
+                    meta.attempts.push(attempt);
+                    if last {
+                        return self.failed(meta, started);
+                    }
+                    attempt_no += 1;
+                    continue;
+                }
+                Err(_) => {
+                    attempt.error = Some(format!(
+                        "timed out after {} s waiting for the response head",
+                        self.timeout.as_secs()
+                    ));
+                    meta.attempts.push(attempt);
+                    if last {
+                        return self.failed(meta, started);
+                    }
+                    attempt_no += 1;
+                    continue;
+                }
+            };
+            let status = resp.status().as_u16();
+            attempt.status = Some(status);
+            let headers = kept_headers(resp.headers());
+            retry_after_ms = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(0, |s| s.saturating_mul(1000));
+            let sse = match resp.headers().get(CONTENT_TYPE).map(|v| v.as_bytes()) {
+                Some(ct) if ct.starts_with(b"text/event-stream") => true,
+                Some(ct) if ct.windows(4).any(|w| w == b"json") => false,
+                _ => self.stream,
+            };
+            let retryable_status = status == 429 || status >= 500;
+            let (bytes, end, ttfb) = read_body(resp, deadline, sent).await;
+            attempt.ttfb_ms = ttfb.map(ms);
+            if retryable_status && !last {
+                // The status came with the head, before any body byte: the server refused this
+                // attempt, so asking again cannot double a sample.
+                attempt.error = Some(format!(
+                    "HTTP {status}: {}",
+                    crate::json::clip(&String::from_utf8_lossy(&bytes), 200)
+                ));
+                meta.attempts.push(attempt);
+                attempt_no += 1;
+                continue;
+            }
+            if let BodyEnd::Broken(why) = &end
+                && bytes.is_empty()
+            {
+                attempt.error = Some(format!("{why} before the first byte of the body"));
+                meta.attempts.push(attempt);
+                if last {
+                    meta.status = Some(status);
+                    meta.headers = headers;
+                    return self.failed(meta, started);
+                }
+                attempt_no += 1;
+                continue;
+            }
+            meta.status = Some(status);
+            meta.headers = headers;
+            meta.ttfb_ms = attempt.ttfb_ms;
+            match end {
+                BodyEnd::Complete if retryable_status => {
+                    meta.error = Some(format!(
+                        "HTTP {status} after {} attempts",
+                        meta.attempts.len() + 1
+                    ));
+                }
+                BodyEnd::Complete => {}
+                BodyEnd::Broken(why) => {
+                    let e = format!(
+                        "{why} after {} bytes of the body: kept as received",
+                        bytes.len()
+                    );
+                    attempt.error = Some(e.clone());
+                    meta.error = Some(e);
+                }
+            }
+            meta.attempts.push(attempt);
+            meta.total_ms = Some(ms(started.elapsed()));
+            return Exchange {
+                response: bytes,
+                sse,
+                meta,
+            };
+        }
+    }
+
+    fn failed(&self, mut meta: Meta, started: Instant) -> Exchange {
+        let n = meta.attempts.len();
+        let last = meta
+            .attempts
+            .last()
+            .and_then(|a| a.error.clone())
+            .unwrap_or_else(|| "no response".into());
+        meta.error = Some(format!(
+            "no response after {n} attempt{}: {last}",
+            if n == 1 { "" } else { "s" }
+        ));
+        meta.total_ms = Some(ms(started.elapsed()));
+        Exchange {
+            response: Vec::new(),
+            sse: self.stream,
+            meta,
+        }
+    }
+
+    /// What the servers say about themselves: `/v1/models` and, where there is one, vLLM's
+    /// `/version`, per replica. `Err` when no replica can be reached at all.
+    pub async fn server_info(&self) -> Result<Value, String> {
+        let mut replicas = Vec::new();
+        let mut reached = false;
+        let mut last_error = String::new();
+        for base in &self.urls {
+            let mut r = serde_json::Map::new();
+            r.insert("base_url".into(), json!(redact_url(base)));
+            match self.get_json(&format!("{base}/models")).await {
+                Ok((status, v)) => {
+                    reached = true;
+                    r.insert("models_status".into(), json!(status));
+                    r.insert("models".into(), v);
+                }
+                Err(e) => {
+                    last_error = e.clone();
+                    r.insert("models_error".into(), json!(e));
+                }
+            }
+            let root = base.strip_suffix("/v1").unwrap_or(base);
+            if let Ok((200, v)) = self.get_json(&format!("{root}/version")).await {
+                r.insert("version".into(), v);
+            }
+            replicas.push(Value::Object(r));
+        }
+        if reached {
+            Ok(json!({ "endpoints": replicas }))
+        } else {
+            Err(last_error)
+        }
+    }
+
+    async fn get_json(&self, url: &str) -> Result<(u16, Value), String> {
+        let mut req = self.client.get(url).timeout(Duration::from_secs(10));
+        if let Some(a) = &self.auth {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        let resp = req.send().await.map_err(describe)?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(describe)?;
+        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            Value::String(crate::json::clip(&String::from_utf8_lossy(&bytes), 500))
+        });
+        Ok((status, v))
+    }
+}
+
+/// Reads a body to its end, its deadline, or a broken connection, keeping every byte received.
+async fn read_body(
+    mut resp: reqwest::Response,
+    deadline: tokio::time::Instant,
+    sent: Instant,
+) -> (Vec<u8>, BodyEnd, Option<Duration>) {
+    let mut out: Vec<u8> = Vec::new();
+    let mut ttfb = None;
+    loop {
+        match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                if ttfb.is_none() {
+                    ttfb = Some(sent.elapsed());
+                }
+                let room = MAX_BODY - out.len();
+                if chunk.len() > room {
+                    out.extend_from_slice(&chunk[..room]);
+                    return (
+                        out,
+                        BodyEnd::Broken(format!("body larger than {MAX_BODY} bytes, cut")),
+                        ttfb,
+                    );
+                }
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Ok(None)) => return (out, BodyEnd::Complete, ttfb),
+            Ok(Err(e)) => return (out, BodyEnd::Broken(describe(e)), ttfb),
+            Err(_) => return (out, BodyEnd::Broken("timed out".into()), ttfb),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RetryPolicy {
+            retries: 5,
+            base_ms: 100,
+            cap_ms: 1000,
+        };
+        for _ in 0..50 {
+            let b1 = p.backoff_ms(1, 0);
+            assert!((50..=100).contains(&b1), "{b1}");
+            let b3 = p.backoff_ms(3, 0);
+            assert!((200..=400).contains(&b3), "{b3}");
+            assert!(p.backoff_ms(30, 0) <= 1000);
+            assert_eq!(p.backoff_ms(1, 700).max(700), p.backoff_ms(1, 700));
+        }
+    }
+}

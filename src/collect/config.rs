@@ -1,0 +1,411 @@
+//! The models config (`callcheck.toml`, SPEC §5): which endpoints to ask, how, and how hard.
+//!
+//! A config is user input: every problem names the file, the model entry and the key.
+
+use crate::request::Asking;
+use crate::task::is_path_safe;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One `[[model]]` entry: one row of the matrix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// The matrix row, used as a path segment under runs/ (`[A-Za-z0-9._-]+`).
+    pub name: String,
+    /// The endpoint, up to and including `/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Replicas serving the same model, used round-robin (instead of `base_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_urls: Option<Vec<String>>,
+    /// The served model id sent in the request's `model` field.
+    pub model: String,
+    /// The name of the environment variable holding the API key (never the key itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Ask for an SSE stream.
+    #[serde(default)]
+    pub stream: bool,
+    /// Requests in flight at once for this row.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Per request, from sending to the last byte.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// A system prompt put before the task's messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Sampling parameters: temperature, top_p, max_tokens, seed…
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub params: Map<String, Value>,
+    /// Extra request body fields.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+fn default_concurrency() -> usize {
+    8
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+
+/// Request body fields that collect owns: a model row may not set them through `params`/`extra`.
+const RESERVED: [&str; 4] = ["model", "messages", "stream", "tools"];
+
+impl ModelEntry {
+    /// The endpoints, in round-robin order.
+    pub fn urls(&self) -> Vec<String> {
+        match (&self.base_url, &self.base_urls) {
+            (Some(u), _) => vec![u.trim_end_matches('/').to_string()],
+            (None, Some(us)) => us
+                .iter()
+                .map(|u| u.trim_end_matches('/').to_string())
+                .collect(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// How this row asks, for `request::chat_request`.
+    pub fn asking(&self) -> Asking {
+        Asking {
+            model: self.model.clone(),
+            system: self.system.clone(),
+            stream: self.stream,
+            params: self.params.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
+    /// The entry as recorded in `cell.json`: every field as configured, with any password in a
+    /// URL replaced. The key's variable name is kept; its value is never part of the entry.
+    pub fn redacted(&self) -> Value {
+        let mut e = self.clone();
+        e.base_url = e.base_url.map(|u| redact_url(&u));
+        e.base_urls = e
+            .base_urls
+            .map(|us| us.iter().map(|u| redact_url(u)).collect());
+        serde_json::to_value(&e).unwrap_or(Value::Null)
+    }
+}
+
+/// Replaces the userinfo of a URL (`http://user:secret@host`) so it can be written down.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("REDACTED");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A problem with the models config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// `model[2] "qwen3-8b"`, or empty for the file as a whole.
+    pub entry: String,
+    /// The key at fault, when there is one.
+    pub key: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if !self.entry.is_empty() {
+            write!(f, ": {}", self.entry)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The parsed config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub file: PathBuf,
+    pub models: Vec<ModelEntry>,
+}
+
+/// Reads and checks a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let err = |problem: String| ConfigError {
+        file: path.to_path_buf(),
+        entry: String::new(),
+        key: String::new(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    parse(path, &text)
+}
+
+/// Parses and checks a config's text; `path` is used in messages only.
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let file = path.to_path_buf();
+    let top = |key: &str, problem: String| ConfigError {
+        file: file.clone(),
+        entry: String::new(),
+        key: key.into(),
+        problem,
+    };
+    let table: toml::Table =
+        toml::from_str(text).map_err(|e| top("", format!("not valid TOML: {e}")))?;
+    for key in table.keys() {
+        if key != "model" {
+            return Err(top(
+                key,
+                "unknown key (a config holds only [[model]] entries)".into(),
+            ));
+        }
+    }
+    let entries = match table.get("model") {
+        None => return Err(top("model", "no [[model]] entry".into())),
+        Some(toml::Value::Array(a)) => a.clone(),
+        Some(_) => {
+            return Err(top(
+                "model",
+                "must be an array of tables, written [[model]]".into(),
+            ));
+        }
+    };
+    let mut models: Vec<ModelEntry> = Vec::new();
+    for (i, raw) in entries.into_iter().enumerate() {
+        let name_hint = raw
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .map(|n| format!(" {n:?}"))
+            .unwrap_or_default();
+        let entry_name = format!("model[{i}]{name_hint}");
+        let bad = |key: &str, problem: String| ConfigError {
+            file: file.clone(),
+            entry: entry_name.clone(),
+            key: key.into(),
+            problem,
+        };
+        let m: ModelEntry = serde_path_to_error::deserialize(raw).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            // serde names an unknown or missing field in its message; lift it into the key.
+            let key = if key == "." || key.is_empty() {
+                field_in(&inner).unwrap_or_default()
+            } else {
+                key
+            };
+            bad(&key, inner.trim().to_string())
+        })?;
+        if !is_path_safe(&m.name) || m.name.starts_with('.') {
+            return Err(bad(
+                "name",
+                format!(
+                    "{:?} cannot be used: a name becomes a folder under runs/, so it must match [A-Za-z0-9._-]+ and not start with a dot",
+                    m.name
+                ),
+            ));
+        }
+        if let Some(prev) = models.iter().position(|o| o.name == m.name) {
+            return Err(bad(
+                "name",
+                format!("{:?} is already the name of model[{prev}]", m.name),
+            ));
+        }
+        match (&m.base_url, &m.base_urls) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "base_urls",
+                    "give either base_url or base_urls, not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(bad(
+                    "base_url",
+                    "missing (give base_url, or base_urls for replicas)".into(),
+                ));
+            }
+            (None, Some(us)) if us.is_empty() => {
+                return Err(bad("base_urls", "is empty".into()));
+            }
+            _ => {}
+        }
+        let key = if m.base_url.is_some() {
+            "base_url"
+        } else {
+            "base_urls"
+        };
+        for u in m.urls() {
+            match reqwest::Url::parse(&u) {
+                Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => {}
+                Ok(_) => {
+                    return Err(bad(
+                        key,
+                        format!("{:?} is not an http(s) URL", redact_url(&u)),
+                    ));
+                }
+                Err(e) => return Err(bad(key, format!("{:?} is not a URL: {e}", redact_url(&u)))),
+            }
+        }
+        if m.model.is_empty() {
+            return Err(bad("model", "is empty: give the served model id".into()));
+        }
+        if m.concurrency == 0 {
+            return Err(bad("concurrency", "must be at least 1".into()));
+        }
+        if m.timeout_secs == 0 {
+            return Err(bad("timeout_secs", "must be at least 1".into()));
+        }
+        if let Some(v) = &m.api_key_env
+            && (v.is_empty() || v.contains('=') || v.contains('\0'))
+        {
+            return Err(bad(
+                "api_key_env",
+                format!("{v:?} is not an environment variable name"),
+            ));
+        }
+        for (table, map) in [("params", &m.params), ("extra", &m.extra)] {
+            for k in map.keys() {
+                if RESERVED.contains(&k.as_str()) {
+                    return Err(bad(
+                        &format!("{table}.{k}"),
+                        format!(
+                            "is set by callcheck itself ({}), not by a model entry",
+                            match k.as_str() {
+                                "model" => "use the entry's `model` key",
+                                "stream" => "use the entry's `stream` key",
+                                "messages" => "messages come from the task and `system`",
+                                _ => "tools come from the task",
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        models.push(m);
+    }
+    Ok(Config { file, models })
+}
+
+/// Pulls the field name out of serde's "unknown field `x`" / "missing field `x`" messages.
+fn field_in(message: &str) -> Option<String> {
+    let start = message.find('`')? + 1;
+    let len = message[start..].find('`')?;
+    Some(message[start..start + len].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Config, ConfigError> {
+        parse(Path::new("callcheck.toml"), s)
+    }
+
+    const GOOD: &str = r#"
+[[model]]
+name = "qwen3-8b"
+base_url = "http://127.0.0.1:8000/v1"
+model = "Qwen/Qwen3-8B"
+api_key_env = "VLLM_API_KEY"
+stream = false
+concurrency = 8
+timeout_secs = 120
+system = "Check your calls."
+[model.params]
+temperature = 0.7
+max_tokens = 1024
+[model.extra]
+chat_template_kwargs = { enable_thinking = false }
+
+[[model]]
+name = "qwen3-8b.stream"
+base_urls = ["http://127.0.0.1:8000/v1/", "http://127.0.0.1:8001/v1"]
+model = "Qwen/Qwen3-8B"
+stream = true
+"#;
+
+    #[test]
+    fn the_documented_shape_parses() {
+        let c = parse_str(GOOD).unwrap();
+        assert_eq!(c.models.len(), 2);
+        let a = &c.models[0];
+        assert_eq!(a.params["max_tokens"], serde_json::json!(1024));
+        assert_eq!(a.params["temperature"].to_string(), "0.7");
+        assert_eq!(
+            a.extra["chat_template_kwargs"],
+            serde_json::json!({"enable_thinking": false})
+        );
+        let b = &c.models[1];
+        assert_eq!(b.concurrency, 8);
+        assert_eq!(b.timeout_secs, 120);
+        assert_eq!(
+            b.urls(),
+            vec!["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]
+        );
+        let r = a.redacted();
+        assert_eq!(r["api_key_env"], "VLLM_API_KEY");
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_entry() {
+        let e = parse_str(&GOOD.replace("timeout_secs = 120", "timeout = 120")).unwrap_err();
+        assert_eq!(e.key, "timeout");
+        assert_eq!(e.entry, "model[0] \"qwen3-8b\"");
+        let s = e.to_string();
+        assert!(
+            s.starts_with("callcheck.toml: model[0] \"qwen3-8b\": key `timeout`: unknown field"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases = [
+            ("concurrency = 8", "concurrency = 0", "concurrency"),
+            ("concurrency = 8", "concurrency = \"many\"", "concurrency"),
+            ("name = \"qwen3-8b\"", "name = \"../x\"", "name"),
+            ("name = \"qwen3-8b\"", "name = \"a/b\"", "name"),
+            ("name = \"qwen3-8b\"", "name = \"\"", "name"),
+            ("name = \"qwen3-8b\"", "name = \"qwen3-8b.stream\"", "name"),
+            (
+                "base_url = \"http://127.0.0.1:8000/v1\"",
+                "base_url = \"ftp://x\"",
+                "base_url",
+            ),
+            ("base_url = \"http://127.0.0.1:8000/v1\"", "", "base_url"),
+            (
+                "max_tokens = 1024",
+                "max_tokens = 1024\nstream = true",
+                "params.stream",
+            ),
+        ];
+        for (from, to, key) in cases {
+            let e = parse_str(&GOOD.replacen(from, to, 1)).unwrap_err();
+            assert_eq!(e.key, key, "{from} -> {to}: {e}");
+        }
+        let e = parse_str("[[model]]\nname = \"a\"\nbase_url = \"http://h/v1\"\n").unwrap_err();
+        assert_eq!(e.key, "model");
+        let e = parse_str("models = 1").unwrap_err();
+        assert_eq!(e.key, "models");
+    }
+
+    #[test]
+    fn url_passwords_are_redacted() {
+        assert_eq!(
+            redact_url("http://bob:hunter2@127.0.0.1:8000/v1"),
+            "http://REDACTED@127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:8000/v1"),
+            "http://127.0.0.1:8000/v1"
+        );
+    }
+}

@@ -1,0 +1,738 @@
+//! The collect phase (SPEC §1, §4): ask every selected model every selected task k times and
+//! write what was sent and received under runs/, immutable, resumable, safe to kill. It never
+//! scores.
+//!
+//! Shape: plan the cells (skipping those already holding k finished samples), ask each server
+//! about itself once, then one launcher per model starts sample requests under the model's
+//! concurrency limit (and a global one). Each sample is written to its run's `.tmp-<run-id>`
+//! folder as soon as it arrives; the sample that completes a cell writes `cell.json` and renames
+//! the run into place. Memory therefore holds the open cells only, whatever the collection size.
+
+pub mod client;
+pub mod clock;
+pub mod config;
+
+use crate::runs::{self, CellInfo, RunWriter, SampleOut, TaskRef};
+use crate::task::Task;
+use anyhow::{Context, Result, bail};
+use client::{Endpoint, Exchange, RetryPolicy};
+use config::ModelEntry;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, watch};
+
+/// Fewer samples than this per cell make an anecdote, not a rate (SPEC: k ≥ 3).
+pub const MIN_K: u32 = 3;
+
+/// One part of a collection split across machines: cells whose hash falls in part `index`
+/// (1-based) of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not I/N (e.g. 1/4)"))?;
+        let index: u32 = i
+            .trim()
+            .parse()
+            .map_err(|_| format!("{i:?} in {s:?} is not a number"))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("{n:?} in {s:?} is not a number"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!(
+                "{s:?}: I must be between 1 and N (shards are numbered from 1)"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// The shard (1-based, of `count`) a cell belongs to: a hash of the model name and the task id,
+/// so every machine computes the same split whatever its config order or corpus size.
+pub fn shard_of(model: &str, task_id: &str, count: u32) -> u32 {
+    let digest = Sha256::digest(format!("{model}\n{task_id}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % u64::from(count.max(1))) as u32 + 1
+}
+
+/// A run id: UTC time (sorts chronologically), the shard, and 32 random bits, so that runs
+/// collected on several machines at the same second never collide when their trees are merged.
+pub fn new_run_id(shard: Option<Shard>) -> String {
+    let s = shard.unwrap_or(Shard { index: 1, count: 1 });
+    format!(
+        "{}-s{}of{}-{:08x}",
+        clock::compact_now(),
+        s.index,
+        s.count,
+        rand::random::<u32>()
+    )
+}
+
+/// Everything `callcheck collect` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub config: PathBuf,
+    pub tasks: PathBuf,
+    pub runs: PathBuf,
+    pub k: u32,
+    pub allow_anecdote: bool,
+    /// Model names to collect (all when `None`).
+    pub models: Option<Vec<String>>,
+    /// A glob on task ids.
+    pub only: Option<String>,
+    pub shard: Option<Shard>,
+    /// Requests in flight across all models (each model also has its own limit).
+    pub jobs: Option<usize>,
+    pub retry: RetryPolicy,
+    /// Samples whose exchange failed do not count towards k, so they are asked again.
+    pub retry_errors: bool,
+    /// No progress bar, no summary.
+    pub quiet: bool,
+}
+
+/// One cell to collect: `need` more samples, numbered from `first` within the cell.
+#[derive(Debug, Clone)]
+struct CellPlan {
+    task: usize,
+    first: u32,
+    need: u32,
+}
+
+/// Per-model tallies, for progress and the summary.
+#[derive(Debug, Default)]
+struct Tally {
+    samples: AtomicU64,
+    errors: AtomicU64,
+    cells: AtomicU64,
+    retried: AtomicU64,
+}
+
+/// What happened to one model, for the summary.
+#[derive(Debug, Clone)]
+pub struct ModelSummary {
+    pub name: String,
+    pub cells_planned: u64,
+    pub cells_skipped: u64,
+    pub cells_done: u64,
+    pub samples: u64,
+    pub errors: u64,
+    /// Samples that needed more than one attempt.
+    pub retried: u64,
+    pub seconds: f64,
+    /// Set when the model was not collected at all (server unreachable).
+    pub failure: Option<String>,
+}
+
+/// The result of a collection.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub run_id: String,
+    pub models: Vec<ModelSummary>,
+    pub interrupted: bool,
+    /// A failure that stopped the collection (a write that failed).
+    pub fatal: Option<String>,
+    pub seconds: f64,
+}
+
+impl Report {
+    /// The summary as text, one line per model.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let total: u64 = self.models.iter().map(|m| m.samples).sum();
+        out.push_str(&format!(
+            "collect {}: {} samples in {:.1} s ({:.0}/s){}\n",
+            self.run_id,
+            total,
+            self.seconds,
+            total as f64 / self.seconds.max(1e-9),
+            if self.interrupted {
+                " — interrupted"
+            } else {
+                ""
+            }
+        ));
+        for m in &self.models {
+            match &m.failure {
+                Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
+                None => out.push_str(&format!(
+                    "  {}: {} samples, {} errors, {} retried; cells {}/{} written, {} already complete; {:.1} s\n",
+                    m.name,
+                    m.samples,
+                    m.errors,
+                    m.retried,
+                    m.cells_done,
+                    m.cells_planned,
+                    m.cells_skipped,
+                    m.seconds
+                )),
+            }
+        }
+        out
+    }
+}
+
+/// How many finished samples a cell holds (those of failed exchanges left out when asked).
+fn finished_samples(
+    root: &Path,
+    model: &str,
+    task_id: &str,
+    retry_errors: bool,
+) -> (u32, Vec<String>) {
+    let scan = runs::cell_runs(root, model, task_id);
+    let warnings = scan
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.path.display(), s.reason))
+        .collect();
+    let mut n = 0u32;
+    for r in &scan.runs {
+        for s in &r.samples {
+            if retry_errors && sample_failed(&r.sample_dir(s)) {
+                continue;
+            }
+            n = n.saturating_add(1);
+        }
+    }
+    (n, warnings)
+}
+
+fn sample_failed(dir: &Path) -> bool {
+    match std::fs::read(dir.join("meta.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())
+    {
+        Some(m) => m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s)),
+        None => false,
+    }
+}
+
+/// A run being written: shared by its samples; the one that completes it renames it.
+struct OpenCell {
+    writer: Mutex<Option<RunWriter>>,
+    remaining: AtomicU32,
+    info: Mutex<Option<CellInfo>>,
+}
+
+impl Drop for OpenCell {
+    fn drop(&mut self) {
+        // Reached with a writer only when the cell was not completed (interrupted, or a write
+        // failed): its temporary folder goes, so nothing unfinished is left looking finished.
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(w) = w.take()
+        {
+            w.abandon();
+        }
+    }
+}
+
+/// Shared state of one model's collection.
+struct ModelRun {
+    entry: ModelEntry,
+    endpoint: Endpoint,
+    cells: Vec<CellPlan>,
+    redacted: Value,
+    server: Value,
+    limit: Arc<Semaphore>,
+    tally: Tally,
+}
+
+struct Shared {
+    tasks: Vec<Task>,
+    root: PathBuf,
+    run_id: String,
+    retry: RetryPolicy,
+    global: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+    fatal: Mutex<Option<String>>,
+    stopped_by_fatal: AtomicBool,
+    progress: ProgressBar,
+    total_errors: AtomicU64,
+    cells_done: AtomicU64,
+    cells_total: u64,
+    started: Instant,
+}
+
+impl Shared {
+    fn fail(&self, e: String, stop: &watch::Sender<bool>) {
+        if let Ok(mut f) = self.fatal.lock()
+            && f.is_none()
+        {
+            *f = Some(e);
+        }
+        self.stopped_by_fatal.store(true, Ordering::SeqCst);
+        let _ = stop.send(true);
+    }
+
+    fn tick(&self) {
+        self.progress.inc(1);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        self.progress.set_message(format!(
+            "cells {}/{} · errors {} · {:.0} samples/s",
+            self.cells_done.load(Ordering::Relaxed),
+            self.cells_total,
+            self.total_errors.load(Ordering::Relaxed),
+            self.progress.position() as f64 / secs
+        ));
+    }
+}
+
+/// Runs a collection until done or until `stop` turns true (Ctrl-C).
+pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
+    if opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote) {
+        bail!(
+            "--k {} is too few samples per cell to give a rate (at least {MIN_K}); pass --allow-anecdote to collect anyway",
+            opts.k
+        );
+    }
+    let config = config::load(&opts.config)?;
+    let mut entries = config.models;
+    if let Some(wanted) = &opts.models {
+        for w in wanted {
+            if !entries.iter().any(|m| &m.name == w) {
+                bail!(
+                    "--models: {w:?} is not a model in {} (it has: {})",
+                    opts.config.display(),
+                    entries
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        entries.retain(|m| wanted.contains(&m.name));
+    }
+    let mut tasks = crate::task::load(&opts.tasks)?;
+    if let Some(glob) = &opts.only {
+        let pat = glob::Pattern::new(glob)
+            .with_context(|| format!("--only {glob:?} is not a valid glob"))?;
+        tasks.retain(|t| pat.matches(&t.id));
+        if tasks.is_empty() {
+            bail!(
+                "--only {glob:?} matches no task id in {}",
+                opts.tasks.display()
+            );
+        }
+    }
+    if tasks.is_empty() {
+        bail!("no tasks in {}", opts.tasks.display());
+    }
+    for t in &tasks {
+        // The loader checks ids already; this guards the one place they become paths.
+        runs::cell_dir(&opts.runs, "m", &t.id)
+            .with_context(|| format!("task file {}", t.file.display()))?;
+    }
+
+    let _lock =
+        runs::lock(&opts.runs).with_context(|| format!("cannot lock {}", opts.runs.display()))?;
+
+    // Plan: what each cell still needs.
+    let mut plans: Vec<(ModelEntry, Vec<CellPlan>, u64)> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    for m in entries {
+        let mut cells = Vec::new();
+        let mut skipped = 0;
+        for (ti, t) in tasks.iter().enumerate() {
+            if let Some(s) = opts.shard
+                && shard_of(&m.name, &t.id, s.count) != s.index
+            {
+                continue;
+            }
+            let dir = runs::cell_dir(&opts.runs, &m.name, &t.id)?;
+            runs::remove_stale_temps(&dir)
+                .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
+            let (have, w) = finished_samples(&opts.runs, &m.name, &t.id, opts.retry_errors);
+            warnings.extend(w);
+            if have >= opts.k {
+                skipped += 1;
+                continue;
+            }
+            cells.push(CellPlan {
+                task: ti,
+                first: have,
+                need: opts.k - have,
+            });
+        }
+        plans.push((m, cells, skipped));
+    }
+
+    let quiet = opts.quiet;
+    let say = |s: &str| {
+        if !quiet {
+            eprintln!("{s}");
+        }
+    };
+    for w in &warnings {
+        say(&format!("warning: not counted: {w}"));
+    }
+
+    // Endpoints (keys read now, so a missing key fails before any request) and server info.
+    let mut models: Vec<Arc<ModelRun>> = Vec::new();
+    let mut summaries: Vec<ModelSummary> = Vec::new();
+    let mut infos = Vec::new();
+    for (entry, cells, skipped) in plans {
+        let endpoint = Endpoint::new(&entry)?;
+        infos.push((entry, cells, skipped, endpoint));
+    }
+    let probes = futures_util::future::join_all(infos.iter().map(|(_, cells, _, ep)| async move {
+        if cells.is_empty() {
+            Ok(Value::Null)
+        } else {
+            ep.server_info().await
+        }
+    }))
+    .await;
+    for ((entry, cells, skipped, endpoint), probe) in infos.into_iter().zip(probes) {
+        let mut summary = ModelSummary {
+            name: entry.name.clone(),
+            cells_planned: cells.len() as u64,
+            cells_skipped: skipped,
+            cells_done: 0,
+            samples: 0,
+            errors: 0,
+            retried: 0,
+            seconds: 0.0,
+            failure: None,
+        };
+        match probe {
+            Ok(server) => {
+                let limit = Arc::new(Semaphore::new(entry.concurrency));
+                models.push(Arc::new(ModelRun {
+                    redacted: entry.redacted(),
+                    endpoint,
+                    cells,
+                    server,
+                    limit,
+                    tally: Tally::default(),
+                    entry,
+                }));
+            }
+            Err(e) => {
+                summary.failure = Some(format!(
+                    "no endpoint answered GET /models ({e}); nothing was written for it"
+                ));
+            }
+        }
+        summaries.push(summary);
+    }
+
+    let total_samples: u64 = models
+        .iter()
+        .flat_map(|m| m.cells.iter())
+        .map(|c| u64::from(c.need))
+        .sum();
+    let cells_total: u64 = models.iter().map(|m| m.cells.len() as u64).sum();
+    let progress = if quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let p = ProgressBar::with_draw_target(Some(total_samples), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples · {msg}",
+        ) {
+            p.set_style(style);
+        }
+        p.enable_steady_tick(Duration::from_millis(200));
+        p
+    };
+    let jobs = opts
+        .jobs
+        .unwrap_or_else(|| models.iter().map(|m| m.entry.concurrency).sum::<usize>())
+        .clamp(1, Semaphore::MAX_PERMITS);
+    let run_id = new_run_id(opts.shard);
+    let shared = Arc::new(Shared {
+        tasks,
+        root: opts.runs.clone(),
+        run_id: run_id.clone(),
+        retry: opts.retry,
+        global: Arc::new(Semaphore::new(jobs)),
+        stop: stop_tx.subscribe(),
+        fatal: Mutex::new(None),
+        stopped_by_fatal: AtomicBool::new(false),
+        progress,
+        total_errors: AtomicU64::new(0),
+        cells_done: AtomicU64::new(0),
+        cells_total,
+        started: Instant::now(),
+    });
+    let stop_tx = Arc::new(stop_tx);
+    let launchers = models.iter().map(|m| {
+        let m = m.clone();
+        let shared = shared.clone();
+        let stop_tx = stop_tx.clone();
+        async move {
+            let t0 = Instant::now();
+            launch_model(&m, &shared, &stop_tx).await;
+            t0.elapsed().as_secs_f64()
+        }
+    });
+    let times = futures_util::future::join_all(launchers).await;
+    shared.progress.finish_and_clear();
+
+    let interrupted = *shared.stop.borrow() && !shared.stopped_by_fatal.load(Ordering::SeqCst);
+    for (m, secs) in models.iter().zip(times) {
+        if let Some(s) = summaries.iter_mut().find(|s| s.name == m.entry.name) {
+            s.samples = m.tally.samples.load(Ordering::Relaxed);
+            s.errors = m.tally.errors.load(Ordering::Relaxed);
+            s.cells_done = m.tally.cells.load(Ordering::Relaxed);
+            s.retried = m.tally.retried.load(Ordering::Relaxed);
+            s.seconds = secs;
+        }
+    }
+    let fatal = shared.fatal.lock().ok().and_then(|f| f.clone());
+    Ok(Report {
+        run_id,
+        models: summaries,
+        interrupted,
+        fatal,
+        seconds: shared.started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Starts every sample of one model's cells, in task order, within its limits; returns when
+/// all of them have ended (or the collection was stopped and the in-flight ones dropped).
+async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<watch::Sender<bool>>) {
+    let mut stop = shared.stop.clone();
+    let asking = m.entry.asking();
+    'cells: for plan in &m.cells {
+        if *stop.borrow() {
+            break;
+        }
+        let task = &shared.tasks[plan.task];
+        let body = match serde_json::to_vec(&crate::request::chat_request(task, &asking)) {
+            Ok(b) => bytes::Bytes::from(b),
+            Err(e) => {
+                shared.fail(
+                    format!("cannot encode the request for {}: {e}", task.id),
+                    stop_tx,
+                );
+                break;
+            }
+        };
+        let dir = match runs::cell_dir(&shared.root, &m.entry.name, &task.id) {
+            Ok(d) => d,
+            Err(e) => {
+                shared.fail(e.to_string(), stop_tx);
+                break;
+            }
+        };
+        let run_id = shared.run_id.clone();
+        let need = plan.need;
+        let created = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)?;
+            RunWriter::create(&dir, &run_id, need)
+        })
+        .await;
+        let writer = match created {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) => {
+                shared.fail(
+                    format!(
+                        "cannot create a run folder for {} / {}: {e}",
+                        m.entry.name, task.id
+                    ),
+                    stop_tx,
+                );
+                break;
+            }
+            Err(e) => {
+                shared.fail(format!("writer task failed: {e}"), stop_tx);
+                break;
+            }
+        };
+        let info = CellInfo {
+            format_version: runs::FORMAT_VERSION,
+            callcheck_version: env!("CARGO_PKG_VERSION").to_string(),
+            model: m.redacted.clone(),
+            task: TaskRef {
+                id: task.id.clone(),
+                sha256: task.sha256.clone(),
+            },
+            k: plan.need,
+            run_id: shared.run_id.clone(),
+            server: m.server.clone(),
+            started: clock::rfc3339_now(),
+            ended: String::new(),
+        };
+        let cell = Arc::new(OpenCell {
+            writer: Mutex::new(Some(writer)),
+            remaining: AtomicU32::new(plan.need),
+            info: Mutex::new(Some(info)),
+        });
+        for i in 0..plan.need {
+            // Wait for room under both limits, or for a stop.
+            let permits = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => break 'cells,
+                p = async {
+                    let a = m.limit.clone().acquire_owned().await;
+                    let b = shared.global.clone().acquire_owned().await;
+                    (a, b)
+                } => p,
+            };
+            let (Ok(model_permit), Ok(global_permit)) = permits else {
+                break 'cells;
+            };
+            let m = m.clone();
+            let shared = shared.clone();
+            let stop_tx = stop_tx.clone();
+            let cell = cell.clone();
+            let body = body.clone();
+            let tag = format!("{}/{}", task.id, plan.first + i);
+            tokio::spawn(async move {
+                let mut stop = shared.stop.clone();
+                let ex = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => None,
+                    ex = m.endpoint.chat(&body, &tag, &shared.retry) => Some(ex),
+                };
+                if let Some(ex) = ex {
+                    sample_done(&m, &shared, &stop_tx, &cell, i, body, ex).await;
+                }
+                // The cell goes first: when this is its last holder, dropping it removes an
+                // unfinished run's folder, and that must happen before the permits tell the
+                // launcher (and so the process) that this sample's work is over.
+                drop(cell);
+                drop(global_permit);
+                drop(model_permit);
+            });
+        }
+    }
+    // Every sample task holds a model permit until it has written its files: taking them all
+    // back means this model's work is over.
+    let _ = m.limit.acquire_many(m.entry.concurrency as u32).await;
+}
+
+/// Writes one sample and, when it is the cell's last, finishes the run.
+async fn sample_done(
+    m: &Arc<ModelRun>,
+    shared: &Arc<Shared>,
+    stop_tx: &Arc<watch::Sender<bool>>,
+    cell: &Arc<OpenCell>,
+    i: u32,
+    body: bytes::Bytes,
+    ex: Exchange,
+) {
+    let is_error = ex.is_error();
+    let retried = ex.meta.attempts.len() > 1;
+    let out = SampleOut {
+        request: body.to_vec(),
+        response: ex.response,
+        sse: ex.sse,
+        meta: ex.meta,
+    };
+    let c = cell.clone();
+    let written = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+        let guard = c
+            .writer
+            .lock()
+            .map_err(|_| std::io::Error::other("writer lock poisoned"))?;
+        let Some(w) = guard.as_ref() else {
+            return Ok(false);
+        };
+        w.write_sample(i, &out)?;
+        Ok(true)
+    });
+    match written.await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => return,
+        Ok(Err(e)) => {
+            shared.fail(format!("cannot write a sample: {e}"), stop_tx);
+            return;
+        }
+        Err(e) => {
+            shared.fail(format!("writer task failed: {e}"), stop_tx);
+            return;
+        }
+    }
+    m.tally.samples.fetch_add(1, Ordering::Relaxed);
+    if is_error {
+        m.tally.errors.fetch_add(1, Ordering::Relaxed);
+        shared.total_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    if retried {
+        m.tally.retried.fetch_add(1, Ordering::Relaxed);
+    }
+    shared.tick();
+    if cell.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+        return;
+    }
+    // The last sample of the cell: finish the run, unless a stop came first (an interrupted
+    // collection leaves no new finished run but the ones already renamed).
+    if *shared.stop.borrow() {
+        return;
+    }
+    let c = cell.clone();
+    let finished = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let w = c
+            .writer
+            .lock()
+            .map_err(|_| std::io::Error::other("writer lock poisoned"))?
+            .take();
+        let info = c
+            .info
+            .lock()
+            .map_err(|_| std::io::Error::other("cell lock poisoned"))?
+            .take();
+        if let (Some(w), Some(mut info)) = (w, info) {
+            info.ended = clock::rfc3339_now();
+            w.finish(&info)?;
+        }
+        Ok(())
+    });
+    match finished.await {
+        Ok(Ok(())) => {
+            m.tally.cells.fetch_add(1, Ordering::Relaxed);
+            shared.cells_done.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Err(e)) => shared.fail(format!("cannot finish a run: {e}"), stop_tx),
+        Err(e) => shared.fail(format!("writer task failed: {e}"), stop_tx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_parse_and_split_deterministically() {
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
+        for bad in ["0/4", "5/4", "1/0", "x/2", "3"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+        // Fixed values (sha256 of "model\ntask", first 8 bytes big-endian, mod N, plus 1): the
+        // split must not change between versions or machines.
+        assert_eq!(shard_of("qwen3-8b", "weather-parallel-3", 4), 3);
+        assert_eq!(shard_of("a", "b", 7), 6);
+        let mut counts = [0u32; 4];
+        for t in 0..400 {
+            counts[(shard_of("m", &format!("task-{t}"), 4) - 1) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 60), "{counts:?}");
+    }
+
+    #[test]
+    fn run_ids_carry_time_shard_and_random_bits() {
+        let a = new_run_id(Some(Shard { index: 2, count: 3 }));
+        let b = new_run_id(Some(Shard { index: 2, count: 3 }));
+        assert_ne!(a, b);
+        let re = regex::Regex::new(r"^\d{8}T\d{6}Z-s2of3-[0-9a-f]{8}$").unwrap();
+        assert!(re.is_match(&a), "{a}");
+        assert!(crate::task::is_path_safe(&a));
+    }
+}

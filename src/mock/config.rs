@@ -1,0 +1,278 @@
+//! The mock server's config (`mock.toml`): its scripted models, their failure rates and faults.
+//! Built-in defaults give three models, so `callcheck mock` works bare.
+
+use crate::taxonomy::Label;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The whole mock config.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MockConfig {
+    /// Every random choice derives from this seed, the model, the task and the sample index.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// When set, requests must carry `Authorization: Bearer <api_key>` (401 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    #[serde(rename = "model")]
+    pub models: Vec<MockModel>,
+}
+
+fn default_seed() -> u64 {
+    7
+}
+
+/// One scripted model, chosen by the request's `model` field.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MockModel {
+    /// The served model id.
+    pub name: String,
+    /// Serve fixture files from this folder (`<dir>/<task-id>/*.json|*.sse`, in name order,
+    /// sample i gets file i mod n) instead of building replies from the task's gold reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<PathBuf>,
+    /// Injector: the probability of each failure label (label name → probability; the rest
+    /// of the time the gold reply is served). A label that cannot apply to a task gives gold.
+    #[serde(default)]
+    pub labels: BTreeMap<String, f64>,
+    /// Transport faults.
+    #[serde(default)]
+    pub faults: Faults,
+    /// Milliseconds between SSE events (0: as fast as the socket takes them).
+    #[serde(default)]
+    pub event_delay_ms: u64,
+}
+
+/// Per-model fault probabilities. The status, drop, cut and garbage faults exclude one another
+/// (their sum is at most 1); latency is drawn on its own.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Probability of a delay before the response head.
+    #[serde(default)]
+    pub latency: f64,
+    /// The delay's range in milliseconds, inclusive.
+    #[serde(default = "default_latency_ms")]
+    pub latency_ms: [u64; 2],
+    /// HTTP 429 with an error body.
+    #[serde(default)]
+    pub http_429: f64,
+    /// HTTP 500 with an error body.
+    #[serde(default)]
+    pub http_500: f64,
+    /// HTTP 503 with an error body.
+    #[serde(default)]
+    pub http_503: f64,
+    /// The connection is closed before any byte of the response.
+    #[serde(default)]
+    pub drop: f64,
+    /// The body is cut mid-way: a stream closes after some events (no finish_reason, no
+    /// `[DONE]`); a JSON body after some of its bytes.
+    #[serde(default)]
+    pub cut: f64,
+    /// HTTP 200 with random bytes for a body.
+    #[serde(default)]
+    pub garbage: f64,
+}
+
+fn default_latency_ms() -> [u64; 2] {
+    [20, 200]
+}
+
+/// A problem with a mock config.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
+pub struct MockConfigError {
+    pub file: String,
+    pub problem: String,
+}
+
+impl MockConfig {
+    /// Three models for the demo: near-perfect, sloppy across every label, and flaky on the
+    /// wire (latency, 429/500/503, dropped connections, cut streams, garbage).
+    pub fn builtin() -> MockConfig {
+        let labels = |pairs: &[(Label, f64)]| {
+            pairs
+                .iter()
+                .map(|(l, p)| (l.as_str().to_string(), *p))
+                .collect::<BTreeMap<_, _>>()
+        };
+        MockConfig {
+            seed: default_seed(),
+            api_key: None,
+            models: vec![
+                MockModel {
+                    name: "mock-good".into(),
+                    labels: labels(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
+                    ..MockModel::default()
+                },
+                MockModel {
+                    name: "mock-sloppy".into(),
+                    labels: labels(&[
+                        (Label::NoCall, 0.06),
+                        (Label::WrongTool, 0.04),
+                        (Label::MalformedJson, 0.05),
+                        (Label::SchemaViolation, 0.04),
+                        (Label::HallucinatedParam, 0.05),
+                        (Label::MissingRequired, 0.04),
+                        (Label::TypeCoercion, 0.06),
+                        (Label::EscapingError, 0.04),
+                        (Label::Truncation, 0.04),
+                        (Label::ParallelCollapse, 0.05),
+                        (Label::SpuriousCall, 0.03),
+                    ]),
+                    ..MockModel::default()
+                },
+                MockModel {
+                    name: "mock-flaky".into(),
+                    labels: labels(&[
+                        (Label::Truncation, 0.06),
+                        (Label::MalformedJson, 0.03),
+                        (Label::EscapingError, 0.03),
+                        (Label::NoCall, 0.03),
+                    ]),
+                    faults: Faults {
+                        latency: 0.1,
+                        latency_ms: [20, 200],
+                        http_429: 0.03,
+                        http_500: 0.02,
+                        http_503: 0.03,
+                        drop: 0.04,
+                        cut: 0.05,
+                        garbage: 0.02,
+                    },
+                    event_delay_ms: 0,
+                    ..MockModel::default()
+                },
+            ],
+        }
+    }
+
+    /// Reads a config file; relative `replay` folders are taken from the file's folder.
+    pub fn load(path: &Path) -> Result<MockConfig, MockConfigError> {
+        let err = |problem: String| MockConfigError {
+            file: path.display().to_string(),
+            problem,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let de = toml::de::Deserializer::parse(&text).map_err(|e| err(e.to_string()))?;
+        let mut c: MockConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            err(format!("key `{key}`: {}", e.into_inner().message().trim()))
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for m in &mut c.models {
+            if let Some(r) = &m.replay
+                && r.is_relative()
+            {
+                m.replay = Some(base.join(r));
+            }
+        }
+        c.check().map_err(err)?;
+        Ok(c)
+    }
+
+    /// Checks names, labels and probabilities.
+    pub fn check(&self) -> Result<(), String> {
+        if self.models.is_empty() {
+            return Err("no [[model]] entry".into());
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            let at = format!("model[{i}] {:?}", m.name);
+            if m.name.is_empty() {
+                return Err(format!("{at}: key `name` is empty"));
+            }
+            if self.models[..i].iter().any(|o| o.name == m.name) {
+                return Err(format!("{at}: key `name`: used twice"));
+            }
+            let mut sum = 0.0;
+            for (l, p) in &m.labels {
+                if Label::parse(l).is_none() {
+                    return Err(format!("{at}: key `labels.{l}`: not a label"));
+                }
+                if !(0.0..=1.0).contains(p) {
+                    return Err(format!("{at}: key `labels.{l}`: {p} is not a probability"));
+                }
+                sum += p;
+            }
+            if sum > 1.0 + 1e-9 {
+                return Err(format!(
+                    "{at}: key `labels`: probabilities add up to {sum} > 1"
+                ));
+            }
+            let f = &m.faults;
+            let mut sum = 0.0;
+            for (k, p) in [
+                ("latency", f.latency),
+                ("http_429", f.http_429),
+                ("http_500", f.http_500),
+                ("http_503", f.http_503),
+                ("drop", f.drop),
+                ("cut", f.cut),
+                ("garbage", f.garbage),
+            ] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!("{at}: key `faults.{k}`: {p} is not a probability"));
+                }
+                if k != "latency" {
+                    sum += p;
+                }
+            }
+            if sum > 1.0 + 1e-9 {
+                return Err(format!(
+                    "{at}: key `faults`: status, drop, cut and garbage add up to {sum} > 1"
+                ));
+            }
+            if f.latency_ms[0] > f.latency_ms[1] {
+                return Err(format!(
+                    "{at}: key `faults.latency_ms`: [min, max] with min > max"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The config as TOML (for `callcheck mock --print-config`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_is_valid_and_round_trips() {
+        let c = MockConfig::builtin();
+        c.check().unwrap();
+        let back: MockConfig = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        // The sloppy model covers every label.
+        assert_eq!(c.models[1].labels.len(), Label::ALL.len());
+    }
+
+    #[test]
+    fn bad_configs_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mock.toml");
+        for (text, needle) in [
+            ("[[model]]\nname = \"a\"\nlabelz = {}\n", "labelz"),
+            (
+                "[[model]]\nname = \"a\"\n[model.labels]\nnope = 0.1\n",
+                "labels.nope",
+            ),
+            (
+                "[[model]]\nname = \"a\"\n[model.faults]\ndrop = 1.5\n",
+                "faults.drop",
+            ),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = MockConfig::load(&p).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+}

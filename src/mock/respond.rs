@@ -1,0 +1,415 @@
+//! What the mock answers, decided purely from (seed, model, task, sample index, attempt) and
+//! the request: no clock, no arrival order, so a collection under any concurrency gets the same
+//! bytes and a test can recompute them.
+
+use crate::corrupt::{corruptions, gold};
+use crate::mock::config::{MockConfig, MockModel};
+use crate::reply::{Reply, render_json, render_sse_events};
+use crate::task::Task;
+use crate::taxonomy::Label;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Which sample of which cell a request is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SampleKey {
+    pub model: String,
+    pub task: String,
+    /// Index of the sample within its cell (over all run directories).
+    pub sample: u64,
+    /// 0 for the first attempt.
+    pub attempt: u32,
+}
+
+/// The answer, before it meets the socket.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// An HTTP error status with an error body.
+    Status { status: u16, body: Vec<u8> },
+    /// Close the connection before any byte of the response.
+    Drop,
+    /// HTTP 200: these pieces written one by one; when `cut` is set, the connection is closed
+    /// after that many pieces (the rest are never sent).
+    Body {
+        content_type: &'static str,
+        pieces: Vec<Vec<u8>>,
+        cut: Option<usize>,
+        /// What the answer is, for the log: `gold`, a corruption's name, `garbage`, a fixture.
+        what: String,
+    },
+}
+
+/// How long to wait before the head, and what to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub delay_ms: u64,
+    pub answer: Answer,
+    pub event_delay_ms: u64,
+}
+
+/// A seed from the mock's seed and the identity of what is being decided.
+pub fn derive_seed(seed: u64, parts: &[&str]) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_be_bytes());
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    let d = h.finalize();
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_be_bytes(b)
+}
+
+/// An OpenAI-style error body.
+pub fn error_body(message: &str, kind: &str, code: u16) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+    )
+    .unwrap_or_default()
+}
+
+/// Recognises a task from a request's content: the messages (with or without a leading system
+/// message that the model row added), tools, tool_choice and response_format, exactly as
+/// `request::chat_request` copies them from the task.
+#[derive(Debug, Default)]
+pub struct TaskIndex {
+    /// Content key → tasks with that content (several when copies differ only in id).
+    by_content: HashMap<String, Vec<usize>>,
+    by_id: HashMap<String, usize>,
+}
+
+fn content_key(
+    messages: &[Value],
+    tools: Option<&Value>,
+    tc: Option<&Value>,
+    rf: Option<&Value>,
+) -> String {
+    serde_json::to_string(&json!([messages, tools, tc, rf])).unwrap_or_default()
+}
+
+impl TaskIndex {
+    pub fn new(tasks: &[Task]) -> TaskIndex {
+        let mut ix = TaskIndex::default();
+        for (i, t) in tasks.iter().enumerate() {
+            let tools = (!t.tools_json.is_empty()).then(|| Value::Array(t.tools_json.clone()));
+            // A task's own `request` fields may override tool_choice / response_format.
+            let tc = t.request.get("tool_choice").or(t.tool_choice.as_ref());
+            let rf = t
+                .request
+                .get("response_format")
+                .or(t.response_format.as_ref());
+            ix.by_content
+                .entry(content_key(&t.messages, tools.as_ref(), tc, rf))
+                .or_default()
+                .push(i);
+            ix.by_id.insert(t.id.clone(), i);
+        }
+        ix
+    }
+
+    /// The task a request is for: by content first, then by the id a sample header names.
+    pub fn find(&self, request: &Value, header_task: Option<&str>) -> Option<usize> {
+        let by_header = header_task.and_then(|t| self.by_id.get(t).copied());
+        let messages = request.get("messages").and_then(Value::as_array);
+        if let Some(m) = messages {
+            let tools = request.get("tools");
+            let tc = request.get("tool_choice");
+            let rf = request.get("response_format");
+            let mut keys = vec![content_key(m, tools, tc, rf)];
+            if m.first()
+                .and_then(|x| x.get("role"))
+                .and_then(Value::as_str)
+                == Some("system")
+            {
+                keys.push(content_key(&m[1..], tools, tc, rf));
+            }
+            for k in keys {
+                if let Some(found) = self.by_content.get(&k) {
+                    // Copies of a task that differ only in id: the header says which.
+                    return Some(match by_header {
+                        Some(h) if found.contains(&h) => h,
+                        _ => found[0],
+                    });
+                }
+            }
+        }
+        by_header
+    }
+}
+
+/// Splits an SSE fixture into its events (each keeps its blank-line terminator).
+fn split_events(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        if bytes[i] == b'\n' && bytes[i + 1] == b'\n' {
+            out.push(bytes[start..i + 2].to_vec());
+            start = i + 2;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    if start < bytes.len() {
+        out.push(bytes[start..].to_vec());
+    }
+    out
+}
+
+/// The fixture files of one task for a replay model, in name order.
+pub fn fixtures(dir: &std::path::Path, task_id: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(task_id))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json" || x == "sse"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// The reply the injector gives for one sample, and its name (`gold` or a corruption's).
+pub fn injected_reply(
+    config: &MockConfig,
+    model: &MockModel,
+    task: &Task,
+    sample: u64,
+    max_tokens: u64,
+) -> (Reply, String) {
+    let s = sample.to_string();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(derive_seed(
+        config.seed,
+        &["reply", &model.name, &task.id, &s],
+    ));
+    let u: f64 = rng.random();
+    let mut acc = 0.0;
+    for label in Label::ALL {
+        let p = model.labels.get(label.as_str()).copied().unwrap_or(0.0);
+        if p <= 0.0 {
+            continue;
+        }
+        acc += p;
+        if u < acc {
+            if let Ok(list) = corruptions(task, label, max_tokens)
+                && !list.is_empty()
+            {
+                let c = &list[rng.random_range(0..list.len())];
+                return (c.reply.clone(), c.name.clone());
+            }
+            break;
+        }
+    }
+    (gold(task), "gold".into())
+}
+
+fn request_max_tokens(request: &Value) -> u64 {
+    request
+        .get("max_completion_tokens")
+        .and_then(Value::as_u64)
+        .or_else(|| request.get("max_tokens").and_then(Value::as_u64))
+        .unwrap_or(4096)
+}
+
+/// Decides the answer for one request to a known model and task.
+pub fn plan(
+    config: &MockConfig,
+    model: &MockModel,
+    task: &Task,
+    key: &SampleKey,
+    request: &Value,
+) -> Plan {
+    let s = key.sample.to_string();
+    let a = key.attempt.to_string();
+    let mut frng = Xoshiro256PlusPlus::seed_from_u64(derive_seed(
+        config.seed,
+        &["fault", &model.name, &task.id, &s, &a],
+    ));
+    let f = &model.faults;
+    let delay_ms = if f.latency > 0.0 && frng.random::<f64>() < f.latency {
+        frng.random_range(f.latency_ms[0]..=f.latency_ms[1])
+    } else {
+        0
+    };
+    let u: f64 = frng.random();
+    let mut acc = 0.0;
+    let mut fault = "";
+    for (name, p) in [
+        ("429", f.http_429),
+        ("500", f.http_500),
+        ("503", f.http_503),
+        ("drop", f.drop),
+        ("cut", f.cut),
+        ("garbage", f.garbage),
+    ] {
+        acc += p;
+        if p > 0.0 && u < acc {
+            fault = name;
+            break;
+        }
+    }
+    let answer = |answer| Plan {
+        delay_ms,
+        answer,
+        event_delay_ms: model.event_delay_ms,
+    };
+    match fault {
+        "429" => {
+            return answer(Answer::Status {
+                status: 429,
+                body: error_body("mock: rate limited, try again", "RateLimitError", 429),
+            });
+        }
+        "500" => {
+            return answer(Answer::Status {
+                status: 500,
+                body: error_body("mock: internal server error", "InternalServerError", 500),
+            });
+        }
+        "503" => {
+            return answer(Answer::Status {
+                status: 503,
+                body: error_body("mock: service unavailable", "ServiceUnavailableError", 503),
+            });
+        }
+        "drop" => return answer(Answer::Drop),
+        "garbage" => {
+            let n = frng.random_range(16..256usize);
+            let bytes: Vec<u8> = (0..n).map(|_| frng.random::<u8>()).collect();
+            return answer(Answer::Body {
+                content_type: "application/json",
+                pieces: vec![bytes],
+                cut: None,
+                what: "garbage".into(),
+            });
+        }
+        _ => {}
+    }
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let (content_type, pieces, what) = match &model.replay {
+        Some(dir) => {
+            let files = fixtures(dir, &task.id);
+            if files.is_empty() {
+                return answer(Answer::Status {
+                    status: 404,
+                    body: error_body(
+                        &format!(
+                            "mock: no fixtures for task {} under {}",
+                            task.id,
+                            dir.display()
+                        ),
+                        "NotFoundError",
+                        404,
+                    ),
+                });
+            }
+            let file = &files[(key.sample % files.len() as u64) as usize];
+            let bytes = std::fs::read(file).unwrap_or_default();
+            let what = format!("fixture {}", file.display());
+            if file.extension().is_some_and(|x| x == "sse") {
+                (
+                    "text/event-stream; charset=utf-8",
+                    split_events(&bytes),
+                    what,
+                )
+            } else {
+                ("application/json", vec![bytes], what)
+            }
+        }
+        None => {
+            let (reply, what) =
+                injected_reply(config, model, task, key.sample, request_max_tokens(request));
+            let render_seed = derive_seed(config.seed, &["render", &model.name, &task.id, &s]);
+            let prompt_tokens = crate::reply::estimate_tokens(
+                &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null))
+                    .unwrap_or_default(),
+            );
+            if stream {
+                let usage = request
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    == Some(true);
+                let events =
+                    render_sse_events(&reply, &key.model, prompt_tokens, usage, render_seed)
+                        .into_iter()
+                        .map(String::into_bytes)
+                        .collect();
+                ("text/event-stream; charset=utf-8", events, what)
+            } else {
+                (
+                    "application/json",
+                    vec![render_json(&reply, &key.model, prompt_tokens, render_seed)],
+                    what,
+                )
+            }
+        }
+    };
+    let cut = if fault == "cut" {
+        if pieces.len() >= 3 {
+            // Close before the finish chunk: keep the role chunk and some of the payload.
+            let finish = pieces
+                .iter()
+                .position(|p| {
+                    p.windows(16).any(|w| w == b"\"finish_reason\":")
+                        && !p.windows(21).any(|w| w == b"\"finish_reason\":null")
+                })
+                .unwrap_or(pieces.len() - 1);
+            Some(frng.random_range(1..=finish.max(1)))
+        } else {
+            // A single JSON body: send some of its bytes only.
+            let body = pieces.concat();
+            let n = frng.random_range(1..body.len().max(2));
+            return answer(Answer::Body {
+                content_type,
+                pieces: vec![
+                    body[..n.min(body.len())].to_vec(),
+                    body[n.min(body.len())..].to_vec(),
+                ],
+                cut: Some(1),
+                what: format!("{what} (cut)"),
+            });
+        }
+    } else {
+        None
+    };
+    let what = if cut.is_some() {
+        format!("{what} (cut)")
+    } else {
+        what
+    };
+    answer(Answer::Body {
+        content_type,
+        pieces,
+        cut,
+        what,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_fixtures_split_into_events() {
+        let ev = split_events(b"data: {}\n\ndata: [DONE]\n\n");
+        assert_eq!(
+            ev,
+            vec![b"data: {}\n\n".to_vec(), b"data: [DONE]\n\n".to_vec()]
+        );
+        assert_eq!(split_events(b"data: x"), vec![b"data: x".to_vec()]);
+    }
+
+    #[test]
+    fn seeds_separate_their_parts() {
+        assert_ne!(derive_seed(1, &["ab", "c"]), derive_seed(1, &["a", "bc"]));
+        assert_eq!(derive_seed(1, &["a"]), derive_seed(1, &["a"]));
+        assert_ne!(derive_seed(1, &["a"]), derive_seed(2, &["a"]));
+    }
+}

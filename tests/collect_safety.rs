@@ -1,0 +1,292 @@
+//! What collect refuses and what it never writes: secrets, hostile names, bad configs, too few
+//! samples; and that shards split a collection into trees that merge by plain copying.
+
+mod collect_support;
+
+use collect_support::*;
+use std::path::Path;
+
+fn all_bytes_under(root: &Path) -> Vec<(String, Vec<u8>)> {
+    files(root).into_iter().collect()
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn the_api_key_never_reaches_disk_or_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = format!("sk-callcheck-{:016x}", rand::random::<u64>());
+    let mock = start_mock(
+        tmp.path(),
+        Some(&format!(
+            "api_key = \"{key}\"\n[[model]]\nname = \"m\"\n[model.faults]\nhttp_503 = 0.2\ncut = 0.1\n"
+        )),
+        &corpus(),
+    );
+    // The password in a URL is a secret too.
+    let url_with_password = mock.url.replace("http://", "http://bob:hunter2pass@");
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}[[model]]\nname = \"wrong-key\"\nbase_url = \"{}\"\nmodel = \"m\"\napi_key_env = \"CALLCHECK_TEST_WRONG_KEY\"\n",
+            models_config(&url_with_password, &[("right-key", "m", true, 4)], "api_key_env = \"CALLCHECK_TEST_KEY\"\n"),
+            mock.url
+        ),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    let wrong = format!("{key}-but-wrong");
+    let out = collect(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--tasks",
+            corpus().to_str().unwrap(),
+            "--runs",
+            runs.to_str().unwrap(),
+            "--k",
+            "6",
+            "--backoff-ms",
+            "1",
+        ],
+        &[
+            ("CALLCHECK_TEST_KEY", &key),
+            ("CALLCHECK_TEST_WRONG_KEY", &wrong),
+        ],
+    );
+    ok(&out);
+    let scan = callcheck::runs::scan(&runs);
+    let mut checked = 0;
+    for r in &scan.runs {
+        for s in &r.samples {
+            let meta: callcheck::transcript::Meta =
+                serde_json::from_slice(&r.read_sample(s).unwrap().meta).unwrap();
+            if r.model == "right-key" {
+                // The right key was sent: the mock let every request through.
+                assert_ne!(meta.status, Some(401));
+            } else {
+                assert_eq!(meta.status, Some(401));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    let mut everything = all_bytes_under(tmp.path().join("runs").as_path());
+    everything.push(("stdout".into(), out.stdout.clone()));
+    everything.push(("stderr".into(), out.stderr.clone()));
+    assert!(everything.len() > 5);
+    for (name, bytes) in &everything {
+        for secret in [
+            key.as_str(),
+            "hunter2pass",
+            "Bearer",
+            "authorization",
+            "Authorization",
+        ] {
+            assert!(!contains(bytes, secret), "{secret:?} found in {name}");
+        }
+    }
+    // The variable's name is kept, so the run says where the key came from.
+    let cell = std::fs::read_to_string(scan.runs[0].dir.join("cell.json")).unwrap();
+    assert!(cell.contains("CALLCHECK_TEST_"));
+}
+
+fn run_config(text: &str, tasks: &Path) -> (std::process::Output, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let runs = tmp.path().join("runs");
+    let out = collect(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--runs",
+            runs.to_str().unwrap(),
+        ],
+        &[],
+    );
+    (out, tmp)
+}
+
+#[test]
+fn hostile_model_names_are_refused_before_anything_is_written() {
+    for name in ["../x", "a/b", "", "..", ".hidden", "a b"] {
+        let text = format!(
+            "[[model]]\nname = \"{name}\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+        );
+        let (out, tmp) = run_config(&text, &corpus());
+        assert!(!out.status.success(), "{name:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("key `name`"), "{name:?}: {err}");
+        assert!(err.contains("callcheck.toml"), "{err}");
+        // Nothing written anywhere: not even the runs folder.
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["callcheck.toml"], "{name:?}");
+        assert!(!tmp.path().parent().unwrap().join("x").exists());
+    }
+}
+
+#[test]
+fn hostile_task_ids_are_refused_with_the_file_named() {
+    for id in ["../x", "a/b", ""] {
+        let tmp = tempfile::tempdir().unwrap();
+        let tasks = tmp.path().join("tasks");
+        std::fs::create_dir(&tasks).unwrap();
+        let mut t: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(callcheck::task::load(&corpus()).unwrap()[0].file.clone()).unwrap(),
+        )
+        .unwrap();
+        t["id"] = id.into();
+        std::fs::write(tasks.join("evil.json"), serde_json::to_vec(&t).unwrap()).unwrap();
+        let (out, dir) = run_config(
+            "[[model]]\nname = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+            &tasks,
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("evil.json"), "{id:?}: {err}");
+        assert!(!dir.path().join("runs").exists());
+    }
+}
+
+#[test]
+fn config_errors_name_the_file_the_entry_and_the_key() {
+    let good = "[[model]]\nname = \"qwen\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"Qwen/Qwen3-8B\"\n";
+    for (text, needle) in [
+        (
+            format!("{good}temprature = 0.7\n"),
+            "model[0] \"qwen\": key `temprature`: unknown field",
+        ),
+        (
+            format!("{good}concurrency = 0\n"),
+            "key `concurrency`: must be at least 1",
+        ),
+        (
+            format!("{good}timeout_secs = \"soon\"\n"),
+            "key `timeout_secs`",
+        ),
+        (
+            good.replace("model = \"Qwen/Qwen3-8B\"\n", ""),
+            "key `model`: missing field",
+        ),
+        (
+            format!("{good}[model.params]\nstream = true\n"),
+            "key `params.stream`",
+        ),
+        (format!("{good}{}", good), "key `name`: \"qwen\" is already"),
+        ("[[model]\n".to_string(), "not valid TOML"),
+    ] {
+        let (out, _tmp) = run_config(&text, &corpus());
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("callcheck.toml"), "{err}");
+        assert!(err.contains(needle), "wanted {needle:?} in {err}");
+    }
+    // A key variable that is not set is named, before any request.
+    let (out, _tmp) = run_config(
+        &format!("{good}api_key_env = \"CALLCHECK_SURELY_UNSET\"\n"),
+        &corpus(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CALLCHECK_SURELY_UNSET"));
+}
+
+#[test]
+fn too_few_samples_are_refused_unless_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mock = start_mock(tmp.path(), None, &corpus());
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        models_config(&mock.url, &[("g", "mock-good", false, 2)], ""),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    let corpus_dir = corpus();
+    let base = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--tasks",
+        corpus_dir.to_str().unwrap(),
+        "--runs",
+        runs.to_str().unwrap(),
+        "--k",
+        "2",
+    ];
+    let out = collect(&base, &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-anecdote"));
+    assert!(!runs.exists());
+    let mut args = base.to_vec();
+    args.push("--allow-anecdote");
+    ok(&collect(&args, &[]));
+    let scan = callcheck::runs::scan(&runs);
+    assert!(scan.runs.iter().all(|r| r.samples.len() == 2));
+}
+
+#[test]
+fn shards_split_cells_and_their_trees_merge_by_copying() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mock = start_mock(tmp.path(), None, &corpus());
+    let rows: Vec<(String, &str, bool, usize)> = (0..8)
+        .map(|i| (format!("row{i}"), "mock-good", false, 2))
+        .collect();
+    let rows_ref: Vec<(&str, &str, bool, usize)> = rows
+        .iter()
+        .map(|(a, b, c, d)| (a.as_str(), *b, *c, *d))
+        .collect();
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(&cfg, models_config(&mock.url, &rows_ref, "")).unwrap();
+    let n_tasks = callcheck::task::load(&corpus()).unwrap().len();
+    let mut merged = std::collections::BTreeMap::new();
+    let mut cells_seen = std::collections::BTreeSet::new();
+    for shard in ["1/3", "2/3", "3/3"] {
+        let runs = tmp.path().join(format!("runs-{}", &shard[..1]));
+        ok(&collect(
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "--tasks",
+                corpus().to_str().unwrap(),
+                "--runs",
+                runs.to_str().unwrap(),
+                "--shard",
+                shard,
+                "--quiet",
+            ],
+            &[],
+        ));
+        for r in callcheck::runs::scan(&runs).runs {
+            assert!(
+                r.run_id.contains(&format!("-s{}of3-", &shard[..1])),
+                "{}",
+                r.run_id
+            );
+            assert!(
+                cells_seen.insert((r.model.clone(), r.task_id.clone())),
+                "a cell collected by two shards"
+            );
+            assert_eq!(
+                callcheck::collect::shard_of(&r.model, &r.task_id, 3).to_string(),
+                shard[..1]
+            );
+        }
+        for (name, bytes) in files(&runs) {
+            if name != callcheck::runs::LOCK_FILE {
+                assert!(merged.insert(name, bytes).is_none(), "paths collide");
+            }
+        }
+    }
+    assert_eq!(cells_seen.len(), 8 * n_tasks);
+    let out = collect(&["--shard", "4/3", "--config", cfg.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shard"));
+}
