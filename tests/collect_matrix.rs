@@ -68,6 +68,7 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
     );
     let mut labels_seen = BTreeSet::new();
     let mut samples = 0;
+    let run_id_shape = regex::Regex::new(r"^\d{8}T\d{6}Z-s1of1-[0-9a-f]{8}$").unwrap();
     for entry in &cfg.models {
         let mdir = runs.join(&entry.name);
         assert_eq!(
@@ -84,11 +85,7 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
             let run_ids = names(&cdir);
             assert_eq!(run_ids.len(), 1, "{}: {run_ids:?}", cdir.display());
             let run_id = run_ids.iter().next().unwrap();
-            assert!(
-                regex::Regex::new(r"^\d{8}T\d{6}Z-s1of1-[0-9a-f]{8}$")
-                    .unwrap()
-                    .is_match(run_id)
-            );
+            assert!(run_id_shape.is_match(run_id), "run id {run_id}");
             let rdir = cdir.join(run_id);
             assert_eq!(
                 names(&rdir),
