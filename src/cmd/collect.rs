@@ -15,6 +15,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
     };
     let opts = Options {
         config: o.config.clone(),
+        config_text: None,
         tasks: o.tasks.clone(),
         runs: o.runs.clone(),
         k: o.k,

@@ -88,6 +88,9 @@ pub fn new_run_id(shard: Option<Shard>) -> String {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub config: PathBuf,
+    /// The config's text when it is held in memory (`callcheck demo` points it at a mock on an
+    /// ephemeral port); `config` then only names it in messages.
+    pub config_text: Option<String>,
     pub tasks: PathBuf,
     pub runs: PathBuf,
     pub k: u32,
@@ -300,7 +303,10 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             opts.k
         );
     }
-    let config = config::load(&opts.config)?;
+    let config = match &opts.config_text {
+        Some(text) => config::parse(&opts.config, text)?,
+        None => config::load(&opts.config)?,
+    };
     let mut entries = config.models;
     if let Some(wanted) = &opts.models {
         for w in wanted {
