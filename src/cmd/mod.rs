@@ -1,4 +1,5 @@
 //! One module per subcommand: each turns typed options into work and reports.
 
+pub mod build;
 pub mod check;
 pub mod tasks;
