@@ -32,14 +32,17 @@ pub struct Summary {
     pub skipped: usize,
     pub files: usize,
     pub bytes: u64,
+    /// Bytes of transcript files read.
+    pub read_bytes: u64,
 }
 
 pub fn run(opts: &BuildOpts) -> Result<()> {
     let s = build(opts)?;
     eprintln!(
-        "built {}: {} samples in {} cells from {} runs ({} passed, {} failed, {} transport errors); {} skipped; {} files, {}",
+        "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({} passed, {} failed, {} transport errors); {} skipped; {} files, {}",
         opts.out.display(),
         s.samples,
+        site::html::bytes(s.read_bytes),
         s.cells,
         s.runs,
         s.passes,
@@ -101,10 +104,34 @@ fn replaceable(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// A rendered page on its way to the writer thread.
+type Page = (PathBuf, String);
+
+/// Writes pages one at a time. On this kind of machine (and on many network or virtualised file
+/// systems) creating files from several threads at once is several times *slower* than from
+/// one: the creates serialise on the directory and journal locks and the threads then fight
+/// over them. So scoring and rendering run on all cores and a single thread does the writes.
+fn writer(rx: std::sync::mpsc::Receiver<Page>) -> Result<()> {
+    // Only to skip redundant mkdir calls; its order never reaches the output.
+    let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for (path, html) in rx {
+        if let Some(parent) = path.parent()
+            && !made.contains(parent)
+        {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+            made.insert(parent.to_path_buf());
+        }
+        std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn process(
     job: &Job,
     tmp: &Path,
     runs_root: &Path,
+    pages: &std::sync::mpsc::SyncSender<Page>,
 ) -> Result<std::result::Result<Done, SkippedInput>> {
     let dir = job.run.sample_dir(job.sample);
     let files = match job.run.read_sample(job.sample) {
@@ -147,12 +174,9 @@ fn process(
         task_changed: job.task_changed,
     })
     .with_context(|| format!("rendering the page of {base}"))?;
-    let path = tmp.join(key.permalink());
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    pages
+        .send((tmp.join(key.permalink()), html))
+        .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
     let metrics = crate::hitec::sample_metrics(job.task, &verdict);
     Ok(Ok(Done {
         scored: Scored {
@@ -269,10 +293,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
 
     let (tmp, parent, name) = temp_dir(&opts.out)?;
     let result = (|| -> Result<Summary> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(512);
+        let written = std::thread::spawn(move || writer(rx));
         let done: Vec<Result<std::result::Result<Done, SkippedInput>>> = jobs
             .par_iter()
-            .map(|j| process(j, &tmp, &opts.runs))
+            .map_with(tx, |tx, j| process(j, &tmp, &opts.runs, tx))
             .collect();
+        // All senders are gone once the map is done; the writer drains and ends.
+        match written.join() {
+            Ok(r) => r?,
+            Err(_) => bail!("the page writer panicked"),
+        }
         let mut scored = Vec::with_capacity(done.len());
         let mut transcripts = BTreeMap::new();
         let mut read_bytes = 0u64;
@@ -332,7 +363,6 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         }
         let (passes, fails, errors) = matrix.outcome_counts();
         let (n_files, bytes) = tree_size(&tmp)?;
-        let _ = read_bytes;
         Ok(Summary {
             runs: used_runs.len(),
             samples: n_samples,
@@ -343,6 +373,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             skipped: skipped.len(),
             files: n_files,
             bytes,
+            read_bytes,
         })
     })();
     match result {

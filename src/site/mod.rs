@@ -734,12 +734,14 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
 }
 
 /// Renders task markdown and sanitises it: raw HTML, event handlers and `javascript:` links in a
-/// task description never reach the page.
+/// task description never reach the page. Images are dropped too: the site stays
+/// self-contained (no fetches a reader did not ask for, no links that can break).
 pub fn markdown(text: &str) -> String {
     let parser = pulldown_cmark::Parser::new_ext(text, pulldown_cmark::Options::ENABLE_TABLES);
     let mut out = String::new();
     pulldown_cmark::html::push_html(&mut out, parser);
     ammonia::Builder::default()
+        .rm_tags(["img"])
         .link_rel(Some("noopener noreferrer"))
         .clean(&out)
         .to_string()

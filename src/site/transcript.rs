@@ -5,7 +5,7 @@
 //! Kept lean (a shared stylesheet, no inline styles, tools shown by reference when they are the
 //! task's own), because there is one of these per sample and the site must fit GitHub Pages.
 
-use super::html::{cell_id, escape, escape_into, json_html, root, shell_quote};
+use super::html::{cell_id, json_html, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
 use crate::runs::{CellInfo, SampleFiles};
 use crate::score::Verdict;
@@ -166,7 +166,7 @@ fn calls_view(task: &Task, v: &Verdict) -> (Vec<CallView>, bool) {
                         anchored = true;
                         s.push_str("<mark id=\"fail\">");
                     }
-                    escape_into(&mut s, raw);
+                    text_into(&mut s, raw);
                     if failing {
                         s.push_str("</mark>");
                     }
@@ -176,9 +176,9 @@ fn calls_view(task: &Task, v: &Verdict) -> (Vec<CallView>, bool) {
             let mut name = c.name.clone().unwrap_or_else(|| "(no name)".into());
             if failing && !anchored {
                 anchored = true;
-                name = format!("<mark id=\"fail\">{}</mark>", escape(&name));
+                name = format!("<mark id=\"fail\">{}</mark>", text(&name));
             } else {
-                name = escape(&name);
+                name = text(&name);
             }
             let matched = match c.matched.and_then(|i| task.expected_calls().get(i)) {
                 Some(e) => format!(
@@ -207,7 +207,7 @@ fn message_view(m: &Value) -> MessageView {
         .unwrap_or("?")
         .to_string();
     let content = match m.get("content") {
-        Some(Value::String(s)) => escape(s),
+        Some(Value::String(s)) => text(s),
         _ => {
             // Tool results, multi-part content, assistant tool calls: show the message whole.
             let mut rest = m.clone();
@@ -301,10 +301,30 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
     });
     if files.streamed {
         let (events, partial) = sse_events(shown);
-        let mut s = String::with_capacity(shown.len() + events.len() * 10);
+        // vLLM repeats the same envelope (id, object, created, model, `"choices":[`) in every
+        // chunk; it is shown once and elided from each line, which keeps every byte of
+        // information and halves the page.
+        let prefix = common_prefix(
+            events
+                .iter()
+                .map(|e| e.data.as_str())
+                .filter(|d| d.starts_with('{')),
+        );
+        let mut s = String::with_capacity(shown.len());
+        if !prefix.is_empty() {
+            s.push_str("every JSON event's data begins with: ");
+            text_into(&mut s, prefix);
+            s.push_str("\n\n offset  data\n");
+        }
         for e in &events {
-            s.push_str(&format!("{:>6}  ", e.offset));
-            escape_into(&mut s, &e.data);
+            s.push_str(&format!("{:>7}  ", e.offset));
+            match e.data.strip_prefix(prefix) {
+                Some(rest) if !prefix.is_empty() => {
+                    s.push('…');
+                    text_into(&mut s, rest);
+                }
+                _ => text_into(&mut s, &e.data),
+            }
             s.push('\n');
         }
         let note = match partial {
@@ -316,14 +336,41 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
             _ => cut_note,
         };
         if events.is_empty() {
-            s = escape(&String::from_utf8_lossy(shown));
+            s = text(&String::from_utf8_lossy(shown));
         }
         (s, note)
     } else {
         match serde_json::from_slice::<Value>(body) {
             Ok(v) if cut_note.is_none() => (json_html(&v, None), None),
-            _ => (escape(&String::from_utf8_lossy(shown)), cut_note),
+            _ => (text(&String::from_utf8_lossy(shown)), cut_note),
         }
+    }
+}
+
+/// The longest common prefix of at least two strings, cut at a character boundary, or `""` when
+/// it is too short to be worth eliding.
+fn common_prefix<'s>(mut items: impl Iterator<Item = &'s str>) -> &'s str {
+    let Some(first) = items.next() else {
+        return "";
+    };
+    let mut len = first.len();
+    let mut count = 1;
+    for it in items {
+        count += 1;
+        len = first
+            .bytes()
+            .zip(it.bytes())
+            .take(len)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    while !first.is_char_boundary(len) {
+        len -= 1;
+    }
+    if count < 2 || len < 24 {
+        ""
+    } else {
+        &first[..len]
     }
 }
 
@@ -400,7 +447,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         streamed: cx.files.streamed,
         response,
         response_note,
-        curl: curl(cx.cell, &cx.files.request),
+        curl: text(&curl(cx.cell, &cx.files.request)),
     };
     page.render()
 }
