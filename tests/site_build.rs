@@ -358,3 +358,38 @@ fn unreadable_runs_are_skipped_by_name() {
             .exists()
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_rebuild_reuses_identical_pages_and_rewrites_changed_ones() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let fresh = tree(&out);
+    let same = "t/alpha/contact-card/r0001/000.html";
+    let edited = "t/gamma/weather-parallel-3/r0001/000.html";
+    let ino_same = std::fs::metadata(out.join(same)).unwrap().ino();
+    // An older build's page for this sample said something else.
+    std::fs::write(out.join(edited), "stale").unwrap();
+    let ino_edited = std::fs::metadata(out.join(edited)).unwrap().ino();
+
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let again = tree(&out);
+    // Every transcript page is what a fresh build writes (the index now links changes.html)…
+    let pages = |t: &std::collections::BTreeMap<String, Vec<u8>>| {
+        t.iter()
+            .filter(|(k, _)| k.starts_with("t/"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (a, b) = (pages(&fresh), pages(&again));
+    assert_eq!(a.len(), 36);
+    assert!(a == b, "transcript pages differ from a fresh build's");
+    // …the identical page was kept (same inode), the stale one replaced.
+    assert_eq!(std::fs::metadata(out.join(same)).unwrap().ino(), ino_same);
+    assert_ne!(
+        std::fs::metadata(out.join(edited)).unwrap().ino(),
+        ino_edited
+    );
+}
