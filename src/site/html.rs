@@ -235,7 +235,7 @@ mod tests {
         let v = json!({"a": [1, 2], "o": {"k": true}});
         assert!(json_html(&v, Some("/a/1")).contains("<mark id=\"fail\">2</mark>"));
         assert!(
-            json_html(&v, Some("/o/k")).contains("<mark id=\"fail\">&quot;k&quot;: true</mark>")
+            json_html(&v, Some("/o/k")).contains("<mark id=\"fail\">\"k\": true</mark>")
         );
         // A missing key marks its parent object (the member "o" with its value).
         let h = json_html(&v, Some("/o/missing"));
@@ -245,7 +245,7 @@ mod tests {
         let w = json!({"ab": 1, "a": 2});
         let h = json_html(&w, Some("/a"));
         assert!(
-            h.contains("<mark id=\"fail\">&quot;a&quot;: 2</mark>"),
+            h.contains("<mark id=\"fail\">\"a\": 2</mark>"),
             "{h}"
         );
         assert!(json_html(&v, Some("")).starts_with("<mark id=\"fail\">{"));
