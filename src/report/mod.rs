@@ -149,6 +149,8 @@ pub struct Total {
     pub errors: u64,
     /// Interval of the pooled rate (passes / scored over all the cells).
     pub interval: Option<Interval>,
+    /// Interval of pass^k: cells where every sample passed, over rated cells.
+    pub all_passed_interval: Option<Interval>,
     /// Cells with at least one scored sample.
     pub rated_cells: u64,
     /// Cells whose every scored sample passed (pass^k).
@@ -179,6 +181,8 @@ impl Total {
 
     fn finish(&mut self, kind: IntervalKind) {
         self.interval = interval::interval(kind, self.passes, self.scored);
+        self.all_passed_interval =
+            interval::interval(kind, self.all_passed_cells, self.rated_cells);
     }
 
     /// The pooled rate: passes over scored samples.

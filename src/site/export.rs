@@ -127,6 +127,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "verdict": t.reliability().as_str(),
                             "pass_at_1": opt_num(t.pass_at_1()),
                             "pass_all_k": opt_num(t.pass_all_k()),
+                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                            "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                         }),
                     )
                 })
@@ -143,6 +145,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "verdict": t.reliability().as_str(),
                 "pass_at_1": opt_num(t.pass_at_1()),
                 "pass_all_k": opt_num(t.pass_all_k()),
+                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                 "flaky_cells": t.flaky_cells,
                 "tags": tags,
                 "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({

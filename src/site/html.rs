@@ -234,9 +234,7 @@ mod tests {
     fn marks_a_member_an_item_or_the_nearest_ancestor() {
         let v = json!({"a": [1, 2], "o": {"k": true}});
         assert!(json_html(&v, Some("/a/1")).contains("<mark id=\"fail\">2</mark>"));
-        assert!(
-            json_html(&v, Some("/o/k")).contains("<mark id=\"fail\">\"k\": true</mark>")
-        );
+        assert!(json_html(&v, Some("/o/k")).contains("<mark id=\"fail\">\"k\": true</mark>"));
         // A missing key marks its parent object (the member "o" with its value).
         let h = json_html(&v, Some("/o/missing"));
         assert!(h.contains("<mark id=\"fail\">\"o\": {"), "{h}");
@@ -244,10 +242,7 @@ mod tests {
         // A path that shares a prefix but is another key is not marked.
         let w = json!({"ab": 1, "a": 2});
         let h = json_html(&w, Some("/a"));
-        assert!(
-            h.contains("<mark id=\"fail\">\"a\": 2</mark>"),
-            "{h}"
-        );
+        assert!(h.contains("<mark id=\"fail\">\"a\": 2</mark>"), "{h}");
         assert!(json_html(&v, Some("")).starts_with("<mark id=\"fail\">{"));
     }
 

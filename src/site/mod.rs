@@ -178,15 +178,10 @@ struct TotalRow {
     cells: u64,
     rate: String,
     verdict: &'static str,
-    pass_at_1: String,
     pass_all_k: String,
     flaky: u64,
     errors: u64,
     sort: String,
-}
-
-fn opt_percent(x: Option<f64>) -> String {
-    x.map(percent).unwrap_or_else(|| "–".into())
 }
 
 fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
@@ -196,9 +191,13 @@ fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
         cells: t.cells,
         rate: rate_text(t.passes, t.scored, t.interval.as_ref()),
         verdict: t.reliability().as_str(),
-        pass_at_1: opt_percent(t.pass_at_1()),
-        pass_all_k: match t.pass_all_k() {
-            Some(p) => format!("{} ({}/{})", percent(p), t.all_passed_cells, t.rated_cells),
+        pass_all_k: match t.all_passed_interval.as_ref() {
+            Some(iv) => format!(
+                "{} cells · {} {}",
+                format_args!("{}/{}", t.all_passed_cells, t.rated_cells),
+                percent(t.all_passed_cells as f64 / t.rated_cells as f64),
+                show(iv)
+            ),
             None => "–".into(),
         },
         flaky: t.flaky_cells,
@@ -445,12 +444,11 @@ fn label_summary(c: &Cell) -> String {
 fn f1_text(f: &crate::hitec::F1) -> String {
     match f.f1() {
         Some(x) => format!(
-            "{:.3} (precision {}, recall {}; {} of {} emitted calls match {} gold calls)",
+            "{:.3} (precision {}/{} emitted calls, recall {}/{} gold calls)",
             crate::report::interval::round4(x),
-            opt_percent(f.precision()),
-            opt_percent(f.recall()),
             f.true_positives,
             f.emitted,
+            f.true_positives,
             f.gold
         ),
         None => "– (no calls emitted or expected)".into(),
