@@ -224,6 +224,10 @@ fn exports_are_complete_and_csv_is_quoted() {
         if row[8].contains(',') || row[8].contains('"') {
             details_with_commas += 1;
         }
+        // Exactly one #fail anchor on the page of a failed or errored sample, none on a pass.
+        let page = read(&out, &row[0]);
+        let anchors = page.matches("id=\"fail\"").count();
+        assert_eq!(anchors, usize::from(&row[5] != "pass"), "{}", &row[0]);
         match &row[5] {
             "fail" => assert!(!row[6].is_empty() && !row[7].is_empty()),
             "error" => assert_eq!((&row[6], &row[7]), ("", "transport")),

@@ -77,6 +77,8 @@ struct Page<'a> {
     stages: Vec<StageRow>,
     calls: Vec<CallView>,
     output: Option<String>,
+    /// Escaped HTML: the message content.
+    content: Option<String>,
     notes: &'a [String],
     finish_reason: String,
     messages: Vec<MessageView>,
@@ -389,9 +391,37 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         output_anchor = mark.is_some();
         json_html(o, mark)
     });
+    // The message content as the client sees it (prose, a call left in text, structured output
+    // that did not parse). Parsed again here: the verdict keeps only what it decided on.
+    let completion = if cx.files.streamed {
+        crate::score::wire::parse_stream(&cx.files.response)
+    } else {
+        crate::score::wire::parse_body(&cx.files.response)
+    };
+    let mut content_anchor = false;
+    let content = completion
+        .ok()
+        .and_then(|c| c.content)
+        .filter(|c| !c.trim().is_empty())
+        // When the structured output parsed, it is shown above; the content would repeat it.
+        .filter(|_| v.output.is_none())
+        .map(|c| {
+            // A structured output that could not be read is the failure itself.
+            content_anchor = cx.task.is_structured_output()
+                && v.output.is_none()
+                && v.outcome.label().is_some()
+                && !call_anchor;
+            let shown = crate::json::clip(&c, MAX_SHOWN);
+            if content_anchor {
+                format!("<mark id=\"fail\">{}</mark>", text(&shown))
+            } else {
+                text(&shown)
+            }
+        });
     // Every page of a failed or errored sample has exactly one `#fail` anchor: on the failing
     // argument when there is one, else on the deciding stage.
-    let anchor_on_stage = v.outcome != Outcome::Pass && !call_anchor && !output_anchor;
+    let anchor_on_stage =
+        v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
     let stages = stage_rows(cx.task, v, anchor_on_stage);
 
     let messages = cx
@@ -430,6 +460,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         stages,
         calls,
         output,
+        content,
         notes: &v.notes,
         finish_reason: v
             .finish_reason
