@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Score one transcript and print the verdict as JSON.
     Check(CheckOpts),
+    /// Re-score every transcript under runs/ and render the static site (never touches the network).
+    Build(BuildOpts),
     /// Check or list the task corpus.
     Tasks {
         #[command(subcommand)]
@@ -105,6 +107,22 @@ pub struct CheckOpts {
     /// The sample's meta.json (gives the HTTP status).
     #[arg(long)]
     pub meta: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildOpts {
+    /// The task corpus: a folder of task files (or one file).
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// The runs/ tree written by collect.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+    /// Where the site goes. Built in a temporary folder beside it and swapped into place.
+    #[arg(long, default_value = "site")]
+    pub out: PathBuf,
+    /// The 95 % binomial interval shown with every rate.
+    #[arg(long, value_enum, default_value_t = IntervalKind::Wilson)]
+    pub interval: IntervalKind,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,7 @@ use clap::Parser;
 fn main() {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Build(o) => cmd::build::run(o),
         Command::Check(o) => cmd::check::run(o),
         Command::Tasks { command } => cmd::tasks::run(command),
         Command::Collect(o) => cmd::collect::run(o),

@@ -1,5 +1,6 @@
 //! One module per subcommand: each turns typed options into work and reports.
 
+pub mod build;
 pub mod check;
 pub mod collect;
 pub mod mock;

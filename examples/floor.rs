@@ -1,0 +1,50 @@
+//! The floor for `callcheck build`: the time to merely read every file of a runs/ tree once and
+//! parse it (cell.json, request.json, meta.json as JSON; response.json as JSON; response.sse split
+//! into events, each event's data parsed as JSON), on all cores as build does. `bench/build.sh`
+//! prints build's time as a ratio of this. Usage: `floor RUNS_DIR` (prints seconds on stdout).
+
+use callcheck::runs::scan;
+use callcheck::score::wire::sse_events;
+use rayon::prelude::*;
+use serde_json::Value;
+use std::time::Instant;
+
+fn main() {
+    let Some(root) = std::env::args().nth(1) else {
+        eprintln!("usage: floor RUNS_DIR");
+        std::process::exit(2);
+    };
+    let t = Instant::now();
+    let s = scan(std::path::Path::new(&root));
+    let jobs: Vec<(&callcheck::runs::RunDir, &String)> = s
+        .runs
+        .iter()
+        .flat_map(|r| r.samples.iter().map(move |n| (r, n)))
+        .collect();
+    let parsed: usize = jobs
+        .par_iter()
+        .map(|(r, n)| {
+            let Ok(f) = r.read_sample(n) else { return 0 };
+            let mut ok = serde_json::from_slice::<Value>(&f.request).is_ok() as usize;
+            ok += serde_json::from_slice::<Value>(&f.meta).is_ok() as usize;
+            if f.streamed {
+                let (events, _) = sse_events(&f.response);
+                ok += events
+                    .iter()
+                    .filter(|e| serde_json::from_str::<Value>(&e.data).is_ok())
+                    .count();
+            } else {
+                ok += serde_json::from_slice::<Value>(&f.response).is_ok() as usize;
+            }
+            ok
+        })
+        .sum();
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "floor: read and parsed {} samples ({} JSON documents) of {} runs in {secs:.2} s",
+        jobs.len(),
+        parsed,
+        s.runs.len()
+    );
+    println!("{secs:.3}");
+}

@@ -1,0 +1,526 @@
+//! Aggregation: scored samples → cells (model × task), per-model and per-tag totals with
+//! intervals, label counts, measured reroll success and the HiTEC view. Pure: data in, a
+//! [`Matrix`] out; the site renders it and the exports serialise it.
+
+pub mod interval;
+
+use crate::cli::IntervalKind;
+use crate::hitec::{self, HitecError, Metrics};
+use crate::taxonomy::{Label, Outcome, Stage};
+use interval::Interval;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Where a sample sits in `runs/`, and so where its permalink is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SampleKey {
+    pub model: String,
+    pub task: String,
+    pub run: String,
+    /// The sample folder name (`000`).
+    pub sample: String,
+}
+
+impl SampleKey {
+    /// The permalink, relative to the site root: `t/<model>/<task>/<run>/<NNN>.html`. It is made
+    /// of the four path segments only, so it never changes for the same sample.
+    pub fn permalink(&self) -> String {
+        format!(
+            "t/{}/{}/{}/{}.html",
+            self.model, self.task, self.run, self.sample
+        )
+    }
+}
+
+/// One sample after scoring: the little that aggregation and the lists need. The full verdict
+/// lives only as long as it takes to render the sample's own page.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub key: SampleKey,
+    pub outcome: Outcome,
+    pub stage: Option<Stage>,
+    /// The verdict's detail, for lists and the CSV.
+    pub detail: String,
+    pub metrics: Metrics,
+    pub hitec: Option<HitecError>,
+    /// On a pass: whether the arguments equal the gold call's (value accuracy, apart from
+    /// conformance).
+    pub value_match: Option<bool>,
+    /// The message carried prose beside its calls (HiTEC's "redundant information").
+    pub extra_prose: bool,
+    /// The task file changed since this sample was collected (sha256 differs from cell.json).
+    pub task_changed: bool,
+}
+
+/// What the site needs to know about a task.
+#[derive(Debug, Clone)]
+pub struct TaskInfo {
+    pub id: String,
+    pub title: String,
+    pub tags: Vec<String>,
+}
+
+/// The colour a rate gets, and the word that says it without colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reliability {
+    /// The interval's lower bound is at least 0.9.
+    Reliable,
+    /// The interval spans both thresholds (or there is no scored sample at all).
+    Uncertain,
+    /// The interval's upper bound is below 0.5.
+    Broken,
+}
+
+/// Lower bound at or above which a rate is `reliable`.
+pub const RELIABLE_LOWER: f64 = 0.9;
+/// Upper bound below which a rate is `broken`.
+pub const BROKEN_UPPER: f64 = 0.5;
+
+impl Reliability {
+    pub fn of(iv: Option<&Interval>) -> Reliability {
+        match iv {
+            Some(iv) if iv.lower >= RELIABLE_LOWER => Reliability::Reliable,
+            Some(iv) if iv.upper < BROKEN_UPPER => Reliability::Broken,
+            _ => Reliability::Uncertain,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reliability::Reliable => "reliable",
+            Reliability::Uncertain => "uncertain",
+            Reliability::Broken => "broken",
+        }
+    }
+}
+
+/// One model × task cell: every sample of every run of that pair.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub model: String,
+    pub task: String,
+    /// Indices into [`Matrix::samples`], in key order.
+    pub samples: Vec<usize>,
+    /// Run ids, sorted.
+    pub runs: Vec<String>,
+    /// All samples, errors included.
+    pub k: u64,
+    /// Samples with a model outcome (pass or a label): the denominator.
+    pub scored: u64,
+    pub passes: u64,
+    /// Transport errors: counted apart, never in a denominator.
+    pub errors: u64,
+    pub labels: BTreeMap<Label, u64>,
+    pub interval: Option<Interval>,
+    pub reliability: Reliability,
+    /// Passes whose arguments equal the gold call's.
+    pub value_matches: u64,
+    /// Some sample was collected for an earlier version of the task file.
+    pub task_changed: bool,
+}
+
+impl Cell {
+    /// pass@1: the share of scored samples that passed.
+    pub fn rate(&self) -> Option<f64> {
+        (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
+    }
+
+    /// Some samples passed and some failed: the model can do it, not every time.
+    pub fn flaky(&self) -> bool {
+        self.passes > 0 && self.passes < self.scored
+    }
+
+    /// pass^k: every scored sample passed.
+    pub fn all_passed(&self) -> bool {
+        self.scored > 0 && self.passes == self.scored
+    }
+
+    /// Fewer than three scored samples: too few for the interval to say much.
+    pub fn too_few(&self) -> bool {
+        self.scored < 3
+    }
+}
+
+/// Totals over a set of cells (a model's row, or one tag of it).
+#[derive(Debug, Clone, Default)]
+pub struct Total {
+    pub cells: u64,
+    pub scored: u64,
+    pub passes: u64,
+    pub errors: u64,
+    /// Interval of the pooled rate (passes / scored over all the cells).
+    pub interval: Option<Interval>,
+    /// Interval of pass^k: cells where every sample passed, over rated cells.
+    pub all_passed_interval: Option<Interval>,
+    /// Cells with at least one scored sample.
+    pub rated_cells: u64,
+    /// Cells whose every scored sample passed (pass^k).
+    pub all_passed_cells: u64,
+    /// Cells where some samples passed and some failed.
+    pub flaky_cells: u64,
+    /// Sum of the cells' rates, for the mean pass@1.
+    rate_sum: f64,
+}
+
+impl Total {
+    fn add(&mut self, c: &Cell) {
+        self.cells += 1;
+        self.scored += c.scored;
+        self.passes += c.passes;
+        self.errors += c.errors;
+        if let Some(r) = c.rate() {
+            self.rated_cells += 1;
+            self.rate_sum += r;
+        }
+        if c.all_passed() {
+            self.all_passed_cells += 1;
+        }
+        if c.flaky() {
+            self.flaky_cells += 1;
+        }
+    }
+
+    fn finish(&mut self, kind: IntervalKind) {
+        self.interval = interval::interval(kind, self.passes, self.scored);
+        self.all_passed_interval =
+            interval::interval(kind, self.all_passed_cells, self.rated_cells);
+    }
+
+    /// The pooled rate: passes over scored samples.
+    pub fn rate(&self) -> Option<f64> {
+        (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
+    }
+
+    /// Mean pass@1 over the cells (each task weighs the same, whatever its k).
+    pub fn pass_at_1(&self) -> Option<f64> {
+        (self.rated_cells > 0).then(|| self.rate_sum / self.rated_cells as f64)
+    }
+
+    /// The share of cells where all k samples passed.
+    pub fn pass_all_k(&self) -> Option<f64> {
+        (self.rated_cells > 0).then(|| self.all_passed_cells as f64 / self.rated_cells as f64)
+    }
+
+    pub fn reliability(&self) -> Reliability {
+        Reliability::of(self.interval.as_ref())
+    }
+}
+
+/// Measured reroll success for one model and label: over the samples that failed with the label,
+/// how often another sample of the same cell passed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reroll {
+    /// Samples that failed with the label.
+    pub failures: u64,
+    /// Other scored samples of those samples' cells (the rerolls that were in fact drawn).
+    pub trials: u64,
+    /// Of those, the ones that passed.
+    pub successes: u64,
+}
+
+impl Reroll {
+    pub fn rate(&self) -> Option<f64> {
+        (self.trials > 0).then(|| self.successes as f64 / self.trials as f64)
+    }
+}
+
+/// One model's row and everything its page shows.
+#[derive(Debug, Clone)]
+pub struct ModelView {
+    pub name: String,
+    pub total: Total,
+    /// Per tag, sorted by tag.
+    pub tags: BTreeMap<String, Total>,
+    pub labels: BTreeMap<Label, u64>,
+    /// Counts per HiTEC error type, indexed by its number.
+    pub hitec: [u64; 8],
+    pub metrics: Metrics,
+    pub reroll: BTreeMap<Label, Reroll>,
+}
+
+/// Everything the site shows, computed once.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    pub method: IntervalKind,
+    /// Sorted by name.
+    pub models: Vec<ModelView>,
+    /// Every task of the corpus, sorted by id (a task without runs is an empty column).
+    pub tasks: Vec<TaskInfo>,
+    /// Sorted by key.
+    pub samples: Vec<Scored>,
+    pub cells: BTreeMap<(String, String), Cell>,
+    /// Every tag of the corpus, sorted.
+    pub tags: Vec<String>,
+}
+
+impl Matrix {
+    pub fn cell(&self, model: &str, task: &str) -> Option<&Cell> {
+        self.cells.get(&(model.to_string(), task.to_string()))
+    }
+
+    pub fn task(&self, id: &str) -> Option<&TaskInfo> {
+        self.tasks
+            .binary_search_by(|t| t.id.as_str().cmp(id))
+            .ok()
+            .map(|i| &self.tasks[i])
+    }
+
+    /// Outcome counts over every sample: (passes, failures, errors).
+    pub fn outcome_counts(&self) -> (u64, u64, u64) {
+        let mut c = (0, 0, 0);
+        for s in &self.samples {
+            match s.outcome {
+                Outcome::Pass => c.0 += 1,
+                Outcome::Fail(_) => c.1 += 1,
+                Outcome::Error => c.2 += 1,
+            }
+        }
+        c
+    }
+}
+
+/// Builds the matrix. The order of `samples` does not matter: they are sorted by key first, so
+/// the result does not depend on how scoring was scheduled.
+pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind) -> Matrix {
+    samples.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut tasks = tasks;
+    tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    let tags: Vec<String> = tasks
+        .iter()
+        .flat_map(|t| t.tags.iter().cloned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+
+    let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
+    for (i, s) in samples.iter().enumerate() {
+        let c = cells
+            .entry((s.key.model.clone(), s.key.task.clone()))
+            .or_insert_with(|| Cell {
+                model: s.key.model.clone(),
+                task: s.key.task.clone(),
+                samples: Vec::new(),
+                runs: Vec::new(),
+                k: 0,
+                scored: 0,
+                passes: 0,
+                errors: 0,
+                labels: BTreeMap::new(),
+                interval: None,
+                reliability: Reliability::Uncertain,
+                value_matches: 0,
+                task_changed: false,
+            });
+        c.samples.push(i);
+        if c.runs.last() != Some(&s.key.run) {
+            c.runs.push(s.key.run.clone());
+        }
+        c.k += 1;
+        c.task_changed |= s.task_changed;
+        match s.outcome {
+            Outcome::Pass => {
+                c.scored += 1;
+                c.passes += 1;
+                if s.value_match == Some(true) {
+                    c.value_matches += 1;
+                }
+            }
+            Outcome::Fail(l) => {
+                c.scored += 1;
+                *c.labels.entry(l).or_default() += 1;
+            }
+            Outcome::Error => c.errors += 1,
+        }
+    }
+    for c in cells.values_mut() {
+        c.interval = interval::interval(kind, c.passes, c.scored);
+        c.reliability = Reliability::of(c.interval.as_ref());
+    }
+
+    let tags_of: BTreeMap<&str, &[String]> = tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.tags.as_slice()))
+        .collect();
+    let mut models: BTreeMap<String, ModelView> = BTreeMap::new();
+    for c in cells.values() {
+        let m = models.entry(c.model.clone()).or_insert_with(|| ModelView {
+            name: c.model.clone(),
+            total: Total::default(),
+            tags: BTreeMap::new(),
+            labels: BTreeMap::new(),
+            hitec: [0; 8],
+            metrics: Metrics::default(),
+            reroll: BTreeMap::new(),
+        });
+        m.total.add(c);
+        for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
+            m.tags.entry(tag.clone()).or_default().add(c);
+        }
+        for (l, n) in &c.labels {
+            *m.labels.entry(*l).or_default() += n;
+            let r = m.reroll.entry(*l).or_default();
+            r.failures += n;
+            // Each failure's rerolls are the cell's other scored samples; none of them is the
+            // failure itself, so all of the cell's passes are among them.
+            r.trials += n * (c.scored - 1);
+            r.successes += n * c.passes;
+        }
+    }
+    for s in &samples {
+        if let Some(m) = models.get_mut(&s.key.model) {
+            if let Some(h) = s.hitec {
+                m.hitec[h.number() as usize] += 1;
+            }
+            if s.extra_prose && s.outcome.is_scored() {
+                m.hitec[HitecError::RedundantInformation.number() as usize] += 1;
+            }
+            m.metrics = hitec::total([&m.metrics, &s.metrics]);
+        }
+    }
+    for m in models.values_mut() {
+        m.total.finish(kind);
+        for t in m.tags.values_mut() {
+            t.finish(kind);
+        }
+    }
+
+    Matrix {
+        method: kind,
+        models: models.into_values().collect(),
+        tasks,
+        samples,
+        cells,
+        tags,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(model: &str, task: &str, n: &str, outcome: Outcome) -> Scored {
+        Scored {
+            key: SampleKey {
+                model: model.into(),
+                task: task.into(),
+                run: "r1".into(),
+                sample: n.into(),
+            },
+            outcome,
+            stage: None,
+            detail: String::new(),
+            metrics: Metrics::default(),
+            hitec: None,
+            value_match: None,
+            extra_prose: false,
+            task_changed: false,
+        }
+    }
+
+    fn tasks() -> Vec<TaskInfo> {
+        vec![
+            TaskInfo {
+                id: "a".into(),
+                title: "A".into(),
+                tags: vec!["x".into()],
+            },
+            TaskInfo {
+                id: "b".into(),
+                title: "B".into(),
+                tags: vec!["x".into(), "y".into()],
+            },
+        ]
+    }
+
+    #[test]
+    fn errors_stay_out_of_the_denominator_and_reroll_success_is_measured() {
+        let samples = vec![
+            s("m", "a", "000", Outcome::Pass),
+            s("m", "a", "001", Outcome::Fail(Label::Truncation)),
+            s("m", "a", "002", Outcome::Error),
+            s("m", "a", "003", Outcome::Pass),
+            s("m", "b", "000", Outcome::Fail(Label::Truncation)),
+            s("m", "b", "001", Outcome::Fail(Label::NoCall)),
+            s("m", "b", "002", Outcome::Fail(Label::NoCall)),
+            s("m", "b", "003", Outcome::Fail(Label::NoCall)),
+            s("m", "b", "004", Outcome::Fail(Label::NoCall)),
+        ];
+        let m = aggregate(samples, tasks(), IntervalKind::Wilson);
+        let a = m.cell("m", "a").unwrap();
+        assert_eq!((a.k, a.scored, a.passes, a.errors), (4, 3, 2, 1));
+        assert!(a.flaky());
+        assert!(!a.all_passed());
+        // 0/3 is not enough to call a cell broken (Wilson upper bound 0.56); 0/5 is (0.43).
+        assert_eq!(
+            aggregate(
+                vec![
+                    s("m", "a", "0", Outcome::Fail(Label::NoCall)),
+                    s("m", "a", "1", Outcome::Fail(Label::NoCall)),
+                    s("m", "a", "2", Outcome::Fail(Label::NoCall)),
+                ],
+                tasks(),
+                IntervalKind::Wilson
+            )
+            .cell("m", "a")
+            .unwrap()
+            .reliability,
+            Reliability::Uncertain
+        );
+        let b = m.cell("m", "b").unwrap();
+        assert_eq!(b.reliability, Reliability::Broken);
+        assert_eq!(b.interval.unwrap().lower, 0.0);
+        let mv = &m.models[0];
+        // Truncation in a: 2 other scored samples, both passed; in b: 4 others, none passed.
+        assert_eq!(
+            mv.reroll[&Label::Truncation],
+            Reroll {
+                failures: 2,
+                trials: 6,
+                successes: 2
+            }
+        );
+        assert_eq!(
+            mv.reroll[&Label::NoCall],
+            Reroll {
+                failures: 4,
+                trials: 16,
+                successes: 0
+            }
+        );
+        assert_eq!((mv.total.scored, mv.total.passes), (8, 2));
+        assert_eq!(mv.tags["y"].cells, 1);
+        assert_eq!(mv.tags["x"].cells, 2);
+        assert_eq!(mv.total.pass_all_k(), Some(0.0));
+        assert!((mv.total.pass_at_1().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn input_order_does_not_matter() {
+        let mut samples = vec![
+            s("m2", "b", "001", Outcome::Pass),
+            s("m1", "a", "000", Outcome::Fail(Label::WrongTool)),
+            s("m1", "a", "001", Outcome::Pass),
+            s("m2", "b", "000", Outcome::Pass),
+        ];
+        let one = aggregate(samples.clone(), tasks(), IntervalKind::Wilson);
+        samples.reverse();
+        let two = aggregate(samples, tasks(), IntervalKind::Wilson);
+        let keys = |m: &Matrix| m.samples.iter().map(|s| s.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&one), keys(&two));
+        assert_eq!(one.models[0].name, "m1");
+        assert_eq!(one.cell("m2", "b").unwrap().samples, vec![2, 3]);
+        assert!(one.cell("m2", "b").unwrap().too_few());
+    }
+
+    #[test]
+    fn verdict_thresholds() {
+        let iv = |lower, upper| Interval { lower, upper };
+        assert_eq!(Reliability::of(Some(&iv(0.9, 1.0))), Reliability::Reliable);
+        assert_eq!(
+            Reliability::of(Some(&iv(0.89, 1.0))),
+            Reliability::Uncertain
+        );
+        assert_eq!(Reliability::of(Some(&iv(0.0, 0.49))), Reliability::Broken);
+        assert_eq!(Reliability::of(Some(&iv(0.0, 0.5))), Reliability::Uncertain);
+        assert_eq!(Reliability::of(None), Reliability::Uncertain);
+    }
+}

@@ -1,0 +1,260 @@
+//! SVG charts drawn with plotters: interval (forest) charts and label distribution bars.
+//!
+//! Every mark carries its numbers and words as text (`2/3 · 67 % [21–94 %] · uncertain`), so a
+//! chart reads without colour. Text uses the generic `sans-serif` family and plotters is built
+//! without its `ttf`/`ab_glyph` features: its SVG backend then writes `<text>` elements and only
+//! *estimates* their width (a fixed per-character factor), never opening a font file, so charts
+//! are the same bytes on every machine. The layout below sizes its margins from character counts
+//! for the same reason.
+
+use crate::report::Reliability;
+use crate::report::interval::{Interval, percent, show};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// One row of a forest chart.
+#[derive(Debug, Clone)]
+pub struct ForestRow {
+    pub name: String,
+    pub passes: u64,
+    pub scored: u64,
+    pub interval: Option<Interval>,
+    pub reliability: Reliability,
+}
+
+/// One bar of a distribution chart.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub name: String,
+    pub count: u64,
+    /// CSS-like colour of the bar, `(r, g, b)`.
+    pub colour: (u8, u8, u8),
+    /// Whether the bar counts toward the shares (transport errors do not).
+    pub counted: bool,
+}
+
+const ROW: i32 = 24;
+const TOP: i32 = 30;
+const CHAR_W: i32 = 8;
+const FONT: &str = "sans-serif";
+
+pub fn reliability_colour(r: Reliability) -> RGBColor {
+    match r {
+        Reliability::Reliable => RGBColor(26, 127, 55),
+        Reliability::Uncertain => RGBColor(154, 103, 0),
+        Reliability::Broken => RGBColor(207, 34, 46),
+    }
+}
+
+fn text_width(s: &str) -> i32 {
+    s.chars().count() as i32 * CHAR_W
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+fn label(
+    area: &Area,
+    text: &str,
+    at: (i32, i32),
+    h: HPos,
+    colour: &RGBColor,
+    size: u32,
+) -> Result<(), String> {
+    let style = (FONT, size)
+        .into_font()
+        .color(colour)
+        .pos(Pos::new(h, VPos::Center));
+    area.draw(&Text::new(text.to_string(), at, style))
+        .map_err(|e| e.to_string())
+}
+
+/// A forest chart: one row per name, the interval as a line, the rate as a dot, and the numbers
+/// and the verdict written beside it. Dashed lines mark the 0.5 and 0.9 thresholds.
+pub fn forest(title: &str, rows: &[ForestRow]) -> Result<String, String> {
+    let name_w = rows
+        .iter()
+        .map(|r| text_width(&r.name))
+        .max()
+        .unwrap_or(0)
+        .clamp(60, 280)
+        + 12;
+    let plot_w = 360;
+    let text_w = 300;
+    let width = (name_w + plot_w + text_w) as u32;
+    let height = (TOP + ROW * rows.len().max(1) as i32 + 24) as u32;
+    let mut buf = String::new();
+    {
+        let area = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
+        area.fill(&WHITE).map_err(|e| e.to_string())?;
+        label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
+        let x_of = |p: f64| name_w + (p.clamp(0.0, 1.0) * plot_w as f64).round() as i32;
+        let bottom = TOP + ROW * rows.len().max(1) as i32;
+        let grey = RGBColor(150, 150, 150);
+        for (p, text) in [(0.0, "0 %"), (0.5, "50 %"), (0.9, "90 %"), (1.0, "100 %")] {
+            let x = x_of(p);
+            area.draw(&PathElement::new(
+                vec![(x, TOP - 4), (x, bottom)],
+                grey.stroke_width(1),
+            ))
+            .map_err(|e| e.to_string())?;
+            label(&area, text, (x, bottom + 10), HPos::Center, &BLACK, 14)?;
+        }
+        if rows.is_empty() {
+            label(
+                &area,
+                "no scored samples",
+                (name_w, TOP + ROW / 2),
+                HPos::Left,
+                &BLACK,
+                15,
+            )?;
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let y = TOP + ROW * i as i32 + ROW / 2;
+            label(&area, &r.name, (name_w - 8, y), HPos::Right, &BLACK, 15)?;
+            let colour = reliability_colour(r.reliability);
+            let words = match &r.interval {
+                Some(iv) => {
+                    area.draw(&PathElement::new(
+                        vec![(x_of(iv.lower), y), (x_of(iv.upper), y)],
+                        colour.stroke_width(3),
+                    ))
+                    .map_err(|e| e.to_string())?;
+                    let rate = r.passes as f64 / r.scored.max(1) as f64;
+                    area.draw(&Circle::new((x_of(rate), y), 4, colour.filled()))
+                        .map_err(|e| e.to_string())?;
+                    format!(
+                        "{}/{} · {} {} · {}",
+                        r.passes,
+                        r.scored,
+                        percent(rate),
+                        show(iv),
+                        r.reliability.as_str()
+                    )
+                }
+                None => "no scored sample".to_string(),
+            };
+            label(
+                &area,
+                &words,
+                (name_w + plot_w + 10, y),
+                HPos::Left,
+                &BLACK,
+                15,
+            )?;
+        }
+        area.present().map_err(|e| e.to_string())?;
+    }
+    Ok(buf)
+}
+
+/// Horizontal bars, one per name, each with its count and share written at its end.
+pub fn bars(title: &str, bars: &[Bar]) -> Result<String, String> {
+    let name_w = bars
+        .iter()
+        .map(|b| text_width(&b.name))
+        .max()
+        .unwrap_or(0)
+        .clamp(60, 280)
+        + 12;
+    let plot_w = 320;
+    let text_w = 130;
+    let width = (name_w + plot_w + text_w) as u32;
+    let height = (TOP + ROW * bars.len().max(1) as i32 + 8) as u32;
+    let total: u64 = bars.iter().filter(|b| b.counted).map(|b| b.count).sum();
+    let max = bars.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    let mut buf = String::new();
+    {
+        let area = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
+        area.fill(&WHITE).map_err(|e| e.to_string())?;
+        label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
+        for (i, b) in bars.iter().enumerate() {
+            let y = TOP + ROW * i as i32;
+            let mid = y + ROW / 2;
+            label(&area, &b.name, (name_w - 8, mid), HPos::Right, &BLACK, 15)?;
+            let w = ((b.count as f64 / max as f64) * plot_w as f64).round() as i32;
+            if w > 0 {
+                let (r, g, bl) = b.colour;
+                area.draw(&Rectangle::new(
+                    [(name_w, y + 4), (name_w + w, y + ROW - 4)],
+                    RGBColor(r, g, bl).filled(),
+                ))
+                .map_err(|e| e.to_string())?;
+            }
+            let share = if total > 0 && b.counted {
+                format!(" ({})", percent(b.count as f64 / total as f64))
+            } else {
+                String::new()
+            };
+            label(
+                &area,
+                &format!("{}{share}", b.count),
+                (name_w + w + 6, mid),
+                HPos::Left,
+                &BLACK,
+                15,
+            )?;
+        }
+        area.present().map_err(|e| e.to_string())?;
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forest_writes_text_for_every_row_and_escapes_it() {
+        let svg = forest(
+            "t <&>",
+            &[ForestRow {
+                name: "m<script>".into(),
+                passes: 2,
+                scored: 3,
+                interval: crate::report::interval::interval(crate::cli::IntervalKind::Wilson, 2, 3),
+                reliability: Reliability::Uncertain,
+            }],
+        )
+        .unwrap();
+        assert!(svg.contains("2/3 · 67 % [21–94 %] · uncertain"), "{svg}");
+        assert!(svg.contains("m&lt;script&gt;"));
+        assert!(!svg.contains("<script"));
+        assert!(svg.contains("font-family=\"sans-serif\""));
+        assert!(!svg.contains("@font-face"));
+    }
+
+    #[test]
+    fn bars_write_counts_and_shares() {
+        let svg = bars(
+            "labels",
+            &[
+                Bar {
+                    name: "pass".into(),
+                    count: 3,
+                    colour: (0, 128, 0),
+                    counted: true,
+                },
+                Bar {
+                    name: "no_call".into(),
+                    count: 1,
+                    colour: (200, 0, 0),
+                    counted: true,
+                },
+                Bar {
+                    name: "error".into(),
+                    count: 5,
+                    colour: (100, 100, 100),
+                    counted: false,
+                },
+            ],
+        )
+        .unwrap();
+        assert!(
+            svg.contains(">\n3 (75 %)\n<") || svg.contains("3 (75 %)"),
+            "{svg}"
+        );
+        assert!(svg.contains("1 (25 %)"));
+        assert!(svg.contains(">\n5\n<"), "{svg}");
+    }
+}

@@ -1,0 +1,309 @@
+//! The data exports (documented in docs/data.md): `data/matrix.json`, `data/samples.csv`,
+//! `data/manifest.json`, and reading a previous build's `samples.csv` to say what changed.
+//! Pure serialisers, hyperfine-style: data in, bytes out.
+
+use crate::report::interval::round4;
+use crate::report::{Matrix, Reliability};
+use crate::taxonomy::Label;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The sources of the scoring rules, embedded at compile time: their hash in the manifest says
+/// which checkers labelled a site, so two sites with the same hash and inputs are comparable.
+const RULES: &[(&str, &str)] = &[
+    ("src/score/mod.rs", include_str!("../score/mod.rs")),
+    ("src/score/extract.rs", include_str!("../score/extract.rs")),
+    ("src/score/repair.rs", include_str!("../score/repair.rs")),
+    ("src/score/schema.rs", include_str!("../score/schema.rs")),
+    ("src/score/wire.rs", include_str!("../score/wire.rs")),
+    ("src/taxonomy.rs", include_str!("../taxonomy.rs")),
+];
+
+/// sha256 over the scoring rules' sources (each as its path, a NUL, its length, a NUL, its text).
+pub fn rules_sha256() -> String {
+    let mut all = Vec::new();
+    for (path, text) in RULES {
+        all.extend_from_slice(path.as_bytes());
+        all.push(0);
+        all.extend_from_slice(text.len().to_string().as_bytes());
+        all.push(0);
+        all.extend_from_slice(text.as_bytes());
+    }
+    crate::task::sha256_hex(&all)
+}
+
+fn num(x: f64) -> Value {
+    serde_json::Number::from_f64(round4(x))
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+fn opt_num(x: Option<f64>) -> Value {
+    x.map(num).unwrap_or(Value::Null)
+}
+
+/// A skipped input, as the exports and the index page show it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SkippedInput {
+    /// Relative to the runs root, `/`-separated.
+    pub path: String,
+    pub reason: String,
+}
+
+/// `data/matrix.json`.
+pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
+    let cells: Vec<Value> = m
+        .cells
+        .values()
+        .map(|c| {
+            let tags = m.task(&c.task).map(|t| t.tags.clone()).unwrap_or_default();
+            let labels: Map<String, Value> = c
+                .labels
+                .iter()
+                .map(|(l, n)| (l.as_str().to_string(), json!(n)))
+                .collect();
+            json!({
+                "model": c.model,
+                "task": c.task,
+                "tags": tags,
+                "runs": c.runs,
+                "k": c.k,
+                "scored": c.scored,
+                "passes": c.passes,
+                "errors": c.errors,
+                "rate": opt_num(c.rate()),
+                "interval": c.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                "verdict": c.reliability.as_str(),
+                "flaky": c.flaky(),
+                "all_passed": c.all_passed(),
+                "value_matches": c.value_matches,
+                "task_changed": c.task_changed,
+                "label_counts": labels,
+            })
+        })
+        .collect();
+    let labels: Vec<Value> = Label::ALL
+        .iter()
+        .map(|l| {
+            let per_model: Map<String, Value> = m
+                .models
+                .iter()
+                .filter_map(|mv| {
+                    let r = mv.reroll.get(l)?;
+                    Some((
+                        mv.name.clone(),
+                        json!({
+                            "failures": r.failures,
+                            "rerolls": r.trials,
+                            "rerolls_passed": r.successes,
+                            "rate": opt_num(r.rate()),
+                        }),
+                    ))
+                })
+                .collect();
+            json!({
+                "label": l.as_str(),
+                "meaning": l.meaning(),
+                "retry": l.retry().as_str(),
+                "reroll_success": per_model,
+            })
+        })
+        .collect();
+    let models: Vec<Value> = m
+        .models
+        .iter()
+        .map(|mv| {
+            let t = &mv.total;
+            let tags: Map<String, Value> = mv
+                .tags
+                .iter()
+                .map(|(tag, t)| {
+                    (
+                        tag.clone(),
+                        json!({
+                            "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
+                            "rate": opt_num(t.rate()),
+                            "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                            "verdict": t.reliability().as_str(),
+                            "pass_at_1": opt_num(t.pass_at_1()),
+                            "pass_all_k": opt_num(t.pass_all_k()),
+                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                            "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                        }),
+                    )
+                })
+                .collect();
+            let f1 = |f: &crate::hitec::F1| {
+                json!({"true_positives": f.true_positives, "emitted": f.emitted, "gold": f.gold,
+                       "precision": opt_num(f.precision()), "recall": opt_num(f.recall()), "f1": opt_num(f.f1())})
+            };
+            json!({
+                "model": mv.name,
+                "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
+                "rate": opt_num(t.rate()),
+                "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                "verdict": t.reliability().as_str(),
+                "pass_at_1": opt_num(t.pass_at_1()),
+                "pass_all_k": opt_num(t.pass_all_k()),
+                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                "flaky_cells": t.flaky_cells,
+                "tags": tags,
+                "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({
+                    "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
+                })).collect::<Vec<_>>(),
+                "f1_name": f1(&mv.metrics.name),
+                "f1_name_parameter": f1(&mv.metrics.name_and_parameters),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "callcheck_version": env!("CARGO_PKG_VERSION"),
+        "interval": {"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE},
+        "verdicts": {
+            Reliability::Reliable.as_str(): format!("interval lower bound >= {}", crate::report::RELIABLE_LOWER),
+            Reliability::Broken.as_str(): format!("interval upper bound < {}", crate::report::BROKEN_UPPER),
+            Reliability::Uncertain.as_str(): "otherwise, or no scored sample",
+        },
+        "tasks": m.tasks.iter().map(|t| json!({"id": t.id, "title": t.title, "tags": t.tags})).collect::<Vec<_>>(),
+        "models": models,
+        "cells": cells,
+        "labels": labels,
+        "skipped": skipped.iter().map(|s| json!({"path": s.path, "reason": s.reason})).collect::<Vec<_>>(),
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// The columns of `data/samples.csv`, in order.
+pub const CSV_COLUMNS: [&str; 9] = [
+    "permalink",
+    "model",
+    "task",
+    "run",
+    "sample",
+    "outcome",
+    "label",
+    "stage",
+    "detail",
+];
+
+/// `data/samples.csv`: one row per sample, RFC 4180 quoting.
+pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    w.write_record(CSV_COLUMNS)?;
+    for s in &m.samples {
+        w.write_record([
+            s.key.permalink().as_str(),
+            &s.key.model,
+            &s.key.task,
+            &s.key.run,
+            &s.key.sample,
+            s.outcome.kind(),
+            s.outcome.label().map(Label::as_str).unwrap_or(""),
+            s.stage.map(|x| x.as_str()).unwrap_or(""),
+            &s.detail,
+        ])?;
+    }
+    w.into_inner().map_err(|e| e.into_error().into())
+}
+
+/// `data/manifest.json`: what made this site. `transcripts` maps every file read (relative to
+/// the runs root) to its sha256.
+pub fn manifest_json(
+    m: &Matrix,
+    tasks: &BTreeMap<String, String>,
+    transcripts: &BTreeMap<String, String>,
+) -> Vec<u8> {
+    let doc = json!({
+        "callcheck_version": env!("CARGO_PKG_VERSION"),
+        "scoring_rules_sha256": rules_sha256(),
+        "scoring_rules_files": RULES.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+        "interval": m.method.as_str(),
+        "tasks": tasks,
+        "transcripts": transcripts,
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// One row of a previous build's `samples.csv`: the permalink and what the sample was then
+/// (`pass`, `error` or the label).
+pub fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    let mut r = csv::ReaderBuilder::new().from_reader(bytes);
+    let headers = r.headers().map_err(|e| e.to_string())?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| format!("no {name:?} column"))
+    };
+    let (p, o, l) = (col("permalink")?, col("outcome")?, col("label")?);
+    let mut out = BTreeMap::new();
+    for rec in r.records() {
+        let rec = rec.map_err(|e| e.to_string())?;
+        let get = |i: usize| rec.get(i).unwrap_or("").to_string();
+        let outcome = get(o);
+        let name = if outcome == "fail" { get(l) } else { outcome };
+        out.insert(get(p), name);
+    }
+    Ok(out)
+}
+
+/// One sample whose outcome changed between two builds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub permalink: String,
+    pub old: String,
+    pub new: String,
+    pub detail: String,
+}
+
+/// What changed since the previous build.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// In permalink order.
+    pub changed: Vec<Change>,
+    /// (old, new) → count.
+    pub moves: BTreeMap<(String, String), u64>,
+    /// Samples in this build and not in the previous one, and the other way round.
+    pub added: u64,
+    pub removed: u64,
+    pub previous: u64,
+}
+
+/// Compares the previous build's outcomes with this build's.
+pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
+    let mut c = Changes {
+        previous: previous.len() as u64,
+        ..Changes::default()
+    };
+    let mut seen = 0u64;
+    let mut rows: Vec<Change> = Vec::new();
+    for s in &m.samples {
+        let link = s.key.permalink();
+        let new = s.outcome.name().to_string();
+        match previous.get(&link) {
+            None => c.added += 1,
+            Some(old) => {
+                seen += 1;
+                if *old != new {
+                    *c.moves.entry((old.clone(), new.clone())).or_default() += 1;
+                    rows.push(Change {
+                        permalink: link,
+                        old: old.clone(),
+                        new,
+                        detail: s.detail.clone(),
+                    });
+                }
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.permalink.cmp(&b.permalink));
+    c.changed = rows;
+    c.removed = c.previous - seen;
+    c
+}

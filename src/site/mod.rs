@@ -1,0 +1,971 @@
+//! The static site: pages (askama templates), charts (plotters SVG) and data exports, rendered
+//! from a [`Matrix`] into a list of (relative path, bytes). Pure: `cmd::build` does the reading
+//! and writing. Every link is relative, so the site works from the file system and from a
+//! GitHub Pages project path.
+
+pub mod charts;
+pub mod export;
+pub mod html;
+pub mod transcript;
+
+use crate::hitec::HitecError;
+use crate::report::interval::{percent, show};
+use crate::report::{Cell, Matrix, ModelView, Scored, Total};
+use crate::task::{Expect, Order, Task};
+use crate::taxonomy::{Label, Outcome};
+use askama::Template;
+use export::{Changes, SkippedInput};
+use html::{cell_id, escape, json_html, root, slug};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A page or asset failed to render (a template or chart bug, never bad input).
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("rendering {page}: {source}")]
+    Template { page: String, source: askama::Error },
+    #[error("drawing {chart}: {message}")]
+    Chart { chart: String, message: String },
+    #[error("writing data/samples.csv: {0}")]
+    Csv(#[from] csv::Error),
+}
+
+/// What the cell.json files of a model's runs say about it.
+#[derive(Debug, Clone, Default)]
+pub struct ModelInfo {
+    /// The distinct model entries used (already redacted by collect), in run order.
+    pub entries: Vec<Value>,
+    /// The distinct `server` objects recorded.
+    pub servers: Vec<Value>,
+    /// callcheck versions that collected the runs, sorted.
+    pub versions: Vec<String>,
+    /// (task, run id, k, started, ended), sorted.
+    pub runs: Vec<(String, String, u32, String, String)>,
+}
+
+/// Everything the site is rendered from.
+pub struct SiteInput<'a> {
+    pub matrix: &'a Matrix,
+    /// The corpus, sorted by id.
+    pub tasks: &'a [Task],
+    pub models: &'a BTreeMap<String, ModelInfo>,
+    pub skipped: &'a [SkippedInput],
+    pub changes: Option<&'a Changes>,
+    /// Task id → sha256 of its file, for the manifest.
+    pub task_hashes: &'a BTreeMap<String, String>,
+    /// Transcript file (relative to the runs root) → sha256, for the manifest.
+    pub transcripts: &'a BTreeMap<String, String>,
+}
+
+/// A rendered file: its path relative to the site root, and its bytes.
+pub type File = (String, Vec<u8>);
+
+const STYLE: &str = include_str!("style.css");
+const SORT_JS: &str = include_str!("sort.js");
+
+/// A one-character mark per outcome, so dots read without colour (the legend explains them).
+pub fn glyph(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "✓",
+        Outcome::Error => "!",
+        Outcome::Fail(l) => match l {
+            Label::NoCall => "N",
+            Label::WrongTool => "W",
+            Label::MalformedJson => "M",
+            Label::SchemaViolation => "S",
+            Label::HallucinatedParam => "H",
+            Label::MissingRequired => "R",
+            Label::TypeCoercion => "C",
+            Label::EscapingError => "E",
+            Label::Truncation => "T",
+            Label::ParallelCollapse => "P",
+            Label::SpuriousCall => "U",
+        },
+    }
+}
+
+/// The bar colour of an outcome in distribution charts.
+fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
+    match o {
+        Outcome::Pass => (26, 127, 55),
+        Outcome::Error => (110, 119, 129),
+        Outcome::Fail(l) => match l.retry() {
+            crate::taxonomy::Retry::Reroll => (191, 135, 0),
+            crate::taxonomy::Retry::Repair => (9, 105, 218),
+            crate::taxonomy::Retry::Fallback => (207, 34, 46),
+        },
+    }
+}
+
+/// The dots of a cell: one link per sample to its permalink, marked by glyph, class and title.
+fn dots(m: &Matrix, c: &Cell, root: &str, out: &mut String) {
+    out.push_str("<span class=\"dots\">");
+    for &i in &c.samples {
+        let s = &m.samples[i];
+        let name = s.outcome.name();
+        out.push_str("<a class=\"d o-");
+        out.push_str(s.outcome.kind());
+        out.push_str("\" href=\"");
+        out.push_str(root);
+        out.push_str(&escape(&s.key.permalink()));
+        out.push_str("\" title=\"");
+        out.push_str(&escape(&s.key.run));
+        out.push('/');
+        out.push_str(&escape(&s.key.sample));
+        out.push_str(": ");
+        out.push_str(name);
+        out.push_str("\">");
+        out.push_str(glyph(s.outcome));
+        out.push_str("</a>");
+    }
+    out.push_str("</span>");
+}
+
+/// `2/3 · 67 % [21–94 %]`, or why there is no rate.
+fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Interval>) -> String {
+    match iv {
+        Some(iv) => format!(
+            "{passes}/{scored} · {} {}",
+            percent(passes as f64 / scored as f64),
+            show(iv)
+        ),
+        None => "no scored sample".to_string(),
+    }
+}
+
+/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots.
+fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
+    let v = c.reliability.as_str();
+    out.push_str("<td class=\"v-");
+    out.push_str(v);
+    out.push('"');
+    if with_id {
+        out.push_str(" id=\"");
+        out.push_str(&escape(&cell_id(&c.model, &c.task)));
+        out.push('"');
+    }
+    out.push_str(" data-v=\"");
+    out.push_str(&format!("{:.4}", c.rate().unwrap_or(-1.0)));
+    out.push_str("\"><span class=\"rt\">");
+    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
+    out.push_str("</span> <b class=\"vt\">");
+    out.push_str(v);
+    out.push_str("</b>");
+    if c.too_few() {
+        out.push_str(&format!(
+            " <small class=\"few\">only {} scored</small>",
+            c.scored
+        ));
+    }
+    if c.errors > 0 {
+        out.push_str(&format!(
+            " <small>+{} error{}</small>",
+            c.errors,
+            if c.errors == 1 { "" } else { "s" }
+        ));
+    }
+    if c.task_changed {
+        out.push_str(" <small class=\"warn\">task changed</small>");
+    }
+    out.push(' ');
+    dots(m, c, root, out);
+    out.push_str("</td>");
+}
+
+struct TotalRow {
+    name: String,
+    link: String,
+    cells: u64,
+    rate: String,
+    verdict: &'static str,
+    pass_all_k: String,
+    flaky: u64,
+    errors: u64,
+    sort: String,
+}
+
+fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
+    TotalRow {
+        name: name.to_string(),
+        link,
+        cells: t.cells,
+        rate: rate_text(t.passes, t.scored, t.interval.as_ref()),
+        verdict: t.reliability().as_str(),
+        pass_all_k: match t.all_passed_interval.as_ref() {
+            Some(iv) => format!(
+                "{} cells · {} {}",
+                format_args!("{}/{}", t.all_passed_cells, t.rated_cells),
+                percent(t.all_passed_cells as f64 / t.rated_cells as f64),
+                show(iv)
+            ),
+            None => "–".into(),
+        },
+        flaky: t.flaky_cells,
+        errors: t.errors,
+        sort: format!("{:.4}", t.rate().unwrap_or(-1.0)),
+    }
+}
+
+struct LabelCountRow {
+    model: String,
+    passes: u64,
+    counts: Vec<u64>,
+    errors: u64,
+}
+
+struct LegendItem {
+    glyph: &'static str,
+    kind: &'static str,
+    name: &'static str,
+}
+
+fn legend() -> Vec<LegendItem> {
+    let mut v = vec![LegendItem {
+        glyph: glyph(Outcome::Pass),
+        kind: "pass",
+        name: "pass",
+    }];
+    for l in Label::ALL {
+        v.push(LegendItem {
+            glyph: glyph(Outcome::Fail(l)),
+            kind: "fail",
+            name: l.as_str(),
+        });
+    }
+    v.push(LegendItem {
+        glyph: glyph(Outcome::Error),
+        kind: "error",
+        name: "error (transport, not counted)",
+    });
+    v
+}
+
+struct TagChart {
+    tag: String,
+    file: String,
+}
+
+#[derive(Template)]
+#[template(path = "index.html")]
+struct IndexPage<'a> {
+    title: String,
+    root: String,
+    method: &'static str,
+    n_models: usize,
+    n_tasks: usize,
+    n_samples: usize,
+    passes: u64,
+    fails: u64,
+    errors: u64,
+    skipped: &'a [SkippedInput],
+    has_changes: bool,
+    tasks: &'a [crate::report::TaskInfo],
+    /// (model, pre-rendered cells).
+    rows: Vec<(String, String)>,
+    labels: Vec<&'static str>,
+    label_rows: Vec<LabelCountRow>,
+    totals: Vec<TotalRow>,
+    legend: Vec<LegendItem>,
+    tag_charts: Vec<TagChart>,
+    rules: String,
+}
+
+struct TaskRow {
+    task: String,
+    title: String,
+    td: String,
+    all_passed: &'static str,
+    flaky: &'static str,
+    value: String,
+    labels: String,
+}
+
+struct HitecRow {
+    number: u8,
+    name: &'static str,
+    labels: &'static str,
+    count: u64,
+}
+
+struct RerollRow {
+    label: &'static str,
+    retry: &'static str,
+    failures: u64,
+    measured: String,
+}
+
+#[derive(Template)]
+#[template(path = "model.html")]
+struct ModelPage<'a> {
+    title: String,
+    root: String,
+    name: &'a str,
+    total: TotalRow,
+    method: &'static str,
+    tasks: Vec<TaskRow>,
+    tags: Vec<TotalRow>,
+    rerolls: Vec<RerollRow>,
+    hitec: Vec<HitecRow>,
+    f1_name: String,
+    f1_param: String,
+    entries: Vec<String>,
+    servers: Vec<Vec<(String, String)>>,
+    preflight: Vec<Vec<(String, String)>>,
+    versions: String,
+    runs: &'a [(String, String, u32, String, String)],
+}
+
+struct ExpectedView {
+    tool: String,
+    gold: String,
+    predicates: Vec<String>,
+}
+
+struct ResultRow {
+    model: String,
+    td: String,
+    labels: String,
+}
+
+#[derive(Template)]
+#[template(path = "task.html")]
+struct TaskPage<'a> {
+    title: String,
+    root: String,
+    task: &'a Task,
+    description: String,
+    changed: bool,
+    messages: String,
+    tools: String,
+    tool_choice: Option<String>,
+    response_format: Option<String>,
+    request: Option<String>,
+    expect_kind: &'static str,
+    expected: Vec<ExpectedView>,
+    across: Vec<String>,
+    order: &'static str,
+    results: Vec<ResultRow>,
+}
+
+struct LabelSample {
+    link: String,
+    task: String,
+    run: String,
+    sample: String,
+    detail: String,
+}
+
+struct LabelGroup {
+    model: String,
+    samples: Vec<LabelSample>,
+}
+
+#[derive(Template)]
+#[template(path = "label.html")]
+struct LabelPage {
+    title: String,
+    root: String,
+    label: &'static str,
+    meaning: &'static str,
+    retry: &'static str,
+    retry_meaning: &'static str,
+    hitec: String,
+    rerolls: Vec<(String, u64, String)>,
+    groups: Vec<LabelGroup>,
+    total: usize,
+}
+
+struct LabelIndexRow {
+    label: &'static str,
+    meaning: &'static str,
+    retry: &'static str,
+    count: u64,
+}
+
+#[derive(Template)]
+#[template(path = "labels.html")]
+struct LabelsPage {
+    title: String,
+    root: String,
+    rows: Vec<LabelIndexRow>,
+}
+
+#[derive(Template)]
+#[template(path = "changes.html")]
+struct ChangesPage<'a> {
+    title: String,
+    root: String,
+    c: &'a Changes,
+    moves: Vec<(String, String, u64)>,
+}
+
+#[derive(Template)]
+#[template(path = "404.html")]
+struct NotFoundPage {
+    title: String,
+    root: String,
+}
+
+fn render<T: Template>(page: &str, t: &T) -> Result<Vec<u8>, SiteError> {
+    t.render()
+        .map(String::into_bytes)
+        .map_err(|source| SiteError::Template {
+            page: page.to_string(),
+            source,
+        })
+}
+
+fn chart(name: &str, r: Result<String, String>) -> Result<Vec<u8>, SiteError> {
+    r.map(String::into_bytes)
+        .map_err(|message| SiteError::Chart {
+            chart: name.to_string(),
+            message,
+        })
+}
+
+fn retry_meaning(r: crate::taxonomy::Retry) -> &'static str {
+    match r {
+        crate::taxonomy::Retry::Reroll => {
+            "a sampling artifact: asking the same model again is reasonable"
+        }
+        crate::taxonomy::Retry::Fallback => "a capability gap: send the request to another model",
+        crate::taxonomy::Retry::Repair => "mechanically fixable by the caller",
+    }
+}
+
+fn label_summary(c: &Cell) -> String {
+    c.labels
+        .iter()
+        .map(|(l, n)| format!("{l} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn f1_text(f: &crate::hitec::F1) -> String {
+    match f.f1() {
+        Some(x) => format!(
+            "{:.3} (precision {}/{} emitted calls, recall {}/{} gold calls)",
+            crate::report::interval::round4(x),
+            f.true_positives,
+            f.emitted,
+            f.true_positives,
+            f.gold
+        ),
+        None => "– (no calls emitted or expected)".into(),
+    }
+}
+
+/// Flattens a JSON object into (dotted key, text) rows for a table; strings are shown bare.
+fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(o) if depth < 3 && !o.is_empty() => {
+            for (k, x) in o {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(x, &key, depth + 1, out);
+            }
+        }
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((
+            prefix.to_string(),
+            serde_json::to_string(other).unwrap_or_default(),
+        )),
+    }
+}
+
+fn forest_rows(items: Vec<(String, &Total)>) -> Vec<charts::ForestRow> {
+    items
+        .into_iter()
+        .map(|(name, t)| charts::ForestRow {
+            name,
+            passes: t.passes,
+            scored: t.scored,
+            interval: t.interval,
+            reliability: t.reliability(),
+        })
+        .collect()
+}
+
+fn label_bars(mv: &ModelView) -> Vec<charts::Bar> {
+    let mut bars = vec![charts::Bar {
+        name: "pass".into(),
+        count: mv.total.passes,
+        colour: outcome_colour(Outcome::Pass),
+        counted: true,
+    }];
+    for l in Label::ALL {
+        bars.push(charts::Bar {
+            name: format!("{l} ({})", l.retry()),
+            count: mv.labels.get(&l).copied().unwrap_or(0),
+            colour: outcome_colour(Outcome::Fail(l)),
+            counted: true,
+        });
+    }
+    bars.push(charts::Bar {
+        name: "error (not counted)".into(),
+        count: mv.total.errors,
+        colour: outcome_colour(Outcome::Error),
+        counted: false,
+    });
+    bars
+}
+
+fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let mut rows = Vec::new();
+    for mv in &m.models {
+        let mut s = String::new();
+        for t in &m.tasks {
+            match m.cell(&mv.name, &t.id) {
+                Some(c) => cell_td(m, c, "", true, &mut s),
+                None => s.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
+            }
+        }
+        rows.push((mv.name.clone(), s));
+    }
+    let label_rows = m
+        .models
+        .iter()
+        .map(|mv| LabelCountRow {
+            model: mv.name.clone(),
+            passes: mv.total.passes,
+            counts: Label::ALL
+                .iter()
+                .map(|l| mv.labels.get(l).copied().unwrap_or(0))
+                .collect(),
+            errors: mv.total.errors,
+        })
+        .collect();
+    let totals = m
+        .models
+        .iter()
+        .map(|mv| total_row(&mv.name, format!("models/{}.html", mv.name), &mv.total))
+        .collect();
+    let mut tag_charts = Vec::new();
+    for tag in &m.tags {
+        let items: Vec<(String, &Total)> = m
+            .models
+            .iter()
+            .filter_map(|mv| mv.tags.get(tag).map(|t| (mv.name.clone(), t)))
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let file = format!("charts/tags/{}.svg", slug(tag));
+        files.push((
+            file.clone(),
+            chart(
+                &file,
+                charts::forest(
+                    &format!("tag {tag}: pass rate by model"),
+                    &forest_rows(items),
+                ),
+            )?,
+        ));
+        tag_charts.push(TagChart {
+            tag: tag.clone(),
+            file,
+        });
+    }
+    let (passes, fails, errors) = m.outcome_counts();
+    let page = IndexPage {
+        title: "Tool-call conformance matrix".into(),
+        root: String::new(),
+        method: m.method.title(),
+        n_models: m.models.len(),
+        n_tasks: m.tasks.len(),
+        n_samples: m.samples.len(),
+        passes,
+        fails,
+        errors,
+        skipped: input.skipped,
+        has_changes: input.changes.is_some(),
+        tasks: &m.tasks,
+        rows,
+        labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
+        label_rows,
+        totals,
+        legend: legend(),
+        tag_charts,
+        rules: export::rules_sha256()[..12].to_string(),
+    };
+    files.push(("index.html".into(), render("index.html", &page)?));
+    Ok(())
+}
+
+fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let r = root(1);
+    let mut tasks = Vec::new();
+    for t in &m.tasks {
+        let Some(c) = m.cell(&mv.name, &t.id) else {
+            continue;
+        };
+        let mut td = String::new();
+        cell_td(m, c, &r, false, &mut td);
+        tasks.push(TaskRow {
+            task: t.id.clone(),
+            title: t.title.clone(),
+            td,
+            all_passed: if c.scored == 0 {
+                "–"
+            } else if c.all_passed() {
+                "yes"
+            } else {
+                "no"
+            },
+            flaky: if c.flaky() { "flaky" } else { "" },
+            value: if c.passes > 0 {
+                format!("{}/{}", c.value_matches, c.passes)
+            } else {
+                "–".into()
+            },
+            labels: label_summary(c),
+        });
+    }
+    let tags = mv
+        .tags
+        .iter()
+        .map(|(tag, t)| total_row(tag, format!("#tag-{}", slug(tag)), t))
+        .collect();
+    let mut forest_items: Vec<(String, &Total)> = vec![("all tasks".into(), &mv.total)];
+    forest_items.extend(mv.tags.iter().map(|(t, x)| (format!("tag {t}"), x)));
+    let forest_file = format!("charts/models/{}.tags.svg", mv.name);
+    files.push((
+        forest_file.clone(),
+        chart(
+            &forest_file,
+            charts::forest(
+                &format!("{}: pass rate per tag", mv.name),
+                &forest_rows(forest_items),
+            ),
+        )?,
+    ));
+    let bars_file = format!("charts/models/{}.labels.svg", mv.name);
+    files.push((
+        bars_file.clone(),
+        chart(
+            &bars_file,
+            charts::bars(&format!("{}: outcomes", mv.name), &label_bars(mv)),
+        )?,
+    ));
+    let rerolls = Label::ALL
+        .iter()
+        .filter_map(|l| {
+            let x = mv.reroll.get(l)?;
+            Some(RerollRow {
+                label: l.as_str(),
+                retry: l.retry().as_str(),
+                failures: x.failures,
+                measured: match x.rate() {
+                    Some(p) => format!(
+                        "{} ({}/{} other samples passed)",
+                        percent(p),
+                        x.successes,
+                        x.trials
+                    ),
+                    None => "– (no other sample in those cells)".into(),
+                },
+            })
+        })
+        .collect();
+    let hitec = HitecError::ALL
+        .iter()
+        .map(|h| HitecRow {
+            number: h.number(),
+            name: h.name(),
+            labels: h.labels(),
+            count: mv.hitec[h.number() as usize],
+        })
+        .collect();
+    let info = input.models.get(&mv.name).cloned().unwrap_or_default();
+    let servers: Vec<Vec<(String, String)>> = info
+        .servers
+        .iter()
+        .map(|s| {
+            let mut rows = Vec::new();
+            let mut rest = s.clone();
+            if let Some(o) = rest.as_object_mut() {
+                o.remove("preflight");
+            }
+            flatten(&rest, "", 0, &mut rows);
+            rows
+        })
+        .collect();
+    let preflight = info
+        .servers
+        .iter()
+        .filter_map(|s| s.get("preflight"))
+        .map(|p| {
+            let mut rows = Vec::new();
+            flatten(p, "", 0, &mut rows);
+            rows
+        })
+        .collect();
+    let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
+    let page = ModelPage {
+        title: mv.name.clone(),
+        root: r.clone(),
+        name: &mv.name,
+        total: total_row(&mv.name, String::new(), &mv.total),
+        method: m.method.title(),
+        tasks,
+        tags,
+        rerolls,
+        hitec,
+        f1_name: f1_text(&mv.metrics.name),
+        f1_param: f1_text(&mv.metrics.name_and_parameters),
+        entries: info.entries.iter().map(|e| json_html(e, None)).collect(),
+        servers,
+        preflight,
+        versions: info.versions.join(", "),
+        runs: &runs,
+    };
+    files.push((
+        format!("models/{}.html", mv.name),
+        render("model page", &page)?,
+    ));
+    Ok(())
+}
+
+/// Renders task markdown and sanitises it: raw HTML, event handlers and `javascript:` links in a
+/// task description never reach the page. Images are dropped too: the site stays
+/// self-contained (no fetches a reader did not ask for, no links that can break).
+pub fn markdown(text: &str) -> String {
+    let parser = pulldown_cmark::Parser::new_ext(text, pulldown_cmark::Options::ENABLE_TABLES);
+    let mut out = String::new();
+    pulldown_cmark::html::push_html(&mut out, parser);
+    ammonia::Builder::default()
+        .rm_tags(["img"])
+        .link_rel(Some("noopener noreferrer"))
+        .clean(&out)
+        .to_string()
+}
+
+fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let r = root(1);
+    let mut results = Vec::new();
+    let mut changed = false;
+    for mv in &m.models {
+        if let Some(c) = m.cell(&mv.name, &task.id) {
+            changed |= c.task_changed;
+            let mut td = String::new();
+            cell_td(m, c, &r, false, &mut td);
+            results.push(ResultRow {
+                model: mv.name.clone(),
+                td,
+                labels: label_summary(c),
+            });
+        }
+    }
+    let (expect_kind, expected, across, order) = match &task.expect {
+        Expect::NoCall => (
+            "no tool call is needed: any call is spurious_call",
+            vec![],
+            vec![],
+            "",
+        ),
+        Expect::Calls {
+            calls,
+            across,
+            order,
+        } => (
+            "calls",
+            calls
+                .iter()
+                .map(|c| ExpectedView {
+                    tool: c.tool.clone(),
+                    gold: json_html(&c.gold, None),
+                    predicates: c.where_.iter().map(|p| p.describe()).collect(),
+                })
+                .collect(),
+            across.iter().map(|p| p.describe()).collect(),
+            match order {
+                Order::Any => "any order",
+                Order::Strict => "strict order",
+            },
+        ),
+        Expect::StructuredOutput { gold, where_, .. } => (
+            "structured output in content (schema from response_format)",
+            vec![ExpectedView {
+                tool: "structured output".into(),
+                gold: json_html(gold, None),
+                predicates: where_.iter().map(|p| p.describe()).collect(),
+            }],
+            vec![],
+            "",
+        ),
+    };
+    let page = TaskPage {
+        title: format!("{} · {}", task.id, task.title),
+        root: r,
+        task,
+        description: markdown(&task.description),
+        changed,
+        messages: json_html(&Value::Array(task.messages.clone()), None),
+        tools: json_html(&Value::Array(task.tools_json.clone()), None),
+        tool_choice: task.tool_choice.as_ref().map(|v| json_html(v, None)),
+        response_format: task.response_format.as_ref().map(|v| json_html(v, None)),
+        request: (!task.request.is_empty()).then(|| {
+            json_html(
+                &Value::Object(task.request.clone().into_iter().collect()),
+                None,
+            )
+        }),
+        expect_kind,
+        expected,
+        across,
+        order,
+        results,
+    };
+    files.push((
+        format!("tasks/{}.html", task.id),
+        render("task page", &page)?,
+    ));
+    Ok(())
+}
+
+fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<&Scored>>> = BTreeMap::new();
+    for s in &m.samples {
+        if let Outcome::Fail(l) = s.outcome {
+            by_label
+                .entry(l)
+                .or_default()
+                .entry(s.key.model.as_str())
+                .or_default()
+                .push(s);
+        }
+    }
+    let r = root(1);
+    let mut index_rows = Vec::new();
+    for l in Label::ALL {
+        let groups_src = by_label.remove(&l).unwrap_or_default();
+        let total = groups_src.values().map(Vec::len).sum();
+        let groups = groups_src
+            .into_iter()
+            .map(|(model, list)| LabelGroup {
+                model: model.to_string(),
+                samples: list
+                    .into_iter()
+                    .map(|s| LabelSample {
+                        link: format!("{r}{}#fail", s.key.permalink()),
+                        task: s.key.task.clone(),
+                        run: s.key.run.clone(),
+                        sample: s.key.sample.clone(),
+                        detail: crate::json::clip(&s.detail, 240),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let rerolls = m
+            .models
+            .iter()
+            .filter_map(|mv| {
+                let x = mv.reroll.get(&l)?;
+                Some((
+                    mv.name.clone(),
+                    x.failures,
+                    match x.rate() {
+                        Some(p) => format!("{} ({}/{})", percent(p), x.successes, x.trials),
+                        None => "–".into(),
+                    },
+                ))
+            })
+            .collect();
+        let hitec = HitecError::ALL
+            .iter()
+            .filter(|h| h.labels().contains(l.as_str()))
+            .map(|h| format!("{} {}", h.number(), h.name()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        index_rows.push(LabelIndexRow {
+            label: l.as_str(),
+            meaning: l.meaning(),
+            retry: l.retry().as_str(),
+            count: total as u64,
+        });
+        let page = LabelPage {
+            title: format!("label {l}"),
+            root: r.clone(),
+            label: l.as_str(),
+            meaning: l.meaning(),
+            retry: l.retry().as_str(),
+            retry_meaning: retry_meaning(l.retry()),
+            hitec: if hitec.is_empty() {
+                "none".into()
+            } else {
+                hitec
+            },
+            rerolls,
+            groups,
+            total,
+        };
+        files.push((format!("labels/{l}.html"), render("label page", &page)?));
+    }
+    let page = LabelsPage {
+        title: "labels".into(),
+        root: r,
+        rows: index_rows,
+    };
+    files.push(("labels/index.html".into(), render("labels index", &page)?));
+    Ok(())
+}
+
+/// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
+/// it scores, so that no more than a handful of verdicts are alive at once).
+pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
+    let m = input.matrix;
+    let mut files: Vec<File> = Vec::new();
+    index_page(input, &mut files)?;
+    for mv in &m.models {
+        model_page(input, mv, &mut files)?;
+    }
+    for t in input.tasks {
+        task_page(input, t, &mut files)?;
+    }
+    label_pages(input, &mut files)?;
+    if let Some(c) = input.changes {
+        let moves = c
+            .moves
+            .iter()
+            .map(|((a, b), n)| (a.clone(), b.clone(), *n))
+            .collect();
+        let page = ChangesPage {
+            title: "what changed".into(),
+            root: String::new(),
+            c,
+            moves,
+        };
+        files.push(("changes.html".into(), render("changes.html", &page)?));
+    }
+    files.push((
+        "404.html".into(),
+        render(
+            "404.html",
+            &NotFoundPage {
+                title: "not found".into(),
+                root: String::new(),
+            },
+        )?,
+    ));
+    files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
+    files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
+    files.push((".nojekyll".into(), Vec::new()));
+    files.push((
+        "data/matrix.json".into(),
+        export::matrix_json(m, input.skipped),
+    ));
+    files.push(("data/samples.csv".into(), export::samples_csv(m)?));
+    files.push((
+        "data/manifest.json".into(),
+        export::manifest_json(m, input.task_hashes, input.transcripts),
+    ));
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}

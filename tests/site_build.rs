@@ -1,0 +1,399 @@
+//! `callcheck build` on the checked-in fixture tree (tests/fixtures/runs, with its own tasks in
+//! tests/fixtures/runs-tasks so the corpus can change without breaking these): snapshots of the
+//! pages, what build reports, skipped inputs, changed tasks, the exports, the interval flag, the
+//! changes page and the swap into place.
+
+mod site_support;
+
+use site_support::*;
+use std::path::Path;
+
+fn normalise(s: &str, root: &Path) -> String {
+    // Tasks first: the runs path is a prefix of it.
+    s.replace(&fixture_tasks().display().to_string(), "[TASKS]")
+        .replace(&fixture_runs().display().to_string(), "[RUNS]")
+        .replace(&root.display().to_string(), "[OUT]")
+}
+
+#[test]
+fn pages_match_their_snapshots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    let err = build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    insta::assert_snapshot!("build_stderr", normalise(&err, tmp.path()));
+    insta::assert_snapshot!("index", read(&out, "index.html"));
+    insta::assert_snapshot!("model_beta", read(&out, "models/beta.html"));
+    // missing_required: the failing object is marked in place.
+    insta::assert_snapshot!(
+        "transcript_missing_required",
+        read(&out, "t/beta/convert-currency/r0001/001.html")
+    );
+    // A stream cut mid-way: a transport error, the partial event reported.
+    insta::assert_snapshot!(
+        "transcript_cut_stream",
+        read(&out, "t/beta/convert-currency/r0001/002.html")
+    );
+}
+
+#[test]
+fn build_reports_what_it_read_and_skipped_and_flags_changed_tasks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    let err = build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    assert!(err.contains("read 4 tasks"), "{err}");
+    assert!(
+        err.contains("read 12 run directories") && err.contains("36 samples, 3 models"),
+        "{err}"
+    );
+    assert!(
+        err.contains("skipped alpha/retired-task/r0001: task \"retired-task\" no longer exists"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "skipped beta/convert-currency/r0002: cell.json has format_version 2, newer than the 1"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains(".tmp-r0002"),
+        "unfinished writes are ignored silently: {err}"
+    );
+    assert!(err.contains("task contact-card changed since 1 of its run was collected"));
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.contains("36 samples (83.9 KB of transcripts) in 11 cells from 12 runs (17 passed, 17 failed, 2 transport errors); 2 skipped"),
+        "{last}"
+    );
+
+    let index = read(&out, "index.html");
+    assert!(index.contains("2 inputs skipped"));
+    assert!(index.contains("<code>alpha/retired-task/r0001</code>"));
+    assert!(!out.join("t/alpha/retired-task").exists());
+    // The changed task is flagged on its page, its cells and its transcripts.
+    assert!(read(&out, "tasks/contact-card.html").contains("This task's file changed"));
+    assert!(
+        read(&out, "t/beta/contact-card/r0001/000.html")
+            .contains("The task file changed after this sample was collected")
+    );
+    assert!(!read(&out, "t/alpha/contact-card/r0001/000.html").contains("The task file changed"));
+    // Site furniture.
+    for f in [
+        ".nojekyll",
+        "404.html",
+        "style.css",
+        "sort.js",
+        "labels/index.html",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    // No changes page without a previous build.
+    assert!(!out.join("changes.html").exists());
+}
+
+#[test]
+fn cells_count_errors_apart_and_say_when_there_are_too_few_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let m: serde_json::Value = serde_json::from_str(&read(&out, "data/matrix.json")).unwrap();
+    let cell = |model: &str, task: &str| {
+        m["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["model"] == model && c["task"] == task)
+            .unwrap_or_else(|| panic!("no cell {model} {task}"))
+            .clone()
+    };
+    // gamma × convert-currency: wrong_tool, no_call and a 503 → 0/2, one error apart.
+    let c = cell("gamma", "convert-currency");
+    assert_eq!(
+        (c["k"].as_u64(), c["scored"].as_u64(), c["errors"].as_u64()),
+        (Some(3), Some(2), Some(1))
+    );
+    assert_eq!(
+        c["label_counts"],
+        serde_json::json!({"no_call": 1, "wrong_tool": 1})
+    );
+    // alpha × convert-currency has two runs: 3 + 2 samples.
+    let c = cell("alpha", "convert-currency");
+    assert_eq!(c["runs"], serde_json::json!(["r0001", "r0002"]));
+    assert_eq!(
+        (c["passes"].as_u64(), c["scored"].as_u64()),
+        (Some(3), Some(5))
+    );
+    assert_eq!(c["flaky"], true);
+    // beta × no-tool-greeting: 0/5 is broken (Wilson upper 0.4345 < 0.5).
+    let c = cell("beta", "no-tool-greeting");
+    assert_eq!(c["verdict"], "broken");
+    assert_eq!(c["interval"]["upper"].as_f64(), Some(0.4345));
+    // alpha × no-tool-greeting: 3/3 is only "uncertain" (lower 0.4385).
+    let c = cell("alpha", "no-tool-greeting");
+    assert_eq!(c["verdict"], "uncertain");
+    assert_eq!(c["interval"]["lower"].as_f64(), Some(0.4385));
+    assert_eq!(c["all_passed"], true);
+
+    let index = read(&out, "index.html");
+    // Too few samples is said in words; the cell never shows a bare rate.
+    assert!(
+        index.contains("2/2 · 100 % [34–100 %]"),
+        "gamma × no-tool-greeting"
+    );
+    assert!(index.contains("only 2 scored"));
+    assert!(!index.contains(">100 %<"));
+    assert!(index.contains("+1 error"));
+    // Verdicts in words, next to the colour.
+    assert!(index.contains("<b class=\"vt\">broken</b>"));
+
+    // Measured reroll success: beta's spurious_call cell never passed (0 of 4 others, ×5).
+    let labels = m["labels"].as_array().unwrap();
+    let spurious = labels
+        .iter()
+        .find(|l| l["label"] == "spurious_call")
+        .unwrap();
+    assert_eq!(spurious["retry"], "fallback");
+    assert_eq!(
+        spurious["reroll_success"]["beta"],
+        serde_json::json!({"failures": 5, "rerolls": 20, "rerolls_passed": 0, "rate": 0.0})
+    );
+    // alpha's type_coercion sits in a cell where 3 of the 4 other samples passed.
+    let tc = labels
+        .iter()
+        .find(|l| l["label"] == "type_coercion")
+        .unwrap();
+    assert_eq!(tc["reroll_success"]["alpha"]["rate"].as_f64(), Some(0.75));
+}
+
+#[test]
+fn clopper_pearson_is_selectable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &out,
+        &["--interval", "clopper-pearson"],
+        &[],
+    );
+    let m: serde_json::Value = serde_json::from_str(&read(&out, "data/matrix.json")).unwrap();
+    assert_eq!(m["interval"]["method"], "clopper-pearson");
+    let c = m["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["model"] == "alpha" && c["task"] == "no-tool-greeting")
+        .unwrap();
+    // 3/3 at 95 %: [0.2924, 1].
+    assert_eq!(c["interval"]["lower"].as_f64(), Some(0.2924));
+    assert_eq!(c["interval"]["upper"].as_f64(), Some(1.0));
+    assert!(read(&out, "index.html").contains("Clopper–Pearson"));
+}
+
+#[test]
+fn exports_are_complete_and_csv_is_quoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let csv = std::fs::read(out.join("data/samples.csv")).unwrap();
+    let mut r = csv::Reader::from_reader(csv.as_slice());
+    assert_eq!(
+        r.headers().unwrap().iter().collect::<Vec<_>>(),
+        [
+            "permalink",
+            "model",
+            "task",
+            "run",
+            "sample",
+            "outcome",
+            "label",
+            "stage",
+            "detail"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
+    assert_eq!(rows.len(), 36);
+    let mut details_with_commas = 0;
+    for row in &rows {
+        assert_eq!(row.len(), 9);
+        assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
+        assert_eq!(
+            row[0],
+            format!("t/{}/{}/{}/{}.html", &row[1], &row[2], &row[3], &row[4])
+        );
+        if row[8].contains(',') || row[8].contains('"') {
+            details_with_commas += 1;
+        }
+        // Exactly one #fail anchor on the page of a failed or errored sample, none on a pass.
+        let page = read(&out, &row[0]);
+        let anchors = page.matches("id=\"fail\"").count();
+        assert_eq!(anchors, usize::from(&row[5] != "pass"), "{}", &row[0]);
+        match &row[5] {
+            "fail" => assert!(!row[6].is_empty() && !row[7].is_empty()),
+            "error" => assert_eq!((&row[6], &row[7]), ("", "transport")),
+            "pass" => assert_eq!((&row[6], &row[7]), ("", "")),
+            o => panic!("outcome {o}"),
+        }
+    }
+    assert!(
+        details_with_commas > 0,
+        "the fixture should exercise quoting"
+    );
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&read(&out, "data/manifest.json")).unwrap();
+    assert_eq!(manifest["callcheck_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(manifest["scoring_rules_sha256"].as_str().unwrap().len(), 64);
+    let transcripts = manifest["transcripts"].as_object().unwrap();
+    // 36 samples × (request, response, meta).
+    assert_eq!(transcripts.len(), 36 * 3);
+    let req = "beta/convert-currency/r0001/samples/001/request.json";
+    let bytes = std::fs::read(fixture_runs().join(req)).unwrap();
+    assert_eq!(transcripts[req], callcheck::task::sha256_hex(&bytes));
+    assert!(manifest["tasks"]["contact-card"].as_str().is_some());
+}
+
+#[test]
+fn a_second_build_lists_what_changed_and_carries_publisher_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    std::fs::write(out.join("CNAME"), "callcheck.example.org\n").unwrap();
+    std::fs::write(out.join("stale.html"), "old").unwrap();
+    // Pretend the previous build labelled two samples differently.
+    let csv = read(&out, "data/samples.csv");
+    let csv = csv
+        .replace(
+            "t/alpha/contact-card/r0001/000.html,alpha,contact-card,r0001,000,pass,,,",
+            "t/alpha/contact-card/r0001/000.html,alpha,contact-card,r0001,000,fail,truncation,parse,",
+        )
+        .replace(
+            "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,pass,,,",
+            "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,fail,truncation,parse,",
+        );
+    let csv = format!("{csv}t/gone/x/r1/000.html,gone,x,r1,000,pass,,,\r\n");
+    std::fs::write(out.join("data/samples.csv"), csv).unwrap();
+
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let changes = read(&out, "changes.html");
+    assert!(
+        changes.contains("2 samples changed outcome, 0 new, 1 no longer present"),
+        "{changes}"
+    );
+    assert!(
+        changes.contains("<td>truncation</td><td>pass</td><td>2</td>"),
+        "{changes}"
+    );
+    assert!(changes.contains("href=\"t/alpha/contact-card/r0001/000.html\""));
+    assert!(read(&out, "index.html").contains("href=\"changes.html\""));
+    // Publisher files survive; stale files of the old build do not.
+    assert_eq!(read(&out, "CNAME"), "callcheck.example.org\n");
+    assert!(!out.join("stale.html").exists());
+    // No temporary folders are left beside the site.
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "site")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_failed_build_leaves_the_previous_site_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let before = tree(&out);
+
+    // A broken task corpus: the build fails, naming the file, and the site is untouched.
+    let tasks = tmp.path().join("tasks");
+    copy_tree(&fixture_tasks(), &tasks);
+    std::fs::write(tasks.join("broken.json"), "{\"id\": \"broken\"").unwrap();
+    let o = build(&tasks, &fixture_runs(), &out, &[], &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("broken.json"), "{err}");
+    assert_eq!(tree(&out), before);
+
+    // A folder that is not a callcheck site is never replaced.
+    let other = tmp.path().join("docs");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let o = build(&fixture_tasks(), &fixture_runs(), &other, &[], &[]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a callcheck site"));
+    assert_eq!(read(&other, "notes.txt"), "mine");
+    let names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn unreadable_runs_are_skipped_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    std::fs::write(
+        runs.join("gamma/weather-parallel-3/r0001/cell.json"),
+        "not json",
+    )
+    .unwrap();
+    std::fs::remove_file(runs.join("alpha/weather-parallel-3/r0001/samples/001/response.json"))
+        .unwrap();
+    let out = tmp.path().join("site");
+    let err = build_ok(&fixture_tasks(), &runs, &out, &[], &[]);
+    assert!(
+        err.contains("skipped gamma/weather-parallel-3/r0001: cell.json is not JSON"),
+        "{err}"
+    );
+    assert!(
+        err.contains("skipped alpha/weather-parallel-3/r0001/samples/001: sample not readable"),
+        "{err}"
+    );
+    assert!(read(&out, "index.html").contains("4 inputs skipped"));
+    assert!(
+        !out.join("t/alpha/weather-parallel-3/r0001/001.html")
+            .exists()
+    );
+    assert!(
+        out.join("t/alpha/weather-parallel-3/r0001/000.html")
+            .exists()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_rebuild_reuses_identical_pages_and_rewrites_changed_ones() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let fresh = tree(&out);
+    let same = "t/alpha/contact-card/r0001/000.html";
+    let edited = "t/gamma/weather-parallel-3/r0001/000.html";
+    let ino_same = std::fs::metadata(out.join(same)).unwrap().ino();
+    // An older build's page for this sample said something else.
+    std::fs::write(out.join(edited), "stale").unwrap();
+    let ino_edited = std::fs::metadata(out.join(edited)).unwrap().ino();
+
+    build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
+    let again = tree(&out);
+    // Every transcript page is what a fresh build writes (the index now links changes.html)…
+    let pages = |t: &std::collections::BTreeMap<String, Vec<u8>>| {
+        t.iter()
+            .filter(|(k, _)| k.starts_with("t/"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (a, b) = (pages(&fresh), pages(&again));
+    assert_eq!(a.len(), 36);
+    assert!(a == b, "transcript pages differ from a fresh build's");
+    // …the identical page was kept (same inode), the stale one replaced.
+    assert_eq!(std::fs::metadata(out.join(same)).unwrap().ino(), ino_same);
+    assert_ne!(
+        std::fs::metadata(out.join(edited)).unwrap().ino(),
+        ino_edited
+    );
+}
