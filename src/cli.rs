@@ -29,6 +29,27 @@ pub enum Command {
     Collect(CollectOpts),
     /// Serve the in-repo OpenAI-compatible mock server on 127.0.0.1.
     Mock(MockOpts),
+    /// The whole product offline: the mock server, a collection of the corpus, a build of the site.
+    Demo(DemoOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoOpts {
+    /// The task corpus to collect.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// Where runs are written (a second demo resumes what is there).
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+    /// Where the site goes.
+    #[arg(long, default_value = "site")]
+    pub out: PathBuf,
+    /// Samples per cell.
+    #[arg(long, default_value_t = 5)]
+    pub k: u32,
+    /// No progress bar and no collection summary.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

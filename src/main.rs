@@ -13,6 +13,7 @@ fn main() {
         Command::Tasks { command } => cmd::tasks::run(command),
         Command::Collect(o) => cmd::collect::run(o),
         Command::Mock(o) => cmd::mock::run(o),
+        Command::Demo(o) => cmd::demo::run(o),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -268,11 +268,8 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         let Some(task) = by_id.get(r.task_id.as_str()) else {
             skipped.push(SkippedInput {
                 path: rel(&opts.runs, &r.dir),
-                reason: format!(
-                    "task {:?} no longer exists in {}",
-                    r.task_id,
-                    opts.tasks.display()
-                ),
+                // No local path here: the reason is published on the site.
+                reason: format!("task {:?} is not in the task corpus", r.task_id),
             });
             continue;
         };
@@ -355,7 +352,10 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .collect();
         let n_samples = scored.len();
         let matrix = report::aggregate(scored, infos, opts.interval);
-        let changes = previous.as_ref().map(|p| export::changes(p, &matrix));
+        let changes = previous
+            .as_ref()
+            .map(|p| export::changes(p, &matrix))
+            .filter(|c| !c.is_empty());
         let model_info = model_info(&used_runs);
         let task_hashes: BTreeMap<String, String> = tasks
             .iter()

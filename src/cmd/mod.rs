@@ -3,5 +3,6 @@
 pub mod build;
 pub mod check;
 pub mod collect;
+pub mod demo;
 pub mod mock;
 pub mod tasks;

@@ -121,7 +121,9 @@ impl MockConfig {
                         (Label::TypeCoercion, 0.06),
                         (Label::EscapingError, 0.04),
                         (Label::Truncation, 0.04),
-                        (Label::ParallelCollapse, 0.05),
+                        // Only the parallel tasks can collapse, so it is drawn more often to
+                        // show up in a k=5 demo.
+                        (Label::ParallelCollapse, 0.30),
                         (Label::SpuriousCall, 0.03),
                     ]),
                     ..MockModel::default()

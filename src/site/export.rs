@@ -275,6 +275,14 @@ pub struct Changes {
     pub previous: u64,
 }
 
+impl Changes {
+    /// Nothing moved, appeared or disappeared: the rebuild re-scored the same samples the same
+    /// way, and no changes page is written (so rebuilding unchanged inputs gives the same site).
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty() && self.added == 0 && self.removed == 0
+    }
+}
+
 /// Compares the previous build's outcomes with this build's.
 pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
     let mut c = Changes {

@@ -1,0 +1,132 @@
+//! `callcheck demo`: the whole product offline — the in-repo mock server on an ephemeral
+//! loopback port with three scripted models, a collection of the task corpus, a build of the
+//! site. No GPU, no network. A second run resumes the collection (nothing left to ask) and
+//! rebuilds the same site.
+
+use crate::cli::{BuildOpts, DemoOpts};
+use crate::collect::client::RetryPolicy;
+use crate::collect::{self, Options};
+use crate::mock::{self, MockConfig, MockState};
+use anyhow::{Context, Result, bail};
+use std::path::Path;
+
+/// The demo's models config: three rows on the mock, one per scripted model. The mock decides
+/// what each served model does (see `MockConfig::builtin`).
+pub fn demo_config(base_url: &str) -> String {
+    format!(
+        r#"# callcheck demo: three scripted models on the in-repo mock server.
+[[model]]
+name = "mock-good"        # near-perfect: a failure now and then
+base_url = "{base_url}"
+model = "mock-good"
+stream = false
+concurrency = 16
+timeout_secs = 30
+[model.params]
+temperature = 0.7
+max_tokens = 1024
+seed = 1
+
+[[model]]
+name = "mock-sloppy"      # about half its samples fail, across every label
+base_url = "{base_url}"
+model = "mock-sloppy"
+stream = false
+concurrency = 16
+timeout_secs = 30
+[model.params]
+temperature = 0.7
+max_tokens = 1024
+seed = 1
+
+[[model]]
+name = "mock-flaky-stream" # streamed, behind a server with transport faults
+base_url = "{base_url}"
+model = "mock-flaky"
+stream = true
+concurrency = 16
+timeout_secs = 30
+[model.params]
+temperature = 0.7
+max_tokens = 1024
+seed = 1
+"#
+    )
+}
+
+pub fn run(o: &DemoOpts) -> Result<()> {
+    let (tasks, warning) = mock::load_tasks(&o.tasks)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context("cannot listen on 127.0.0.1")?;
+        let handle = mock::serve(MockState::new(MockConfig::builtin(), tasks), listener)?;
+        eprintln!("demo: mock server on {}", handle.base_url());
+        let opts = Options {
+            config: "demo.toml (in memory)".into(),
+            config_text: Some(demo_config(&handle.base_url())),
+            tasks: o.tasks.clone(),
+            runs: o.runs.clone(),
+            k: o.k,
+            allow_anecdote: false,
+            models: None,
+            only: None,
+            shard: None,
+            jobs: None,
+            retry: RetryPolicy {
+                base_ms: 20,
+                ..RetryPolicy::default()
+            },
+            retry_errors: false,
+            quiet: o.quiet,
+        };
+        let (tx, _rx) = tokio::sync::watch::channel(false);
+        let signal_tx = tx.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = signal_tx.send(true);
+            }
+        });
+        let report = collect::collect(&opts, tx).await;
+        handle.shutdown().await;
+        report
+    })?;
+    rt.shutdown_background();
+    if !o.quiet {
+        eprint!("{}", report.render());
+    }
+    if report.interrupted {
+        bail!("interrupted: run `callcheck demo` again to resume");
+    }
+    if let Some(f) = &report.fatal {
+        bail!("collection stopped: {f}");
+    }
+
+    let build = BuildOpts {
+        tasks: o.tasks.clone(),
+        runs: o.runs.clone(),
+        out: o.out.clone(),
+        interval: Default::default(),
+    };
+    crate::cmd::build::run(&build)?;
+    let index = o.out.join("index.html");
+    let shown = std::fs::canonicalize(&index).unwrap_or(index);
+    println!("The demo site is at {}", shown.display());
+    println!("Open it in a browser: file://{}", shown.display());
+    println!(
+        "or serve it: python3 -m http.server -d {} 8000",
+        display(&o.out)
+    );
+    Ok(())
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
