@@ -156,17 +156,27 @@ pub struct Report {
     pub seconds: f64,
 }
 
+/// A rate for people: whole numbers when fast (a mock), two decimals when slow (a model on a
+/// CPU does well under one sample a second, which `{:.0}` would show as 0).
+fn per_second(rate: f64) -> String {
+    if rate >= 10.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.2}")
+    }
+}
+
 impl Report {
     /// The summary as text, one line per model.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         out.push_str(&format!(
-            "collect {}: {} samples in {:.1} s ({:.0}/s){}\n",
+            "collect {}: {} samples in {:.1} s ({}/s){}\n",
             self.run_id,
             total,
             self.seconds,
-            total as f64 / self.seconds.max(1e-9),
+            per_second(total as f64 / self.seconds.max(1e-9)),
             if self.interrupted {
                 " — interrupted"
             } else {
@@ -292,11 +302,11 @@ impl Shared {
         self.progress.inc(1);
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         self.progress.set_message(format!(
-            "cells {}/{} · errors {} · {:.0} samples/s",
+            "cells {}/{} · errors {} · {} samples/s",
             self.cells_done.load(Ordering::Relaxed),
             self.cells_total,
             self.total_errors.load(Ordering::Relaxed),
-            self.progress.position() as f64 / secs
+            per_second(self.progress.position() as f64 / secs)
         ));
     }
 }
