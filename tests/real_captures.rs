@@ -228,6 +228,28 @@ fn the_quirks_are_scored_for_the_right_reason() {
         );
     }
 
+    // Structured output with strict json_schema: types, enums and required are enforced by the
+    // grammar, `uniqueItems` and `pattern` are not, so the violations reach the wire.
+    for (name, keyword, path) in [
+        ("collect-so-unique-items", "uniqueItems", "/topics"),
+        ("collect-so-pattern", "pattern", "/start_time"),
+    ] {
+        let v = verdict(name);
+        assert_eq!(v.finish_reason.as_deref(), Some("stop"), "{name}");
+        assert_eq!(
+            v.schema_keyword.as_deref(),
+            Some(keyword),
+            "{name}: {}",
+            v.detail
+        );
+        assert_eq!(v.fail_path.as_deref(), Some(path), "{name}: {}", v.detail);
+    }
+
+    // Prose before the calls: llama-server fills content beside tool_calls.
+    let v = verdict("collect-parallel-duplicate");
+    assert_eq!(v.calls.len(), 3);
+    assert!(v.extra_prose, "{}", v.detail);
+
     // Prose until max_tokens under "required": cut, no call.
     for name in ["required", "named", "parallel-3", "no-args"] {
         let v = verdict(name);
