@@ -525,6 +525,40 @@ mod tests {
     }
 
     #[test]
+    fn tool_choice_is_refused_as_configured_or_when_unreadable() {
+        let req = |tc: Value| json!({"model": "m", "messages": [], "tool_choice": tc});
+        assert_eq!(tool_choice_kind(&json!({})), Ok(None));
+        assert_eq!(
+            tool_choice_kind(&req(json!("required"))),
+            Ok(Some("required"))
+        );
+        let named = req(json!({"type": "function", "function": {"name": "f"}}));
+        assert_eq!(tool_choice_kind(&named), Ok(Some("named")));
+        let model = MockModel {
+            name: "m".into(),
+            refuse_tool_choice: vec!["auto".into(), "named".into()],
+            ..MockModel::default()
+        };
+        let body = |b: Option<Vec<u8>>| b.map(|b| String::from_utf8(b).unwrap());
+        assert!(
+            body(refusal(&model, &req(json!("auto"))))
+                .unwrap()
+                .contains("--enable-auto-tool-choice")
+        );
+        assert!(
+            body(refusal(&model, &named))
+                .unwrap()
+                .contains("\\\"named\\\"")
+        );
+        assert_eq!(refusal(&model, &req(json!("required"))), None);
+        assert!(
+            body(refusal(&MockModel::default(), &req(json!("sometimes"))))
+                .unwrap()
+                .contains("Invalid tool_choice: sometimes")
+        );
+    }
+
+    #[test]
     fn seeds_separate_their_parts() {
         assert_ne!(derive_seed(1, &["ab", "c"]), derive_seed(1, &["a", "bc"]));
         assert_eq!(derive_seed(1, &["a"]), derive_seed(1, &["a"]));
