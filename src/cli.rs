@@ -90,9 +90,13 @@ pub struct CollectOpts {
     /// Ask again for samples whose exchange failed (they no longer count towards k).
     #[arg(long)]
     pub retry_errors: bool,
-    /// No progress bar and no summary (errors are still printed).
+    /// No progress bar and no summary (errors and preflight warnings are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Skip the preflight probes (models list, model id, tools in the prompt, tool_choice and
+    /// streaming support) run once per model before its cells.
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         },
         retry_errors: o.retry_errors,
         quiet: o.quiet,
+        preflight: !o.no_preflight,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -36,6 +36,10 @@ const MAX_BODY: usize = 32 << 20;
 /// is: `<task-id>/<sample index in the cell>/<attempt>`. Real servers ignore it.
 pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
 
+/// The header a preflight probe carries instead of [`SAMPLE_HEADER`]: `<check>/<attempt>`
+/// (`collect::preflight`). Real servers ignore it; the mock answers probes by it.
+pub const PREFLIGHT_HEADER: &str = "x-callcheck-preflight";
+
 /// How hard to retry.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -222,12 +226,12 @@ impl Endpoint {
         })
     }
 
-    fn headers(&self) -> HeaderMap {
+    fn headers(&self, stream: bool) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         h.insert(
             ACCEPT,
-            HeaderValue::from_static(if self.stream {
+            HeaderValue::from_static(if stream {
                 "text/event-stream"
             } else {
                 "application/json"
@@ -247,9 +251,34 @@ impl Endpoint {
     /// returns what to keep. Never fails: a failure is an [`Exchange`] whose meta says why.
     /// `tag` is `<task-id>/<sample index>`, sent in [`SAMPLE_HEADER`] with the attempt number.
     pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
+        self.exchange(body, SAMPLE_HEADER, tag, self.stream, policy)
+            .await
+    }
+
+    /// Sends one preflight probe the way [`Endpoint::chat`] sends a sample (same retries, same
+    /// recording), tagged with [`PREFLIGHT_HEADER`]; `stream` is the probe's, not the row's.
+    pub async fn probe(
+        &self,
+        body: &bytes::Bytes,
+        check: &str,
+        stream: bool,
+        policy: &RetryPolicy,
+    ) -> Exchange {
+        self.exchange(body, PREFLIGHT_HEADER, check, stream, policy)
+            .await
+    }
+
+    async fn exchange(
+        &self,
+        body: &bytes::Bytes,
+        tag_header: &'static str,
+        tag: &str,
+        stream: bool,
+        policy: &RetryPolicy,
+    ) -> Exchange {
         let started = Instant::now();
         let mut meta = Meta {
-            streamed: self.stream,
+            streamed: stream,
             started: Some(crate::collect::clock::rfc3339_now()),
             ..Meta::default()
         };
@@ -268,9 +297,9 @@ impl Endpoint {
             meta.endpoint = Some(redact_url(&base));
             let sent = Instant::now();
             let deadline = tokio::time::Instant::now() + self.timeout;
-            let mut headers = self.headers();
+            let mut headers = self.headers(stream);
             if let Ok(v) = HeaderValue::from_str(&format!("{tag}/{attempt_no}")) {
-                headers.insert(SAMPLE_HEADER, v);
+                headers.insert(tag_header, v);
             }
             let req = self
                 .client
@@ -284,7 +313,7 @@ impl Endpoint {
                     attempt.error = Some(describe(e));
                     meta.attempts.push(attempt);
                     if last {
-                        return self.failed(meta, started);
+                        return self.failed(meta, started, stream);
                     }
                     attempt_no += 1;
                     continue;
@@ -296,7 +325,7 @@ impl Endpoint {
                     ));
                     meta.attempts.push(attempt);
                     if last {
-                        return self.failed(meta, started);
+                        return self.failed(meta, started, stream);
                     }
                     attempt_no += 1;
                     continue;
@@ -314,7 +343,7 @@ impl Endpoint {
             let sse = match resp.headers().get(CONTENT_TYPE).map(|v| v.as_bytes()) {
                 Some(ct) if ct.starts_with(b"text/event-stream") => true,
                 Some(ct) if ct.windows(4).any(|w| w == b"json") => false,
-                _ => self.stream,
+                _ => stream,
             };
             let retryable_status = status == 429 || status >= 500;
             let (bytes, end, ttfb) = read_body(resp, deadline, sent).await;
@@ -338,7 +367,7 @@ impl Endpoint {
                 if last {
                     meta.status = Some(status);
                     meta.headers = headers;
-                    return self.failed(meta, started);
+                    return self.failed(meta, started, stream);
                 }
                 attempt_no += 1;
                 continue;
@@ -373,7 +402,7 @@ impl Endpoint {
         }
     }
 
-    fn failed(&self, mut meta: Meta, started: Instant) -> Exchange {
+    fn failed(&self, mut meta: Meta, started: Instant, stream: bool) -> Exchange {
         let n = meta.attempts.len();
         let last = meta
             .attempts
@@ -387,7 +416,7 @@ impl Endpoint {
         meta.total_ms = Some(ms(started.elapsed()));
         Exchange {
             response: Vec::new(),
-            sse: self.stream,
+            sse: stream,
             meta,
         }
     }

@@ -3,14 +3,16 @@
 //! scores.
 //!
 //! Shape: plan the cells (skipping those already holding k finished samples), ask each server
-//! about itself once, then one launcher per model starts sample requests under the model's
-//! concurrency limit (and a global one). Each sample is written to its run's `.tmp-<run-id>`
-//! folder as soon as it arrives; the sample that completes a cell writes `cell.json` and renames
-//! the run into place. Memory therefore holds the open cells only, whatever the collection size.
+//! about itself once and run each row's preflight probes (`preflight`), then one launcher per
+//! model starts sample requests under the model's concurrency limit (and a global one). Each
+//! sample is written to its run's `.tmp-<run-id>` folder as soon as it arrives; the sample that
+//! completes a cell writes `cell.json` and renames the run into place. Memory therefore holds
+//! the open cells only, whatever the collection size.
 
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod preflight;
 
 use crate::runs::{self, CellInfo, RunWriter, SampleOut, TaskRef};
 use crate::task::Task;
@@ -107,6 +109,8 @@ pub struct Options {
     pub retry_errors: bool,
     /// No progress bar, no summary.
     pub quiet: bool,
+    /// Probe each row's server before its cells (`preflight`); off with `--no-preflight`.
+    pub preflight: bool,
 }
 
 /// One cell to collect: `need` more samples, numbered from `first` within the cell.
@@ -138,8 +142,10 @@ pub struct ModelSummary {
     /// Samples that needed more than one attempt.
     pub retried: u64,
     pub seconds: f64,
-    /// Set when the model was not collected at all (server unreachable).
+    /// Set when the model was not collected at all (server unreachable, model id not served).
     pub failure: Option<String>,
+    /// The preflight checks that failed, one line each (already printed before the cells).
+    pub warnings: Vec<String>,
 }
 
 /// The result of a collection.
@@ -153,17 +159,27 @@ pub struct Report {
     pub seconds: f64,
 }
 
+/// A rate for people: whole numbers when fast (a mock), two decimals when slow (a model on a
+/// CPU does well under one sample a second, which `{:.0}` would show as 0).
+fn per_second(rate: f64) -> String {
+    if rate >= 10.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.2}")
+    }
+}
+
 impl Report {
     /// The summary as text, one line per model.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         out.push_str(&format!(
-            "collect {}: {} samples in {:.1} s ({:.0}/s){}\n",
+            "collect {}: {} samples in {:.1} s ({}/s){}\n",
             self.run_id,
             total,
             self.seconds,
-            total as f64 / self.seconds.max(1e-9),
+            per_second(total as f64 / self.seconds.max(1e-9)),
             if self.interrupted {
                 " — interrupted"
             } else {
@@ -171,6 +187,9 @@ impl Report {
             }
         ));
         for m in &self.models {
+            for w in &m.warnings {
+                out.push_str(&format!("  {}: WARNING {w}\n", m.name));
+            }
             match &m.failure {
                 Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
                 None => out.push_str(&format!(
@@ -286,11 +305,11 @@ impl Shared {
         self.progress.inc(1);
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         self.progress.set_message(format!(
-            "cells {}/{} · errors {} · {:.0} samples/s",
+            "cells {}/{} · errors {} · {} samples/s",
             self.cells_done.load(Ordering::Relaxed),
             self.cells_total,
             self.total_errors.load(Ordering::Relaxed),
-            self.progress.position() as f64 / secs
+            per_second(self.progress.position() as f64 / secs)
         ));
     }
 }
@@ -404,7 +423,21 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         }
     }))
     .await;
-    for ((entry, cells, skipped, endpoint), probe) in infos.into_iter().zip(probes) {
+    // Preflight, every row at once (each row's probes run one after the other).
+    let preflights = futures_util::future::join_all(infos.iter().zip(&probes).map(
+        |((entry, cells, _, ep), probe)| async move {
+            match probe {
+                Ok(server) if opts.preflight && !cells.is_empty() => {
+                    Some(preflight::run(ep, entry, server).await)
+                }
+                _ => None,
+            }
+        },
+    ))
+    .await;
+    for (((entry, cells, skipped, endpoint), probe), preflight) in
+        infos.into_iter().zip(probes).zip(preflights)
+    {
         let mut summary = ModelSummary {
             name: entry.name.clone(),
             cells_planned: cells.len() as u64,
@@ -415,9 +448,28 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             retried: 0,
             seconds: 0.0,
             failure: None,
+            warnings: Vec::new(),
         };
+        if let Some(p) = &preflight {
+            // Printed whatever --quiet says: a misconfigured server makes every sample of the
+            // row wrong, which a script must hear about.
+            for w in p.warnings() {
+                eprintln!("WARNING {}: {w}", entry.name);
+            }
+            // A stopped row's summary line says why already.
+            if p.stop.is_none() {
+                summary.warnings = p.warnings();
+            }
+        }
         match probe {
-            Ok(server) => {
+            Ok(_) if preflight.as_ref().is_some_and(|p| p.stop.is_some()) => {
+                let why = preflight.and_then(|p| p.stop).unwrap_or_default();
+                summary.failure = Some(format!("{why}; nothing was written for it"));
+            }
+            Ok(mut server) => {
+                if let (Some(p), Some(o)) = (&preflight, server.as_object_mut()) {
+                    o.insert("preflight".into(), p.to_json());
+                }
                 let limit = Arc::new(Semaphore::new(entry.concurrency));
                 models.push(Arc::new(ModelRun {
                     redacted: entry.redacted(),

@@ -44,7 +44,19 @@ pub struct MockModel {
     /// Milliseconds between SSE events (0: as fast as the socket takes them).
     #[serde(default)]
     pub event_delay_ms: u64,
+    /// Emulate a server whose chat template drops the tools (llama-server `--jinja` with a
+    /// template that has no tools section): they never reach the "prompt", so `prompt_tokens`
+    /// is the same with and without them, and the model answers every request in prose.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_tools: bool,
+    /// `tool_choice` kinds answered with HTTP 400 as vLLM refuses `"auto"` when started without
+    /// `--enable-auto-tool-choice`: any of `auto`, `required`, `none`, `named`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refuse_tool_choice: Vec<String>,
 }
+
+/// The `tool_choice` kinds `refuse_tool_choice` may name.
+pub const TOOL_CHOICE_KINDS: [&str; 4] = ["auto", "required", "none", "named"];
 
 /// Per-model fault probabilities. The status, drop, cut and garbage faults exclude one another
 /// (their sum is at most 1); latency is drawn on its own.
@@ -205,6 +217,14 @@ impl MockConfig {
                     "{at}: key `labels`: probabilities add up to {sum} > 1"
                 ));
             }
+            for k in &m.refuse_tool_choice {
+                if !TOOL_CHOICE_KINDS.contains(&k.as_str()) {
+                    return Err(format!(
+                        "{at}: key `refuse_tool_choice`: {k:?} is not one of {}",
+                        TOOL_CHOICE_KINDS.join(", ")
+                    ));
+                }
+            }
             let f = &m.faults;
             let mut sum = 0.0;
             for (k, p) in [
@@ -270,6 +290,10 @@ mod tests {
             (
                 "[[model]]\nname = \"a\"\n[model.faults]\ndrop = 1.5\n",
                 "faults.drop",
+            ),
+            (
+                "[[model]]\nname = \"a\"\nrefuse_tool_choice = [\"sometimes\"]\n",
+                "refuse_tool_choice",
             ),
         ] {
             std::fs::write(&p, text).unwrap();

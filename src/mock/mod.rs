@@ -289,6 +289,33 @@ async fn chat(
             ),
         );
     };
+    if let Some(body) = respond::refusal(model, &request) {
+        return json_response(400, body);
+    }
+    // A preflight probe (`collect::preflight`): answered from the request alone, and not
+    // logged, since the log records samples.
+    if let Some(check) = headers
+        .get(crate::collect::client::PREFLIGHT_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        let check = check.rsplit_once('/').map_or(check, |(c, _)| c).to_string();
+        let (content_type, pieces) = respond::probe_answer(&state.config, model, &request, &check);
+        let mut r = Response::new(if pieces.len() == 1 {
+            Body::from(pieces.concat())
+        } else {
+            Body::from_stream(futures_util::stream::iter(
+                pieces
+                    .into_iter()
+                    .map(|p| Ok::<Bytes, std::io::Error>(Bytes::from(p))),
+            ))
+        });
+        if let Ok(v) = HeaderValue::from_str(content_type) {
+            r.headers_mut().insert(header::CONTENT_TYPE, v);
+        }
+        r.headers_mut()
+            .insert(header::SERVER, HeaderValue::from_static("callcheck-mock"));
+        return r;
+    }
     let header = parse_sample_header(&headers);
     let Some(ti) = state
         .index

@@ -210,6 +210,114 @@ pub fn injected_reply(
     (gold(task), "gold".into())
 }
 
+/// What a model that never sees the tools answers (`ignore_tools`).
+const PROSE_WITHOUT_TOOLS: &str =
+    "I can't look that up myself, but here is what I know about it in general.";
+
+/// The kind of a request's `tool_choice` (`auto`, `required`, `none`, `named`; `None` when it
+/// is absent), or the message a server gives a value it cannot read.
+pub fn tool_choice_kind(request: &Value) -> Result<Option<&'static str>, String> {
+    match request.get("tool_choice") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => Ok(Some("auto")),
+            "required" => Ok(Some("required")),
+            "none" => Ok(Some("none")),
+            other => Err(format!("Invalid tool_choice: {other}")),
+        },
+        Some(v)
+            if v.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_some() =>
+        {
+            Ok(Some("named"))
+        }
+        Some(v) => Err(format!(
+            "Invalid tool_choice: {}",
+            crate::json::preview(v, 100)
+        )),
+    }
+}
+
+/// The HTTP 400 body for a request whose `tool_choice` this model's server refuses
+/// (`refuse_tool_choice`) or cannot read, in vLLM's words where vLLM has some.
+pub fn refusal(model: &MockModel, request: &Value) -> Option<Vec<u8>> {
+    let message = match tool_choice_kind(request) {
+        Err(e) => e,
+        Ok(Some(kind)) if model.refuse_tool_choice.iter().any(|k| k == kind) => match kind {
+            "auto" => "\"auto\" tool choice requires --enable-auto-tool-choice and \
+                       --tool-call-parser to be set"
+                .to_string(),
+            k => format!("mock: tool_choice {k:?} is not supported by this server"),
+        },
+        Ok(_) => return None,
+    };
+    Some(error_body(&message, "BadRequestError", 400))
+}
+
+/// The answer to a preflight probe (`collect::preflight`): a model that honours its tools
+/// calls the offered (or named) tool unless `tool_choice` is `none`, and counts the tools in
+/// `prompt_tokens`; with `ignore_tools` it neither sees nor calls them. Probes are never
+/// faulted: they test the server's setup, not its luck. Returns the content type and the
+/// pieces to write (SSE events, or one JSON body).
+pub fn probe_answer(
+    config: &MockConfig,
+    model: &MockModel,
+    request: &Value,
+    check: &str,
+) -> (&'static str, Vec<Vec<u8>>) {
+    let tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty() && !model.ignore_tools);
+    let first_tool = tools
+        .and_then(|t| t.first())
+        .and_then(|t| t.pointer("/function/name"))
+        .and_then(Value::as_str);
+    let named = request
+        .pointer("/tool_choice/function/name")
+        .and_then(Value::as_str);
+    let calls = match (first_tool, tool_choice_kind(request)) {
+        (None, _) | (_, Ok(Some("none"))) => None,
+        (Some(first), _) => Some(named.unwrap_or(first)),
+    };
+    let reply = match calls {
+        Some(name) => Reply::calls(vec![crate::reply::ReplyCall {
+            name: name.to_string(),
+            arguments: r#"{"city": "Paris"}"#.to_string(),
+        }]),
+        None if tools.is_none() && request.get("tools").is_some() => {
+            Reply::text(PROSE_WITHOUT_TOOLS)
+        }
+        None => Reply::text("The weather in Paris is mild today."),
+    };
+    let mut prompt =
+        serde_json::to_string(request.get("messages").unwrap_or(&Value::Null)).unwrap_or_default();
+    if let Some(t) = tools {
+        prompt.push_str(&serde_json::to_string(t).unwrap_or_default());
+    }
+    let prompt_tokens = crate::reply::estimate_tokens(&prompt);
+    let seed = derive_seed(config.seed, &["probe", &model.name, check]);
+    if request.get("stream").and_then(Value::as_bool) == Some(true) {
+        let usage = request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        (
+            "text/event-stream; charset=utf-8",
+            render_sse_events(&reply, &model.name, prompt_tokens, usage, seed)
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+        )
+    } else {
+        (
+            "application/json",
+            vec![render_json(&reply, &model.name, prompt_tokens, seed)],
+        )
+    }
+}
+
 fn request_max_tokens(request: &Value) -> u64 {
     request
         .get("max_completion_tokens")
@@ -324,8 +432,18 @@ pub fn plan(
             }
         }
         None => {
-            let (reply, what) =
-                injected_reply(config, model, task, key.sample, request_max_tokens(request));
+            let offered_tools = request
+                .get("tools")
+                .and_then(Value::as_array)
+                .is_some_and(|t| !t.is_empty());
+            let (reply, what) = if model.ignore_tools && offered_tools {
+                (
+                    Reply::text(PROSE_WITHOUT_TOOLS),
+                    "tools ignored".to_string(),
+                )
+            } else {
+                injected_reply(config, model, task, key.sample, request_max_tokens(request))
+            };
             let render_seed = derive_seed(config.seed, &["render", &model.name, &task.id, &s]);
             let prompt_tokens = crate::reply::estimate_tokens(
                 &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null))
@@ -404,6 +522,40 @@ mod tests {
             vec![b"data: {}\n\n".to_vec(), b"data: [DONE]\n\n".to_vec()]
         );
         assert_eq!(split_events(b"data: x"), vec![b"data: x".to_vec()]);
+    }
+
+    #[test]
+    fn tool_choice_is_refused_as_configured_or_when_unreadable() {
+        let req = |tc: Value| json!({"model": "m", "messages": [], "tool_choice": tc});
+        assert_eq!(tool_choice_kind(&json!({})), Ok(None));
+        assert_eq!(
+            tool_choice_kind(&req(json!("required"))),
+            Ok(Some("required"))
+        );
+        let named = req(json!({"type": "function", "function": {"name": "f"}}));
+        assert_eq!(tool_choice_kind(&named), Ok(Some("named")));
+        let model = MockModel {
+            name: "m".into(),
+            refuse_tool_choice: vec!["auto".into(), "named".into()],
+            ..MockModel::default()
+        };
+        let body = |b: Option<Vec<u8>>| b.map(|b| String::from_utf8(b).unwrap());
+        assert!(
+            body(refusal(&model, &req(json!("auto"))))
+                .unwrap()
+                .contains("--enable-auto-tool-choice")
+        );
+        assert!(
+            body(refusal(&model, &named))
+                .unwrap()
+                .contains("\\\"named\\\"")
+        );
+        assert_eq!(refusal(&model, &req(json!("required"))), None);
+        assert!(
+            body(refusal(&MockModel::default(), &req(json!("sometimes"))))
+                .unwrap()
+                .contains("Invalid tool_choice: sometimes")
+        );
     }
 
     #[test]
