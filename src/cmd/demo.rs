@@ -85,6 +85,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
                 ..RetryPolicy::default()
             },
             retry_errors: false,
+            preflight: true,
             quiet: o.quiet,
         };
         let (tx, _rx) = tokio::sync::watch::channel(false);
