@@ -148,6 +148,9 @@ pub struct BuildOpts {
     /// The 95 % binomial interval shown with every rate.
     #[arg(long, value_enum, default_value_t = IntervalKind::Wilson)]
     pub interval: IntervalKind,
+    /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
+    #[arg(long, value_name = "SAMPLES-CSV")]
+    pub previous: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -156,3 +156,54 @@ fn pages_open_from_the_file_system_without_errors() {
     );
     assert!(dom.contains("<mark id=\"fail\">"));
 }
+
+/// The demo's site, as a newcomer opens it: the matrix shows all eleven labels among its
+/// sample marks, with no console errors and no broken local links.
+#[test]
+fn the_demo_site_shows_all_eleven_labels_in_chromium() {
+    let Some(chrome) = chromium() else {
+        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
+            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
+        }
+        eprintln!("SKIPPED: chromium not found on PATH (apt-get install -y chromium)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks");
+    let out = Command::new(env!("CARGO_BIN_EXE_callcheck"))
+        .current_dir(tmp.path())
+        .args(["demo", "--quiet", "--tasks"])
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let site = tmp.path().join("site");
+    let (dom, console) = run(
+        &chrome,
+        &site.join("index.html"),
+        "--dump-dom",
+        &tmp.path().join("profile"),
+    );
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let (_, missing) = missing_targets(&site, "index.html", &dom);
+    assert!(missing.is_empty(), "links to missing files: {missing:?}");
+    let doc = Html::parse_document(&dom);
+    let marks = Selector::parse("table.matrix a.d").unwrap();
+    let shown: std::collections::BTreeSet<String> = doc
+        .select(&marks)
+        .filter_map(|a| a.value().attr("title"))
+        .filter_map(|t| t.rsplit(": ").next())
+        .map(str::to_string)
+        .collect();
+    for label in callcheck::taxonomy::Label::ALL {
+        assert!(
+            shown.contains(label.as_str()),
+            "no {} mark in the demo matrix; marks seen: {shown:?}",
+            label.as_str()
+        );
+    }
+}

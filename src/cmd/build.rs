@@ -236,10 +236,19 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         );
     }
     // Read the previous build's outcomes before anything can replace them.
-    let previous_csv = opts.out.join("data").join("samples.csv");
+    let previous_csv = match &opts.previous {
+        Some(p) => p.clone(),
+        None => opts.out.join("data").join("samples.csv"),
+    };
     let previous = match std::fs::read(&previous_csv) {
         Ok(bytes) => match export::read_previous(&bytes) {
             Ok(p) => Some(p),
+            Err(e) if opts.previous.is_some() => {
+                bail!(
+                    "--previous {}: not a samples.csv this build can read: {e}",
+                    previous_csv.display()
+                )
+            }
             Err(e) => {
                 eprintln!(
                     "warning: {} is not a samples.csv this build can read ({e}); no changes page",
@@ -248,6 +257,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 None
             }
         },
+        Err(e) if opts.previous.is_some() => {
+            bail!("--previous {}: cannot read: {e}", previous_csv.display())
+        }
         Err(_) => None,
     };
 

@@ -115,6 +115,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         runs: o.runs.clone(),
         out: o.out.clone(),
         interval: Default::default(),
+        previous: None,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");

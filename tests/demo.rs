@@ -1,0 +1,140 @@
+//! `callcheck demo`, the real binary: the mock on loopback, a collection of the whole corpus at
+//! k = 5 for three scripted models, a build; then a second demo that resumes (nothing left to
+//! ask) and rebuilds the same site, byte for byte.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_callcheck");
+
+const LABELS: [&str; 11] = [
+    "no_call",
+    "wrong_tool",
+    "malformed_json",
+    "schema_violation",
+    "hallucinated_param",
+    "missing_required",
+    "type_coercion",
+    "escaping_error",
+    "truncation",
+    "parallel_collapse",
+    "spurious_call",
+];
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tasks")
+}
+
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+fn demo(dir: &Path) -> (String, String) {
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(["demo", "--tasks"])
+        .arg(corpus())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "demo failed:\n{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n_tasks = callcheck::task::load(&corpus()).unwrap().len();
+    let (stdout, stderr) = demo(tmp.path());
+    let site = tmp.path().join("site");
+    let runs = tmp.path().join("runs");
+    assert!(
+        stderr.contains("demo: mock server on http://127.0.0.1:"),
+        "{stderr}"
+    );
+    let index = std::fs::canonicalize(site.join("index.html")).unwrap();
+    assert!(
+        stdout.contains(&format!("file://{}", index.display())),
+        "the demo does not say where its site is: {stdout}"
+    );
+
+    // Every model × task cell holds k = 5 samples, each recorded whole.
+    let scan = callcheck::runs::scan(&runs);
+    assert!(scan.skipped.is_empty(), "{:?}", scan.skipped);
+    let mut per_cell: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in &scan.runs {
+        *per_cell
+            .entry((r.model.clone(), r.task_id.clone()))
+            .or_default() += r.samples.len();
+    }
+    assert_eq!(per_cell.len(), 3 * n_tasks);
+    assert!(per_cell.values().all(|&n| n == 5), "{per_cell:?}");
+    let models: BTreeSet<&str> = per_cell.keys().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(
+        models,
+        BTreeSet::from(["mock-flaky-stream", "mock-good", "mock-sloppy"])
+    );
+
+    // Every label occurs in the matrix, and the near-perfect model is near perfect.
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
+    let cells = matrix["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3 * n_tasks);
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for c in cells {
+        for (label, n) in c["label_counts"].as_object().unwrap() {
+            *counts.entry(label.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    for l in LABELS {
+        assert!(
+            counts.get(l).copied().unwrap_or(0) > 0,
+            "no {l} in the demo: {counts:?}"
+        );
+    }
+    let model = |name: &str| {
+        matrix["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == name)
+            .unwrap_or_else(|| panic!("{name} not in matrix.json"))
+            .clone()
+    };
+    assert!(model("mock-good")["rate"].as_f64().unwrap() > 0.95);
+    assert!(model("mock-sloppy")["rate"].as_f64().unwrap() < 0.8);
+    assert!(model("mock-flaky-stream")["errors"].as_u64().unwrap() > 0);
+    // The preflight ran against the mock and is on the model's page.
+    assert!(
+        std::fs::read_to_string(site.join("models/mock-good.html"))
+            .unwrap()
+            .contains("Preflight")
+    );
+
+    // A second demo: nothing new is collected, and the site is the same.
+    let runs_before = tree(&runs);
+    let site_before = tree(&site);
+    let (_, stderr2) = demo(tmp.path());
+    assert!(stderr2.contains("0 samples"), "{stderr2}");
+    assert!(runs_before == tree(&runs), "the second demo changed runs/");
+    let site_after = tree(&site);
+    assert_eq!(
+        site_before.keys().collect::<Vec<_>>(),
+        site_after.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &site_before {
+        assert!(site_after[k] == *v, "{k} differs after the second demo");
+    }
+}
