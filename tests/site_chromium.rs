@@ -207,3 +207,37 @@ fn the_demo_site_shows_all_eleven_labels_in_chromium() {
         );
     }
 }
+
+/// GitHub Pages serves 404.html at the missing address, however deep: its link to the matrix
+/// must still reach the site's root.
+#[test]
+fn the_404_page_links_to_the_matrix_from_a_deep_missing_address() {
+    let Some(chrome) = chromium() else {
+        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
+            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
+        }
+        eprintln!("SKIPPED: chromium not found on PATH (apt-get install -y chromium)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let site = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &fixture_runs(), &site, &[], &[]);
+    let deep = site.join("t/no-such-model/no-such-task/r1");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::copy(site.join("404.html"), deep.join("000.html")).unwrap();
+    let (dom, console) = run(
+        &chrome,
+        &deep.join("000.html"),
+        "--dump-dom",
+        &tmp.path().join("profile"),
+    );
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let doc = Html::parse_document(&dom);
+    let home = doc
+        .select(&Selector::parse("a#home").unwrap())
+        .next()
+        .and_then(|a| a.value().attr("href"))
+        .expect("the 404 page links home")
+        .to_string();
+    assert_eq!(Path::new(&home), site.join("index.html"));
+}

@@ -223,30 +223,25 @@ fn message_view(m: &Value) -> MessageView {
 }
 
 /// The name of the environment variable holding the model's key, read from the (redacted)
-/// model entry: a string field naming a variable, never a value.
+/// model entry's `api_key_env` (the field collect writes): a variable's name, never a value.
+/// Other fields are not guessed at: a hand-made `cell.json` with a key in some other field must
+/// not put it on a published page.
 pub fn key_variable(model: &Value) -> Option<String> {
-    const FIELDS: [&str; 5] = [
-        "api_key_env",
-        "key_env",
-        "api_key_var",
-        "env_key",
-        "api_key",
-    ];
-    FIELDS.iter().find_map(|f| {
-        let v = model.get(*f)?.as_str()?;
-        let v = v.strip_prefix('$').unwrap_or(v);
-        let ok = !v.is_empty()
-            && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !v.starts_with(|c: char| c.is_ascii_digit());
-        ok.then(|| v.to_string())
-    })
+    let v = model.get("api_key_env")?.as_str()?;
+    let v = v.strip_prefix('$').unwrap_or(v);
+    let ok = !v.is_empty()
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !v.starts_with(|c: char| c.is_ascii_digit());
+    ok.then(|| v.to_string())
 }
 
 fn curl(cell: &CellInfo, request: &[u8]) -> String {
+    // The first replica when the entry lists several.
     let base = cell
         .model
         .get("base_url")
         .and_then(Value::as_str)
+        .or_else(|| cell.model.get("base_urls")?.get(0)?.as_str())
         .unwrap_or("$BASE_URL");
     let url = format!("{}/chat/completions", base.trim_end_matches('/'));
     let mut s = format!(
@@ -481,4 +476,23 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         curl: text(&curl(cx.cell, &cx.files.request)),
     };
     page.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_variable;
+    use serde_json::json;
+
+    #[test]
+    fn the_curl_block_names_only_the_key_variable_collect_records() {
+        assert_eq!(
+            key_variable(&json!({"api_key_env": "VLLM_API_KEY"})).as_deref(),
+            Some("VLLM_API_KEY")
+        );
+        // A key written into some other field of a hand-made cell.json is never echoed.
+        assert_eq!(key_variable(&json!({"api_key": "sk_live_abc123"})), None);
+        // Nor is a value that is not a variable name.
+        assert_eq!(key_variable(&json!({"api_key_env": "sk-abc 123"})), None);
+        assert_eq!(key_variable(&json!({"api_key_env": "1KEY"})), None);
+    }
 }
