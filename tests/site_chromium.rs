@@ -25,6 +25,21 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
+/// Chromium, or `None` after saying the test is skipped; a failure instead when
+/// CALLCHECK_REQUIRE_CHROMIUM is set (as `.ci/run` does).
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
+            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
+        }
+        eprintln!(
+            "SKIPPED: chromium not found on PATH (apt-get install -y chromium); set CALLCHECK_REQUIRE_CHROMIUM to make this an error"
+        );
+    }
+    found
+}
+
 /// Runs Chromium headless on one file with `mode` (`--dump-dom` or `--screenshot=…`), returning
 /// (stdout, the console lines it logged).
 fn run(chrome: &Path, page: &Path, mode: &str, profile: &Path) -> (String, Vec<String>) {
@@ -86,13 +101,7 @@ fn missing_targets(site: &Path, page_rel: &str, dom: &str) -> (usize, Vec<String
 
 #[test]
 fn pages_open_from_the_file_system_without_errors() {
-    let Some(chrome) = chromium() else {
-        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
-            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
-        }
-        eprintln!(
-            "SKIPPED: chromium not found on PATH (apt-get install -y chromium); set CALLCHECK_REQUIRE_CHROMIUM to make this an error"
-        );
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -161,11 +170,7 @@ fn pages_open_from_the_file_system_without_errors() {
 /// sample marks, with no console errors and no broken local links.
 #[test]
 fn the_demo_site_shows_all_eleven_labels_in_chromium() {
-    let Some(chrome) = chromium() else {
-        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
-            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
-        }
-        eprintln!("SKIPPED: chromium not found on PATH (apt-get install -y chromium)");
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -212,11 +217,7 @@ fn the_demo_site_shows_all_eleven_labels_in_chromium() {
 /// must still reach the site's root.
 #[test]
 fn the_404_page_links_to_the_matrix_from_a_deep_missing_address() {
-    let Some(chrome) = chromium() else {
-        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
-            panic!("chromium is not installed and CALLCHECK_REQUIRE_CHROMIUM is set");
-        }
-        eprintln!("SKIPPED: chromium not found on PATH (apt-get install -y chromium)");
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

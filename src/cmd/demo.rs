@@ -10,40 +10,42 @@ use crate::mock::{self, MockConfig, MockState};
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 
+/// The demo's models: (row name, served model id on the mock, streamed, what it is).
+const ROWS: [(&str, &str, bool, &str); 3] = [
+    (
+        "mock-good",
+        "mock-good",
+        false,
+        "near-perfect: a failure now and then",
+    ),
+    (
+        "mock-sloppy",
+        "mock-sloppy",
+        false,
+        "about half its samples fail, across every label",
+    ),
+    (
+        "mock-flaky-stream",
+        "mock-flaky",
+        true,
+        "streamed, behind a server with transport faults",
+    ),
+];
+
 /// The demo's models config: three rows on the mock, one per scripted model. The mock decides
 /// what each served model does (see `MockConfig::builtin`).
 pub fn demo_config(base_url: &str) -> String {
-    format!(
-        r#"# callcheck demo: three scripted models on the in-repo mock server.
+    let mut toml =
+        String::from("# callcheck demo: three scripted models on the in-repo mock server.\n");
+    for (name, model, stream, what) in ROWS {
+        toml.push_str(&format!(
+            r#"
+# {what}
 [[model]]
-name = "mock-good"        # near-perfect: a failure now and then
+name = "{name}"
 base_url = "{base_url}"
-model = "mock-good"
-stream = false
-concurrency = 16
-timeout_secs = 30
-[model.params]
-temperature = 0.7
-max_tokens = 1024
-seed = 1
-
-[[model]]
-name = "mock-sloppy"      # about half its samples fail, across every label
-base_url = "{base_url}"
-model = "mock-sloppy"
-stream = false
-concurrency = 16
-timeout_secs = 30
-[model.params]
-temperature = 0.7
-max_tokens = 1024
-seed = 1
-
-[[model]]
-name = "mock-flaky-stream" # streamed, behind a server with transport faults
-base_url = "{base_url}"
-model = "mock-flaky"
-stream = true
+model = "{model}"
+stream = {stream}
 concurrency = 16
 timeout_secs = 30
 [model.params]
@@ -51,7 +53,9 @@ temperature = 0.7
 max_tokens = 1024
 seed = 1
 "#
-    )
+        ));
+    }
+    toml
 }
 
 pub fn run(o: &DemoOpts) -> Result<()> {
@@ -131,4 +135,26 @@ pub fn run(o: &DemoOpts) -> Result<()> {
 
 fn display(p: &Path) -> String {
     p.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_demo_config_parses_into_its_three_rows() {
+        let text = super::demo_config("http://127.0.0.1:9/v1");
+        let c = crate::collect::config::parse("demo.toml".as_ref(), &text).unwrap();
+        let rows: Vec<(&str, &str, bool)> = c
+            .models
+            .iter()
+            .map(|m| (m.name.as_str(), m.model.as_str(), m.stream))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("mock-good", "mock-good", false),
+                ("mock-sloppy", "mock-sloppy", false),
+                ("mock-flaky-stream", "mock-flaky", true)
+            ]
+        );
+    }
 }
