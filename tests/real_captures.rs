@@ -5,11 +5,12 @@
 //! repeated three times, calls left in `content` under `tool_choice: "none"`, `finish_reason:
 //! "length"` beside structured calls with partial arguments, prose forever under "required".
 
+mod fixture_support;
+
 use callcheck::score;
-use callcheck::task::{self, Task};
-use callcheck::taxonomy::Label;
-use callcheck::transcript::{Meta, Transcript};
-use serde::Deserialize;
+use callcheck::task::Task;
+use callcheck::transcript::Meta;
+use fixture_support::{Case, UnparsedRequest, load_case, sorted_entries};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,28 +20,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Expect {
-    task: String,
-    outcome: String,
-    label: Option<String>,
-    stage: Option<String>,
-    why: String,
-}
-
-struct Capture {
-    name: String,
-    dir: PathBuf,
-    expect: Expect,
-    transcript: Transcript,
-    /// The response file, for the `check` CLI.
-    response: PathBuf,
-}
-
 fn tasks() -> BTreeMap<String, Task> {
-    let loaded = task::load(&root().join("tasks")).unwrap_or_else(|e| panic!("{e}"));
-    loaded.into_iter().map(|t| (t.id.clone(), t)).collect()
+    fixture_support::tasks(&root().join("tasks"))
 }
 
 /// The HTTP status capture.sh wrote into `notes.md` (`- HTTP status: 400`).
@@ -53,52 +34,24 @@ fn status_from_notes(dir: &Path) -> Option<u16> {
 }
 
 /// Every capture folder (a folder holding a `request.json`), in name order.
-fn captures() -> Vec<Capture> {
-    let base = root().join("llama-server");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
-        .unwrap_or_else(|e| panic!("{}: {e}", base.display()))
-        .map(|e| e.unwrap().path())
+fn captures() -> Vec<Case> {
+    sorted_entries(&root().join("llama-server"))
+        .into_iter()
         .filter(|p| p.join("request.json").is_file())
-        .collect();
-    dirs.sort();
-    dirs.into_iter()
         .map(|dir| {
             let name = dir.file_name().unwrap().to_string_lossy().to_string();
-            let expect: Expect = serde_json::from_slice(
-                &std::fs::read(dir.join("expect.json"))
-                    .unwrap_or_else(|e| panic!("{name}: no expect.json: {e}")),
-            )
-            .unwrap_or_else(|e| panic!("{name}: bad expect.json: {e}"));
-            let (response, streamed) = match (
-                dir.join("response.json").is_file(),
-                dir.join("response.sse").is_file(),
-            ) {
-                (true, false) => (dir.join("response.json"), false),
-                (false, true) => (dir.join("response.sse"), true),
-                _ => panic!("{name}: needs exactly one of response.json and response.sse"),
-            };
-            let body = std::fs::read(&response).unwrap();
             // `bad-json` sent a body that is not JSON on purpose: its request is unknown to the
             // scorer, as it would be in a transcript whose request.json does not parse.
-            let request: Option<Value> =
-                serde_json::from_slice(&std::fs::read(dir.join("request.json")).unwrap()).ok();
-            let meta = status_from_notes(&dir).map(|status| Meta {
-                status: Some(status),
-                streamed,
-                ..Meta::default()
-            });
-            Capture {
-                name,
-                dir,
-                expect,
-                transcript: Transcript {
-                    request,
-                    body,
-                    streamed,
-                    meta,
-                },
-                response,
+            let mut c = load_case(&dir, name, UnparsedRequest::Unknown);
+            // capture.sh writes no meta.json: the status it saw is in notes.md.
+            if c.transcript.meta.is_none() {
+                c.transcript.meta = status_from_notes(&dir).map(|status| Meta {
+                    status: Some(status),
+                    streamed: c.transcript.streamed,
+                    ..Meta::default()
+                });
             }
+            c
         })
         .collect()
 }
@@ -113,45 +66,17 @@ fn every_real_capture_gets_exactly_its_expected_outcome_label_and_stage() {
         captures.len(),
         root().display()
     );
-    let mut failures = Vec::new();
-    for c in &captures {
-        let task = tasks
-            .get(&c.expect.task)
-            .unwrap_or_else(|| panic!("{}: unknown fixture task {}", c.name, c.expect.task));
-        let v = score::score(task, &c.transcript);
-        let got = (
-            v.outcome.kind().to_string(),
-            v.label().map(|l| l.as_str().to_string()),
-            v.stage.map(|s| s.as_str().to_string()),
-        );
-        let want = (
-            c.expect.outcome.clone(),
-            c.expect.label.clone(),
-            c.expect.stage.clone(),
-        );
-        if got != want {
-            failures.push(format!(
-                "{}\n    expected {} / {} / {}\n    got      {} / {} / {}\n    detail: {}\n    why: {}",
-                c.dir.display(),
-                want.0,
-                want.1.as_deref().unwrap_or("null"),
-                want.2.as_deref().unwrap_or("null"),
-                got.0,
-                got.1.as_deref().unwrap_or("null"),
-                got.2.as_deref().unwrap_or("null"),
-                v.detail,
-                c.expect.why
-            ));
-        } else if v.detail.trim().is_empty() {
-            failures.push(format!("{}: empty detail", c.name));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} real captures disagree with their expect.json:\n{}",
-        failures.len(),
-        captures.len(),
-        failures.join("\n")
+    fixture_support::assert_every_case_scores_as_expected(
+        &tasks,
+        &captures,
+        "real captures",
+        |_, _, v| {
+            if v.detail.trim().is_empty() {
+                vec!["the detail is empty".to_string()]
+            } else {
+                Vec::new()
+            }
+        },
     );
 }
 
@@ -160,7 +85,7 @@ fn every_real_capture_gets_exactly_its_expected_outcome_label_and_stage() {
 #[test]
 fn the_quirks_are_scored_for_the_right_reason() {
     let tasks = tasks();
-    let by_name: BTreeMap<String, Capture> = captures()
+    let by_name: BTreeMap<String, Case> = captures()
         .into_iter()
         .map(|c| (c.name.clone(), c))
         .collect();
@@ -315,33 +240,7 @@ fn fixture_tasks_match_the_requests_they_score() {
 #[test]
 fn expectations_are_well_formed() {
     for c in captures() {
-        let e = &c.expect;
-        assert!(
-            e.why.trim().len() > 20,
-            "{}: `why` must say what the case proves",
-            c.name
-        );
-        match e.outcome.as_str() {
-            "pass" => assert_eq!((&e.label, &e.stage), (&None, &None), "{}", c.name),
-            "error" => {
-                assert_eq!(e.label, None, "{}", c.name);
-                assert_eq!(e.stage.as_deref(), Some("transport"), "{}", c.name);
-            }
-            "fail" => {
-                assert!(
-                    Label::parse(e.label.as_deref().unwrap_or("")).is_some(),
-                    "{}: bad label",
-                    c.name
-                );
-                assert!(
-                    ["parse", "structure", "schema", "semantic"]
-                        .contains(&e.stage.as_deref().unwrap_or("")),
-                    "{}: stage",
-                    c.name
-                );
-            }
-            other => panic!("{}: outcome {other:?}", c.name),
-        }
+        fixture_support::assert_well_formed(&c.name, &c.expect);
     }
 }
 

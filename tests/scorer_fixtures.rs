@@ -2,11 +2,13 @@
 //! is scored against its fixture task and must get exactly the outcome, label and stage its
 //! `expect.json` states, with a detail a person can act on.
 
-use callcheck::score::{self, Verdict, wire};
-use callcheck::task::{self, Task};
+mod fixture_support;
+
+use callcheck::score::{Verdict, wire};
+use callcheck::task::Task;
 use callcheck::taxonomy::{Label, Stage};
-use callcheck::transcript::{Meta, Transcript};
-use serde::Deserialize;
+use callcheck::transcript::Transcript;
+use fixture_support::{Case, UnparsedRequest, load_case, sorted_entries};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,90 +17,33 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scorer")
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Expect {
-    task: String,
-    outcome: String,
-    label: Option<String>,
-    stage: Option<String>,
-    why: String,
-}
-
-struct Case {
-    /// `<label>/<case-name>`, for messages.
-    name: String,
-    folder: String,
-    dir: PathBuf,
-    expect: Expect,
-    transcript: Transcript,
-}
-
 fn tasks() -> BTreeMap<String, Task> {
-    let loaded = task::load(&root().join("tasks")).unwrap_or_else(|e| panic!("{e}"));
-    loaded.into_iter().map(|t| (t.id.clone(), t)).collect()
+    fixture_support::tasks(&root().join("tasks"))
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    let bytes = std::fs::read(path).ok()?;
-    Some(
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display())),
-    )
-}
-
+/// Every case, named `<label>/<case-name>`, in name order.
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
-    let base = root().join("cases");
-    let mut folders: Vec<_> = std::fs::read_dir(&base)
-        .unwrap_or_else(|e| panic!("{}: {e}", base.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    folders.sort();
-    for folder in folders {
-        let mut dirs: Vec<_> = std::fs::read_dir(&folder)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let folder_name = folder.file_name().unwrap().to_string_lossy().to_string();
+    for folder in sorted_entries(&root().join("cases")) {
+        let folder_name = folder.file_name().unwrap().to_string_lossy().to_string();
+        for dir in sorted_entries(&folder) {
             let name = format!(
                 "{folder_name}/{}",
                 dir.file_name().unwrap().to_string_lossy()
             );
-            let expect: Expect = serde_json::from_value(
-                read_json(&dir.join("expect.json"))
-                    .unwrap_or_else(|| panic!("{name}: no expect.json")),
-            )
-            .unwrap_or_else(|e| panic!("{name}: bad expect.json: {e}"));
-            let (body, streamed) = match (
-                std::fs::read(dir.join("response.json")),
-                std::fs::read(dir.join("response.sse")),
-            ) {
-                (Ok(b), Err(_)) => (b, false),
-                (Err(_), Ok(b)) => (b, true),
-                _ => panic!("{name}: needs exactly one of response.json and response.sse"),
-            };
-            let meta: Option<Meta> = read_json(&dir.join("meta.json")).map(|v| {
-                serde_json::from_value(v).unwrap_or_else(|e| panic!("{name}: bad meta.json: {e}"))
-            });
-            let request = read_json(&dir.join("request.json"));
-            out.push(Case {
-                name,
-                folder: folder_name,
-                dir,
-                expect,
-                transcript: Transcript {
-                    request,
-                    body,
-                    streamed,
-                    meta,
-                },
-            });
+            out.push(load_case(&dir, name, UnparsedRequest::Panic));
         }
     }
     out
+}
+
+/// The folder a case is filed under: its label, `pass` or `error`.
+fn folder(c: &Case) -> &str {
+    c.dir
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|f| f.to_str())
+        .unwrap()
 }
 
 /// The content of the response, for structured-output cases (what the scorer parses).
@@ -173,48 +118,9 @@ fn every_case_gets_exactly_its_expected_outcome_label_and_stage() {
         "no cases found under {}",
         root().display()
     );
-    let mut failures = Vec::new();
-    for c in &cases {
-        let task = tasks
-            .get(&c.expect.task)
-            .unwrap_or_else(|| panic!("{}: unknown fixture task {}", c.name, c.expect.task));
-        let v = score::score(task, &c.transcript);
-        let got = (
-            v.outcome.kind().to_string(),
-            v.label().map(|l| l.as_str().to_string()),
-            v.stage.map(|s| s.as_str().to_string()),
-        );
-        let want = (
-            c.expect.outcome.clone(),
-            c.expect.label.clone(),
-            c.expect.stage.clone(),
-        );
-        if got != want {
-            failures.push(format!(
-                "{}\n    expected {} / {} / {}\n    got      {} / {} / {}\n    detail: {}\n    why: {}",
-                c.dir.display(),
-                want.0,
-                want.1.as_deref().unwrap_or("null"),
-                want.2.as_deref().unwrap_or("null"),
-                got.0,
-                got.1.as_deref().unwrap_or("null"),
-                got.2.as_deref().unwrap_or("null"),
-                v.detail,
-                c.expect.why
-            ));
-            continue;
-        }
-        for p in detail_problems(task, &c.transcript, &v) {
-            failures.push(format!("{}\n    {p}", c.dir.display()));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases disagree with their expect.json:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    fixture_support::assert_every_case_scores_as_expected(&tasks, &cases, "cases", |task, c, v| {
+        detail_problems(task, &c.transcript, v)
+    });
 }
 
 #[test]
@@ -222,35 +128,11 @@ fn expectations_are_well_formed_and_filed_under_their_label() {
     let tasks = tasks();
     for c in cases() {
         let e = &c.expect;
-        assert!(
-            e.why.trim().len() > 20,
-            "{}: `why` must say what the case proves",
-            c.name
-        );
+        fixture_support::assert_well_formed(&c.name, e);
         assert!(tasks.contains_key(&e.task), "{}: unknown task", c.name);
-        match e.outcome.as_str() {
-            "pass" => {
-                assert_eq!(c.folder, "pass", "{}", c.name);
-                assert_eq!((&e.label, &e.stage), (&None, &None), "{}", c.name);
-            }
-            "error" => {
-                assert_eq!(c.folder, "error", "{}", c.name);
-                assert_eq!(e.label, None, "{}", c.name);
-                assert_eq!(e.stage.as_deref(), Some("transport"), "{}", c.name);
-            }
-            "fail" => {
-                let label = e.label.as_deref().unwrap_or("");
-                assert!(Label::parse(label).is_some(), "{}: bad label", c.name);
-                assert_eq!(c.folder, label, "{}: filed under the wrong label", c.name);
-                let stage = e.stage.as_deref().unwrap_or("");
-                assert!(
-                    ["parse", "structure", "schema", "semantic"].contains(&stage),
-                    "{}: a failure's stage must be parse, structure, schema or semantic",
-                    c.name
-                );
-            }
-            other => panic!("{}: outcome {other:?}", c.name),
-        }
+        // A pass or an error has no label (checked above): it is filed under its outcome.
+        let label = e.label.as_deref().unwrap_or(&e.outcome);
+        assert_eq!(folder(&c), label, "{}: filed under the wrong label", c.name);
     }
 }
 
@@ -260,7 +142,7 @@ fn the_suite_keeps_its_minimums() {
     let cases = cases();
     let mut per_label: BTreeMap<&str, usize> = BTreeMap::new();
     for c in &cases {
-        *per_label.entry(c.folder.as_str()).or_default() += 1;
+        *per_label.entry(folder(c)).or_default() += 1;
     }
     for l in Label::ALL {
         let n = per_label.get(l.as_str()).copied().unwrap_or(0);
