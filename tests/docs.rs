@@ -232,7 +232,7 @@ fn the_two_fresh_machine_commands_are_what_ci_runs() {
         ".ci/run does not run the README's test command"
     );
     assert!(
-        ci.contains("cargo run --release --locked -- demo"),
+        ci.contains("cargo run --locked -- demo"),
         ".ci/run does not run the demo"
     );
 }
