@@ -121,6 +121,22 @@ fn cells_count_errors_apart_and_say_when_there_are_too_few_samples() {
     // alpha × convert-currency has two runs: 3 + 2 samples.
     let c = cell("alpha", "convert-currency");
     assert_eq!(c["runs"], serde_json::json!(["r0001", "r0002"]));
+    // Every pass of a call task has a gold value to compare with…
+    assert_eq!(c["value_compared"], c["passes"]);
+    let alpha = c;
+    // …and no pass of a no-call task does: its value match reads "–", not "0/n".
+    let c = cell("gamma", "no-tool-greeting");
+    assert!(c["passes"].as_u64().unwrap() > 0);
+    assert_eq!(c["value_compared"], 0);
+    assert_eq!(c["value_matches"], 0);
+    let page = read(&out, "models/gamma.html");
+    let row = page
+        .split("<tr id=\"t~no-tool-greeting\">")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .expect("gamma's page has a no-tool-greeting row");
+    assert!(row.contains("<td>–</td>"), "{row}");
+    let c = alpha;
     assert_eq!(
         (c["passes"].as_u64(), c["scored"].as_u64()),
         (Some(3), Some(5))

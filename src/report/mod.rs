@@ -114,6 +114,8 @@ pub struct Cell {
     pub reliability: Reliability,
     /// Passes whose arguments equal the gold call's.
     pub value_matches: u64,
+    /// Passes that had a gold value to compare with (none on tasks that expect no call).
+    pub value_compared: u64,
     /// Some sample was collected for an earlier version of the task file.
     pub task_changed: bool,
 }
@@ -308,6 +310,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 interval: None,
                 reliability: Reliability::Uncertain,
                 value_matches: 0,
+                value_compared: 0,
                 task_changed: false,
             });
         c.samples.push(i);
@@ -320,8 +323,13 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             Outcome::Pass => {
                 c.scored += 1;
                 c.passes += 1;
-                if s.value_match == Some(true) {
-                    c.value_matches += 1;
+                match s.value_match {
+                    Some(true) => {
+                        c.value_matches += 1;
+                        c.value_compared += 1;
+                    }
+                    Some(false) => c.value_compared += 1,
+                    None => {}
                 }
             }
             Outcome::Fail(l) => {

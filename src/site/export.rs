@@ -77,6 +77,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "flaky": c.flaky(),
                 "all_passed": c.all_passed(),
                 "value_matches": c.value_matches,
+                "value_compared": c.value_compared,
                 "task_changed": c.task_changed,
                 "label_counts": labels,
             })

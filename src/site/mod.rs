@@ -618,8 +618,8 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
                 "no"
             },
             flaky: if c.flaky() { "flaky" } else { "" },
-            value: if c.passes > 0 {
-                format!("{}/{}", c.value_matches, c.passes)
+            value: if c.value_compared > 0 {
+                format!("{}/{}", c.value_matches, c.value_compared)
             } else {
                 "–".into()
             },
