@@ -410,3 +410,37 @@ fn a_rebuild_reuses_identical_pages_and_rewrites_changed_ones() {
         ino_edited
     );
 }
+
+#[test]
+fn a_preflight_finding_is_shown_as_the_servers_on_the_model_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let cell = runs.join("alpha/contact-card/r0001/cell.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cell).unwrap()).unwrap();
+    // Written in another order than collect probes in: the page puts them in probe order.
+    c["server"]["preflight"] = serde_json::json!({
+        "tools_in_prompt": {"ok": false, "status": 200,
+            "detail": "prompt_tokens 37 with the tool, 37 without: the server drops the tools <b>"},
+        "models": {"ok": true, "status": 200, "detail": "GET /models answered"},
+    });
+    std::fs::write(&cell, serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&fixture_tasks(), &runs, &out, &[], &[]);
+    let page = read(&out, "models/alpha.html");
+    let table = page
+        .split("id=\"preflight\"")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("alpha's page has a preflight table");
+    let models = table
+        .find("<tr class=\"s-pass\"><td>models</td><td>ok</td><td>200</td>")
+        .expect("the models check, ok");
+    let tools = table
+        .find("<tr class=\"s-fail\"><td>tools_in_prompt</td><td>finding</td><td>200</td><td>prompt_tokens 37 with the tool, 37 without: the server drops the tools &#60;b&#62;</td>")
+        .expect("the tools check, a finding, its detail escaped");
+    assert!(models < tools, "{table}");
+    // The server's own fields are listed apart, without the preflight.
+    assert!(page.contains("<th>version</th><td>0.11.0</td>"), "{page}");
+}

@@ -310,7 +310,7 @@ struct ModelPage<'a> {
     f1_param: String,
     entries: Vec<String>,
     servers: Vec<Vec<(String, String)>>,
-    preflight: Vec<Vec<(String, String)>>,
+    preflight: Vec<Vec<PreflightRow>>,
     versions: String,
     runs: &'a [(String, String, u32, String, String)],
 }
@@ -456,6 +456,121 @@ fn f1_text(f: &crate::hitec::F1) -> String {
 }
 
 /// Flattens a JSON object into (dotted key, text) rows for a table; strings are shown bare.
+/// One preflight check as the model page shows it.
+struct PreflightRow {
+    check: String,
+    /// The stage-table class: `pass`, `fail`, or `na` when the check recorded no verdict.
+    class: &'static str,
+    result: &'static str,
+    status: String,
+    detail: String,
+}
+
+/// The order collect runs its probes in; checks it may add later come after, by name.
+const PREFLIGHT_ORDER: [&str; 7] = [
+    "models",
+    "model_id",
+    "tools_in_prompt",
+    "tool_choice_auto",
+    "tool_choice_required",
+    "tool_choice_named",
+    "stream",
+];
+
+fn preflight_rows(p: &Value) -> Vec<PreflightRow> {
+    let Some(o) = p.as_object() else {
+        return Vec::new();
+    };
+    let rank = |k: &str| {
+        PREFLIGHT_ORDER
+            .iter()
+            .position(|c| *c == k)
+            .unwrap_or(PREFLIGHT_ORDER.len())
+    };
+    let mut keys: Vec<&String> = o.keys().collect();
+    keys.sort_by_key(|k| (rank(k), k.as_str()));
+    keys.into_iter()
+        .map(|k| {
+            let c = &o[k];
+            let ok = c.get("ok").and_then(Value::as_bool);
+            PreflightRow {
+                check: k.clone(),
+                class: match ok {
+                    Some(true) => "pass",
+                    Some(false) => "fail",
+                    None => "na",
+                },
+                result: match ok {
+                    Some(true) => "ok",
+                    Some(false) => "finding",
+                    None => "–",
+                },
+                status: c
+                    .get("status")
+                    .and_then(Value::as_u64)
+                    .map_or_else(|| "–".to_string(), |s| s.to_string()),
+                detail: c
+                    .get("detail")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            }
+        })
+        .collect()
+}
+
+/// What `cell.json` says about the server: per endpoint its URL, the `/models` status, the
+/// model ids it lists and its version; anything else flattened (the preflight has its own table).
+fn server_rows(s: &Value) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    let endpoints = s.get("endpoints").and_then(Value::as_array);
+    for (i, e) in endpoints.into_iter().flatten().enumerate() {
+        let n = if endpoints.is_some_and(|a| a.len() > 1) {
+            format!(" {}", i + 1)
+        } else {
+            String::new()
+        };
+        let Some(o) = e.as_object() else {
+            flatten(e, &format!("endpoint{n}"), 1, &mut rows);
+            continue;
+        };
+        for (k, v) in o {
+            match k.as_str() {
+                "base_url" => rows.push((
+                    format!("endpoint{n}"),
+                    v.as_str().unwrap_or_default().to_string(),
+                )),
+                "models_status" => rows.push((format!("GET /models{n}"), v.to_string())),
+                "models" => {
+                    let ids: Vec<&str> = v
+                        .pointer("/data")
+                        .and_then(Value::as_array)
+                        .map(|d| {
+                            d.iter()
+                                .filter_map(|m| m.get("id").and_then(Value::as_str))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if ids.is_empty() {
+                        flatten(v, &format!("models{n}"), 2, &mut rows);
+                    } else {
+                        rows.push((format!("models listed{n}"), ids.join(", ")));
+                    }
+                }
+                _ => flatten(v, &format!("{k}{n}"), 1, &mut rows),
+            }
+        }
+    }
+    if let Some(o) = s.as_object() {
+        for (k, v) in o {
+            if k != "endpoints" && k != "preflight" {
+                flatten(v, k, 1, &mut rows);
+            }
+        }
+    }
+    rows
+}
+
 fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)>) {
     match v {
         Value::Object(o) if depth < 3 && !o.is_empty() => {
@@ -682,28 +797,12 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         })
         .collect();
     let info = input.models.get(&mv.name).cloned().unwrap_or_default();
-    let servers: Vec<Vec<(String, String)>> = info
-        .servers
-        .iter()
-        .map(|s| {
-            let mut rows = Vec::new();
-            let mut rest = s.clone();
-            if let Some(o) = rest.as_object_mut() {
-                o.remove("preflight");
-            }
-            flatten(&rest, "", 0, &mut rows);
-            rows
-        })
-        .collect();
+    let servers: Vec<Vec<(String, String)>> = info.servers.iter().map(server_rows).collect();
     let preflight = info
         .servers
         .iter()
         .filter_map(|s| s.get("preflight"))
-        .map(|p| {
-            let mut rows = Vec::new();
-            flatten(p, "", 0, &mut rows);
-            rows
-        })
+        .map(preflight_rows)
         .collect();
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
     let page = ModelPage {
