@@ -138,3 +138,24 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
         assert!(site_after[k] == *v, "{k} differs after the second demo");
     }
 }
+
+#[test]
+fn demo_without_the_corpus_says_where_to_run_it_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .current_dir(tmp.path())
+        .arg("demo")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("run it from the repository's root, or pass --tasks DIR"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("mock server on"),
+        "started the mock anyway: {stderr}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
