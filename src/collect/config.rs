@@ -146,7 +146,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         key: String::new(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            err(
+                "no such file: write one (the README shows a vLLM example; examples/ holds \
+                 a llama-server one) or pass --config FILE"
+                    .into(),
+            )
+        } else {
+            err(format!("cannot read: {e}"))
+        }
+    })?;
     parse(path, &text)
 }
 
@@ -304,6 +314,17 @@ fn field_in(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_config_says_how_to_get_one() {
+        let e = load(Path::new("/nonexistent/callcheck.toml")).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("/nonexistent/callcheck.toml: no such file"),
+            "{msg}"
+        );
+        assert!(msg.contains("--config FILE"), "{msg}");
+    }
 
     fn parse_str(s: &str) -> Result<Config, ConfigError> {
         parse(Path::new("callcheck.toml"), s)
