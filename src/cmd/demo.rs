@@ -60,18 +60,14 @@ seed = 1
 
 pub fn run(o: &DemoOpts) -> Result<()> {
     // The demo is nothing without the corpus: say so before starting anything.
-    let corpus = crate::task::load(&o.tasks).map_err(|e| {
+    let tasks = crate::task::load(&o.tasks).map_err(|e| {
         anyhow::anyhow!(
             "{e}\nthe demo collects the task corpus at {}: run it from the repository's root, or pass --tasks DIR",
             o.tasks.display()
         )
     })?;
-    if corpus.is_empty() {
+    if tasks.is_empty() {
         bail!("no tasks in {}: pass --tasks DIR", o.tasks.display());
-    }
-    let (tasks, warning) = mock::load_tasks(&o.tasks)?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
