@@ -6,20 +6,11 @@
 
 mod collect_support;
 
+use callcheck::collect::preflight::CHECKS;
 use callcheck::runs;
 use collect_support::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-const CHECKS: [&str; 7] = [
-    "models",
-    "model_id",
-    "tools_in_prompt",
-    "tool_choice_auto",
-    "tool_choice_required",
-    "tool_choice_named",
-    "stream",
-];
 
 /// A mock config: the built-in-like honest model, one whose template drops the tools, one that
 /// refuses `required` and the named form like a vLLM without the right flags.

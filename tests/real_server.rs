@@ -14,6 +14,7 @@
 //! not: the labels a stochastic 135M model earns, per row.
 
 use callcheck::collect::config;
+use callcheck::collect::preflight::CHECKS;
 use callcheck::request::chat_request;
 use callcheck::runs;
 use callcheck::task::Task;
@@ -58,17 +59,6 @@ const K: usize = 3;
 /// The completion budget of the temporary config (the example's 256 made short): a tiny model
 /// that does not call writes prose until the budget, so this bounds the test's run time.
 const MAX_TOKENS: u32 = 96;
-
-/// The preflight checks collect records for every row.
-const CHECKS: [&str; 7] = [
-    "models",
-    "model_id",
-    "tools_in_prompt",
-    "tool_choice_auto",
-    "tool_choice_required",
-    "tool_choice_named",
-    "stream",
-];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

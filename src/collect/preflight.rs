@@ -26,6 +26,18 @@ use crate::collect::config::ModelEntry;
 use crate::score::wire::{self, Completion};
 use serde_json::{Map, Value, json};
 
+/// The checks, in the order `run` makes them and `cell.json` records them (a row whose server
+/// fails `models` or `model_id` stops after those two).
+pub const CHECKS: [&str; 7] = [
+    "models",
+    "model_id",
+    "tools_in_prompt",
+    "tool_choice_auto",
+    "tool_choice_required",
+    "tool_choice_named",
+    "stream",
+];
+
 /// The completion budget of every probe: enough to see a call start, cheap on a CPU.
 pub const PROBE_MAX_TOKENS: u64 = 16;
 

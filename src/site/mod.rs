@@ -466,27 +466,14 @@ struct PreflightRow {
     detail: String,
 }
 
-/// The order collect runs its probes in; checks it may add later come after, by name.
-const PREFLIGHT_ORDER: [&str; 7] = [
-    "models",
-    "model_id",
-    "tools_in_prompt",
-    "tool_choice_auto",
-    "tool_choice_required",
-    "tool_choice_named",
-    "stream",
-];
-
 fn preflight_rows(p: &Value) -> Vec<PreflightRow> {
     let Some(o) = p.as_object() else {
         return Vec::new();
     };
-    let rank = |k: &str| {
-        PREFLIGHT_ORDER
-            .iter()
-            .position(|c| *c == k)
-            .unwrap_or(PREFLIGHT_ORDER.len())
-    };
+    // Probe order, whatever order the file has them in; checks a later collect may add come
+    // after, by name.
+    use crate::collect::preflight::CHECKS;
+    let rank = |k: &str| CHECKS.iter().position(|c| *c == k).unwrap_or(CHECKS.len());
     let mut keys: Vec<&String> = o.keys().collect();
     keys.sort_by_key(|k| (rank(k), k.as_str()));
     keys.into_iter()
