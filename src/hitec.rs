@@ -198,22 +198,7 @@ mod tests {
     use serde_json::json;
 
     fn verdict(outcome: Outcome, stage: Option<Stage>) -> Verdict {
-        Verdict {
-            outcome,
-            stage,
-            detail: "d".into(),
-            calls: Vec::new(),
-            output: None,
-            finish_reason: None,
-            cut: false,
-            notes: Vec::new(),
-            fail_call: None,
-            fail_path: None,
-            schema_keyword: None,
-            empty_value: false,
-            extra_prose: false,
-            value_match: None,
-        }
+        Verdict::new(outcome, stage, "d".into())
     }
 
     fn failed(label: Label, stage: Stage) -> Verdict {

@@ -70,7 +70,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(outcome: Outcome, stage: Option<Stage>, detail: String) -> Verdict {
+    /// A verdict with no calls and no details beyond its outcome, stage and one-line detail.
+    pub(crate) fn new(outcome: Outcome, stage: Option<Stage>, detail: String) -> Verdict {
         Verdict {
             outcome,
             stage,
