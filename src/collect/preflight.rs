@@ -171,6 +171,17 @@ pub fn probe_body(
     Value::Object(body)
 }
 
+/// The model ids one endpoint's recorded `/models` answer lists (`cell.json`'s
+/// `server.endpoints[]`), or `None` when it holds no model list.
+pub fn listed_model_ids(endpoint: &Value) -> Option<Vec<String>> {
+    let data = endpoint.pointer("/models/data")?.as_array()?;
+    Some(
+        data.iter()
+            .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect(),
+    )
+}
+
 /// The `models` and `model_id` checks from what `Endpoint::server_info` gathered, and the
 /// reason to stop when a model list that could be read does not hold the served id.
 pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<String>) {
@@ -194,14 +205,7 @@ pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<St
             unreadable.push(format!("{url}: {e}"));
             continue;
         }
-        let ids: Option<Vec<String>> =
-            r.pointer("/models/data")
-                .and_then(Value::as_array)
-                .map(|d| {
-                    d.iter()
-                        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
-                        .collect()
-                });
+        let ids = listed_model_ids(r);
         match (s, ids) {
             (Some(200), Some(ids)) => {
                 lists += 1;

@@ -528,22 +528,12 @@ fn server_rows(s: &Value) -> Vec<(String, String)> {
                     v.as_str().unwrap_or_default().to_string(),
                 )),
                 "models_status" => rows.push((format!("GET /models{n}"), v.to_string())),
-                "models" => {
-                    let ids: Vec<&str> = v
-                        .pointer("/data")
-                        .and_then(Value::as_array)
-                        .map(|d| {
-                            d.iter()
-                                .filter_map(|m| m.get("id").and_then(Value::as_str))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    if ids.is_empty() {
-                        flatten(v, &format!("models{n}"), 2, &mut rows);
-                    } else {
-                        rows.push((format!("models listed{n}"), ids.join(", ")));
+                "models" => match crate::collect::preflight::listed_model_ids(e) {
+                    Some(ids) if !ids.is_empty() => {
+                        rows.push((format!("models listed{n}"), ids.join(", ")))
                     }
-                }
+                    _ => flatten(v, &format!("models{n}"), 2, &mut rows),
+                },
                 _ => flatten(v, &format!("{k}{n}"), 1, &mut rows),
             }
         }
