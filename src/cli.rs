@@ -31,6 +31,61 @@ pub enum Command {
     Mock(MockOpts),
     /// The whole product offline: the mock server, a collection of the corpus, a build of the site.
     Demo(DemoOpts),
+    /// Export scored transcripts for other tools (failures as training data).
+    Export {
+        #[command(subcommand)]
+        command: ExportCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// Labelled negatives and gold positives as JSON Lines for TRL's KTO or DPO trainers.
+    Preference(PreferenceOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct PreferenceOpts {
+    /// kto: one line per example (prompt, completion, label); dpo: one line per negative, paired
+    /// with the task's gold reply (prompt, chosen, rejected). Both carry `tools` and `callcheck`.
+    #[arg(long, value_enum)]
+    pub format: PreferenceFormat,
+    /// Real failures from runs/, synthetic ones from the corruption families, or both.
+    #[arg(long, value_enum, default_value_t = PreferenceSource::Real)]
+    pub source: PreferenceSource,
+    /// Only these model rows (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub models: Option<Vec<String>>,
+    /// Only negatives with these labels (comma-separated, e.g. escaping_error,truncation).
+    #[arg(long, value_delimiter = ',')]
+    pub labels: Option<Vec<String>>,
+    /// At most N negatives per label, chosen by a hash of their content (deterministic).
+    #[arg(long, value_name = "N")]
+    pub max_per_label: Option<usize>,
+    /// The task corpus.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// The runs/ tree written by collect.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+    /// The JSON Lines file to write (replaced atomically).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub out: PathBuf,
+}
+
+/// The trainer layout of `export preference`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreferenceFormat {
+    Kto,
+    Dpo,
+}
+
+/// Where `export preference` takes its negatives from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreferenceSource {
+    Real,
+    Synthetic,
+    Both,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cmd;
 pub mod collect;
 pub mod corrupt;
+pub mod export;
 pub mod hitec;
 pub mod json;
 pub mod mock;
