@@ -60,8 +60,13 @@ pub struct PreferenceOpts {
     #[arg(long, value_delimiter = ',')]
     pub labels: Option<Vec<String>>,
     /// At most N negatives per label, chosen by a hash of their content (deterministic).
+    /// Positives are not capped.
     #[arg(long, value_name = "N")]
     pub max_per_label: Option<usize>,
+    /// Keep every failing sample, even one whose reply repeats another of its cell (by default
+    /// each distinct failing reply of a model × task cell is written once).
+    #[arg(long)]
+    pub keep_repeats: bool,
     /// The task corpus.
     #[arg(long, default_value = "tasks")]
     pub tasks: PathBuf,

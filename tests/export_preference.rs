@@ -298,6 +298,90 @@ fn kto_from_real_runs_has_each_distinct_failure_once_with_the_builds_label() {
         &[],
     );
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+
+    // With --keep-repeats, exactly the build's failed samples: one line each, none other.
+    let all = tmp.path().join("all.jsonl");
+    export(
+        &["--format", "kto", "--source", "real", "--keep-repeats"],
+        &d.runs(),
+        &all,
+        &[],
+    );
+    let failed_lines: BTreeSet<String> = read_lines(&all)
+        .iter()
+        .filter(|l| l["label"] == false)
+        .map(|l| l["callcheck"]["permalink"].as_str().unwrap().to_string())
+        .collect();
+    let failed_csv: BTreeSet<String> = csv
+        .iter()
+        .filter(|(_, (o, _))| o == "fail")
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(failed_lines, failed_csv);
+}
+
+#[test]
+fn max_per_label_caps_every_label_and_keeps_the_same_ones() {
+    let d = demo();
+    let tmp = tempfile::tempdir().unwrap();
+    let count = |path: &Path| {
+        let mut n: BTreeMap<String, usize> = BTreeMap::new();
+        for l in read_lines(path) {
+            if let Some(label) = l["callcheck"]["label"].as_str() {
+                *n.entry(label.to_string()).or_default() += 1;
+            }
+        }
+        n
+    };
+    let full = tmp.path().join("full.jsonl");
+    export(
+        &["--format", "kto", "--source", "both"],
+        &d.runs(),
+        &full,
+        &[],
+    );
+    let uncapped = count(&full);
+    let capped_path = tmp.path().join("capped.jsonl");
+    let o = export(
+        &[
+            "--format",
+            "kto",
+            "--source",
+            "both",
+            "--max-per-label",
+            "3",
+        ],
+        &d.runs(),
+        &capped_path,
+        &[],
+    );
+    let capped = count(&capped_path);
+    assert_eq!(
+        uncapped.keys().collect::<Vec<_>>(),
+        capped.keys().collect::<Vec<_>>()
+    );
+    for (label, n) in &uncapped {
+        assert_eq!(capped[label], (*n).min(3), "{label}");
+    }
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cut by --max-per-label"));
+    let again = tmp.path().join("again.jsonl");
+    export(
+        &[
+            "--format",
+            "kto",
+            "--source",
+            "both",
+            "--max-per-label",
+            "3",
+        ],
+        &d.runs(),
+        &again,
+        &[],
+    );
+    assert_eq!(
+        std::fs::read(&capped_path).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
 }
 
 /// The response body `callcheck check` reads for one exported assistant message.

@@ -84,6 +84,7 @@ fn preference_export(o: &PreferenceOpts) -> Result<()> {
         models: o.models.as_ref().map(|m| m.iter().cloned().collect()),
         labels: o.labels.as_deref().map(parse_labels).transpose()?,
         max_per_label: o.max_per_label,
+        keep_repeats: o.keep_repeats,
     };
     if o.out.is_dir() {
         bail!(

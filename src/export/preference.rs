@@ -68,6 +68,8 @@ pub struct Options {
     pub labels: Option<BTreeSet<Label>>,
     /// At most this many negatives per label (over all sources and models).
     pub max_per_label: Option<usize>,
+    /// Keep every failing sample, even one whose completion repeats another of its cell.
+    pub keep_repeats: bool,
 }
 
 /// Where an example comes from: the `source` field of the `callcheck` metadata.
@@ -331,7 +333,7 @@ pub enum Reading {
 }
 
 /// Reads one scored sample into an example. Pure: the sample's bytes in, an example out.
-pub fn read_sample(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
+pub fn sample_reading(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
     let verdict = score(task, t);
     if verdict.outcome == Outcome::Error {
         return Reading::TransportError;
@@ -410,7 +412,8 @@ fn identity(e: &Example) -> String {
 }
 
 /// Reads every sample of the given runs (sorted as `runs::scan` returns them), keeping each
-/// distinct completion of a cell once: the first in (run, sample) order.
+/// distinct completion of a cell once (the first in run and sample order) unless
+/// `keep_repeats`: a model that fails the same way five times is one lesson, not five.
 pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Harvest) {
     let by_id: BTreeMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
@@ -442,10 +445,12 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
                 run: r.run_id.clone(),
                 sample: s.clone(),
             };
-            match read_sample(task, &key, &files.transcript()) {
+            match sample_reading(task, &key, &files.transcript()) {
                 Reading::Example(e) => {
                     let kind = if e.failure.is_some() { "neg" } else { "pos" };
-                    if !seen.insert((r.model.clone(), kind.into(), identity(&e))) {
+                    if !opts.keep_repeats
+                        && !seen.insert((r.model.clone(), kind.into(), identity(&e)))
+                    {
                         if e.failure.is_some() {
                             h.counts.duplicate_negatives += 1;
                         } else {
@@ -682,7 +687,7 @@ pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<S
             .or_default() += 1;
         *t.entry("model")
             .or_default()
-            .entry(e.model.clone().unwrap_or_else(|| "(none)".into()))
+            .entry(e.model.clone().unwrap_or_else(|| "(gold/synthetic)".into()))
             .or_default() += 1;
         *t.entry("source")
             .or_default()
@@ -696,7 +701,7 @@ pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<S
             .or_default() += 1;
         *t.entry("model")
             .or_default()
-            .entry(e.model.clone().unwrap_or_else(|| "(none)".into()))
+            .entry(e.model.clone().unwrap_or_else(|| "(gold/synthetic)".into()))
             .or_default() += 1;
         *t.entry("source")
             .or_default()
