@@ -515,8 +515,8 @@ pub fn harvest(tasks: &[Task], runs: &[RunDir], opts: &Options) -> Harvest {
             e.variant.clone(),
         )
     };
-    h.positives.sort_by_key(order);
-    h.negatives.sort_by_key(order);
+    h.positives.sort_by_cached_key(order);
+    h.negatives.sort_by_cached_key(order);
     h
 }
 
@@ -579,7 +579,10 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
     match format {
         Format::Kto => {
             let mut all: Vec<&Example> = h.positives.iter().chain(&h.negatives).collect();
-            all.sort_by_key(|e| (e.task.clone(), e.failure.is_some()));
+            // Stable: each task's positives, then its negatives, in harvest order.
+            all.sort_by(|a, b| {
+                (a.task.as_str(), a.failure.is_some()).cmp(&(b.task.as_str(), b.failure.is_some()))
+            });
             all.into_iter()
                 .map(|e| {
                     json!({
@@ -667,12 +670,15 @@ pub fn serialize(lines: &[Value]) -> Vec<u8> {
 /// Examples per label, per model and per source, for the printed summary: `(what, count)`.
 pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<String, usize>> {
     let mut t: BTreeMap<&'static str, BTreeMap<String, usize>> = BTreeMap::new();
+    let gold: BTreeSet<&str> = h
+        .positives
+        .iter()
+        .filter(|p| p.origin == Origin::Gold)
+        .map(|p| p.task.as_str())
+        .collect();
     let negatives = h.negatives.iter().filter(|e| match format {
         // A DPO export has a line only for a negative whose task has a gold reply.
-        Format::Dpo => h
-            .positives
-            .iter()
-            .any(|p| p.origin == Origin::Gold && p.task == e.task),
+        Format::Dpo => gold.contains(e.task.as_str()),
         Format::Kto => true,
     });
     let positives: Vec<&Example> = match format {
