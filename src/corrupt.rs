@@ -550,8 +550,12 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
             while offered.contains(&fake.as_str()) {
                 fake.push('2');
             }
-            renamed[0].0 = fake;
+            renamed[0].0 = fake.clone();
             add("not_offered", reply_of(&renamed));
+            // The right calls and one more to a tool that was never offered: still wrong_tool.
+            let mut added = calls.clone();
+            added.push((fake, calls[0].1.clone()));
+            add("addition_not_offered", reply_of(&added));
             let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
             if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
                 let mut other_calls = calls.clone();
@@ -698,6 +702,14 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                 more.push(last.clone());
             }
             add("extra_call", reply_of(&more));
+            // The right calls plus one to a neighbouring offered tool: an addition, not a
+            // wrong tool (SPEC §2.1, stage 3).
+            let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+            if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
+                let mut added = calls.clone();
+                added.push((other.to_string(), calls[0].1.clone()));
+                add("addition_other_offered", reply_of(&added));
+            }
         }
         Label::SchemaViolation
         | Label::HallucinatedParam
