@@ -295,6 +295,8 @@ struct RawPredicate {
     absent: Option<bool>,
     #[serde(default)]
     distinct: Option<bool>,
+    #[serde(default)]
+    roundtrip: Option<String>,
     label: String,
 }
 
@@ -585,8 +587,17 @@ fn convert_predicates(
             }
             tests.push(Test::Distinct);
         }
+        if let Some(text) = &r.roundtrip {
+            match predicate::Roundtrip::new(text) {
+                Ok(rt) => tests.push(Test::Roundtrip(rt)),
+                Err(e) => {
+                    p.add(format!("{path}.roundtrip"), e);
+                    continue;
+                }
+            }
+        }
         if tests.len() != 1 {
-            p.add(path, "a predicate needs exactly one of equals, one_of, matches, len, present, absent, distinct");
+            p.add(path, "a predicate needs exactly one of equals, one_of, matches, len, present, absent, distinct, roundtrip");
             continue;
         }
         let test = tests.remove(0);
@@ -611,6 +622,9 @@ fn predicate_source(r: &RawPredicate) -> Value {
     }
     if let Some(v) = &r.matches {
         m.insert("matches".into(), Value::String(v.clone()));
+    }
+    if let Some(v) = &r.roundtrip {
+        m.insert("roundtrip".into(), Value::String(v.clone()));
     }
     if let Some(l) = &r.len {
         let mut lm = serde_json::Map::new();
