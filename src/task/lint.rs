@@ -238,6 +238,38 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelt_type_is_named_at_its_path_and_nothing_follows_from_it() {
+        let text = r#"{"id": "t", "title": "t", "tags": ["x"], "description": "d",
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+                {"type": "object", "properties": {"city": {"type": "strnig"}}, "required": ["city"]}}}],
+            "expect": {"calls": [{"tool": "get_weather", "gold": {"city": "Paris"}}]}}"#;
+        let errs = parse_task(Path::new("t.json"), text.as_bytes()).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            errs[0].path,
+            "tools[0].function.parameters.properties.city.type"
+        );
+        let p = &errs[0].problem;
+        assert!(p.contains("\"strnig\" is not a JSON Schema type"), "{p}");
+        assert!(p.contains("did you mean \"string\""), "{p}");
+        assert!(
+            p.contains("allowed there are \"array\", \"boolean\""),
+            "{p}"
+        );
+        assert!(!p.contains("anyOf"), "{p}");
+        // A property that is *called* type is not the keyword.
+        let prop = text.replace(
+            r#"{"city": {"type": "strnig"}}"#,
+            r#"{"city": {"type": "string"}, "type": 5}"#,
+        );
+        let errs = parse_task(Path::new("t.json"), prop.as_bytes()).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path, "tools[0].function.parameters.properties.type");
+        assert!(!errs[0].problem.contains("JSON Schema type"), "{errs:?}");
+    }
+
+    #[test]
     fn a_roundtrip_on_a_text_nothing_can_mangle_is_refused_at_its_path() {
         let errs = task_with(
             r#""Send: Paris""#,
