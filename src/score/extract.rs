@@ -75,12 +75,18 @@ pub fn strip_fence(text: &str) -> Option<&str> {
 }
 
 /// The fenced blocks of `text`: (start of the opening fence, start of the body, end of the
-/// body, end of the closing fence). An opening fence never closed runs to the end (an answer
-/// cut inside its example).
+/// body, end of the closing fence). An opening fence starts a line, as in Markdown (three
+/// backticks mid-sentence are prose naming them); its closing fence may end a line of code. An
+/// opening fence never closed runs to the end (an answer cut inside its example).
 fn fences(text: &str) -> Vec<(usize, usize, usize, usize)> {
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some(open) = text[pos..].find("```").map(|i| i + pos) {
+        let line_start = text[..open].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        if !text[line_start..open].trim().is_empty() {
+            pos = open + 3;
+            continue;
+        }
         let after = open + 3;
         let body_start = text[after..]
             .find('\n')
@@ -937,6 +943,9 @@ mod tests {
             let answer = format!("Like this:\n```\n{inner}\n```\nthen run it.");
             assert!(text_calls(&answer, &tools).is_empty(), "{answer}");
         }
+        // Backticks named mid-sentence open no example.
+        let named = format!("Wrap code in ``` fences. <tool_call>\n{call}\n</tool_call>");
+        assert_eq!(text_calls(&named, &tools).len(), 1);
         // Cut inside an example: still an example.
         assert!(text_calls(&format!("Example:\n```python\nx = {call}"), &tools).is_empty());
         // Outside the example, a call is still found.
