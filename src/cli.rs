@@ -180,13 +180,17 @@ pub struct MockOpts {
 
 #[derive(Debug, Args)]
 pub struct CheckOpts {
-    /// The task file.
+    /// The task: a task file, or a task id (as every page shows it) looked up in --tasks.
     #[arg(long)]
     pub task: PathBuf,
+    /// The corpus a task id given to --task is looked up in.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
     /// The response: a JSON body, or an SSE stream (`.sse`, or sniffed from its first bytes).
     #[arg(long)]
     pub response: PathBuf,
-    /// The request that was sent (gives max_tokens and the tools as sent).
+    /// The request that was sent (gives max_tokens and the tools as sent). Optional context: a
+    /// file that is not a JSON object is ignored with a warning, and the task's tools are used.
     #[arg(long)]
     pub request: Option<PathBuf>,
     /// The sample's meta.json (gives the HTTP status).

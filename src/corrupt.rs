@@ -550,8 +550,12 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
             while offered.contains(&fake.as_str()) {
                 fake.push('2');
             }
-            renamed[0].0 = fake;
+            renamed[0].0 = fake.clone();
             add("not_offered", reply_of(&renamed));
+            // The right calls and one more to a tool that was never offered: still wrong_tool.
+            let mut added = calls.clone();
+            added.push((fake, calls[0].1.clone()));
+            add("addition_not_offered", reply_of(&added));
             let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
             if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
                 let mut other_calls = calls.clone();
@@ -698,6 +702,14 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                 more.push(last.clone());
             }
             add("extra_call", reply_of(&more));
+            // The right calls plus one to a neighbouring offered tool: an addition, not a
+            // wrong tool (SPEC §2.1, stage 3).
+            let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+            if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
+                let mut added = calls.clone();
+                added.push((other.to_string(), calls[0].1.clone()));
+                add("addition_other_offered", reply_of(&added));
+            }
         }
         Label::SchemaViolation
         | Label::HallucinatedParam
@@ -1131,6 +1143,26 @@ fn predicate_variants(task: &Task, label: Label, out: &mut Vec<Corruption>) {
             if p.label != label {
                 continue;
             }
+            let which = t
+                .call
+                .map(|i| format!("call{}", i + 1))
+                .unwrap_or_else(|| "output".into());
+            // A round trip fails on every family of mangling that can touch its text: one
+            // variant each, so each family is proven to be caught.
+            if let Test::Roundtrip(r) = &p.test {
+                for m in r.applicable() {
+                    let Some(mangled) = m.apply(&r.text) else {
+                        continue;
+                    };
+                    if let Some(payload) = with_text_at(task, t, &p.path, &r.text, &mangled) {
+                        out.push(Corruption {
+                            name: format!("{label}/predicate_{which}_{k}_{}", m.name()),
+                            reply: with_payload(task, t, &payload),
+                        });
+                    }
+                }
+                continue;
+            }
             let change = if matches!(p.test, Test::Absent) && t.payload.pointer(&p.path).is_none() {
                 // An invented value the schema accepts, so only the predicate can catch it.
                 let schema = target_schema(task, t);
@@ -1155,10 +1187,6 @@ fn predicate_variants(task: &Task, label: Label, out: &mut Vec<Corruption>) {
                 Some(v) => insert(&t.payload, &p.path, v),
                 None => remove(&t.payload, &p.path),
             };
-            let which = t
-                .call
-                .map(|i| format!("call{}", i + 1))
-                .unwrap_or_else(|| "output".into());
             out.push(Corruption {
                 name: format!("{label}/predicate_{which}_{k}"),
                 reply: with_payload(task, t, &payload),
@@ -1183,4 +1211,64 @@ fn predicate_variants(task: &Task, label: Label, out: &mut Vec<Corruption>) {
             });
         }
     }
+}
+
+/// The target's payload with `text` at `path` replaced by `replacement` (inside a longer gold
+/// value, only that text), when the result still passes the schema: a variant meant for a
+/// predicate must not be caught by an earlier stage.
+fn with_text_at(
+    task: &Task,
+    t: &Target,
+    path: &str,
+    text: &str,
+    replacement: &str,
+) -> Option<Value> {
+    let current = t.payload.pointer(path)?.as_str()?;
+    let value = if current.contains(text) {
+        current.replacen(text, replacement, 1)
+    } else {
+        replacement.to_string()
+    };
+    let payload = set(&t.payload, path, Value::String(value));
+    let schema = target_schema(task, t);
+    schema
+        .is_none_or(|s| s.validator.is_valid(&payload))
+        .then_some(payload)
+}
+
+/// Replies that are *not* escaping failures on a task with `roundtrip` predicates (SPEC §2.1):
+/// the text intact with words appended, and a different text. Each must pass conformance (the
+/// difference is value accuracy's business). Empty for a task without such a predicate.
+pub fn roundtrip_survivors(task: &Task) -> Vec<Corruption> {
+    let mut out = Vec::new();
+    for t in targets(task) {
+        let preds = match (&task.expect, t.call) {
+            (Expect::Calls { calls, .. }, Some(i)) => calls[i].where_.clone(),
+            (Expect::StructuredOutput { where_, .. }, None) => where_.clone(),
+            _ => Vec::new(),
+        };
+        let which = t
+            .call
+            .map(|i| format!("call{}", i + 1))
+            .unwrap_or_else(|| "output".into());
+        for (k, p) in preds.iter().enumerate() {
+            let Test::Roundtrip(r) = &p.test else {
+                continue;
+            };
+            let appended = format!("{}, Hauptstraße 5, 10115 Berlin", r.text);
+            let variants = [
+                ("appended_suffix", appended.as_str()),
+                ("different_text", "a different text altogether"),
+            ];
+            for (name, replacement) in variants {
+                if let Some(payload) = with_text_at(task, &t, &p.path, &r.text, replacement) {
+                    out.push(Corruption {
+                        name: format!("pass/roundtrip_{which}_{k}_{name}"),
+                        reply: with_payload(task, &t, &payload),
+                    });
+                }
+            }
+        }
+    }
+    out
 }

@@ -185,13 +185,76 @@ fn a_malformed_task_names_the_file_and_the_problem() {
 }
 
 #[test]
-fn an_unusable_request_or_meta_names_the_file() {
+fn a_request_that_is_not_json_is_ignored_with_a_warning() {
     let tmp = tempfile::tempdir().unwrap();
     let request = tmp.path().join("request.json");
     std::fs::write(&request, "not json").unwrap();
+    // The request is what reveals the budget here: without it the cut arguments are malformed
+    // (see above), so the verdict shows the request really was left out.
+    let dir = case("truncation/usage-chunk-at-max-tokens-streamed");
+    let out = check(&[&task("fx-search"), &dir.join("response.sse"), &request]);
+    let v = verdict(&out);
+    assert_eq!(v["label"], "malformed_json", "{v}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning") && stderr.contains(&*request.to_string_lossy()),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ignored"), "{stderr}");
+    // A JSON value that is not an object is no request either.
+    std::fs::write(&request, "[1, 2]").unwrap();
+    let out = check(&[&task("fx-search"), &dir.join("response.sse"), &request]);
+    assert_eq!(verdict(&out)["label"], "malformed_json");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ignored"));
+    // A request file that does not exist is a typo, not optional context: an error.
+    let missing = tmp.path().join("no-such-request.json");
+    let msg = failure_message(&check(&[
+        &task("fx-search"),
+        &dir.join("response.sse"),
+        &missing,
+    ]));
+    assert!(msg.contains("no-such-request.json"), "{msg}");
+}
+
+#[test]
+fn a_task_is_found_by_its_id_in_the_tasks_folder() {
+    let dir = case("pass/vllm-plain-call");
+    let tasks = fixtures().join("tasks");
+    let run = |task_arg: &str, tasks_dir: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_callcheck"))
+            .arg("check")
+            .args(["--task", task_arg, "--tasks"])
+            .arg(tasks_dir)
+            .arg("--response")
+            .arg(dir.join("response.json"))
+            .output()
+            .expect("the callcheck binary runs")
+    };
+    let v = verdict(&run("fx-weather", &tasks));
+    assert_eq!(v["outcome"], "pass", "{v}");
+    // The same verdict as through the file.
+    let by_file = verdict(&check(&[&task("fx-weather"), &dir.join("response.json")]));
+    assert_eq!(v, by_file);
+    // An id the corpus does not hold names the id and the folder.
+    let msg = failure_message(&run("fx-no-such-task", &tasks));
+    assert!(
+        msg.contains("fx-no-such-task") && msg.contains(&*tasks.to_string_lossy()),
+        "{msg}"
+    );
+    // The corpus is the default --tasks: run from the repository, a corpus id resolves.
+    let out = Command::new(env!("CARGO_BIN_EXE_callcheck"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["check", "--task", "basic-weather-city", "--response"])
+        .arg(dir.join("response.json"))
+        .output()
+        .unwrap();
+    assert!(verdict(&out)["outcome"].is_string());
+}
+
+#[test]
+fn an_unusable_meta_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
     let response = case("pass/vllm-plain-call/response.json");
-    let msg = failure_message(&check(&[&task("fx-weather"), &response, &request]));
-    assert!(msg.contains(&*request.to_string_lossy()), "{msg}");
 
     let meta = tmp.path().join("meta.json");
     std::fs::write(&meta, r#"{"status": "two hundred"}"#).unwrap();

@@ -134,3 +134,33 @@ fn every_area_keeps_its_coverage() {
         );
     }
 }
+
+#[test]
+fn lint_names_a_misspelt_type_at_its_path_and_nothing_that_follows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("weather-typo.json");
+    std::fs::write(
+        &file,
+        r#"{"id": "weather-typo", "title": "t", "tags": ["single-call"], "description": "d",
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+                {"type": "object", "properties": {"city": {"type": "strnig"}}, "required": ["city"]}}}],
+            "expect": {"calls": [{"tool": "get_weather", "gold": {"city": "Paris"}}]}}"#,
+    )
+    .unwrap();
+    let out = callcheck(&["tasks", "lint", "--tasks", &tmp.path().to_string_lossy()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weather-typo.json"), "{stderr}");
+    assert!(
+        stderr.contains("tools[0].function.parameters.properties.city.type"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("did you mean \"string\"") && stderr.contains("allowed there are"),
+        "{stderr}"
+    );
+    // The tool did not compile: that it is then "not offered" is no second problem.
+    assert!(!stderr.contains("not among the offered tools"), "{stderr}");
+    assert!(stderr.contains("1 problem"), "{stderr}");
+}

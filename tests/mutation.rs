@@ -3,13 +3,15 @@
 //! the scorer returns exactly that label. This proves every task can tell apart the failures it
 //! is meant to, and that the corruptions the mock server serves mean what they say.
 
-use callcheck::corrupt::{corruptions, gold};
+use callcheck::corrupt::{corruptions, gold, roundtrip_survivors};
 use callcheck::reply::{render_json, render_sse};
 use callcheck::request::{Asking, chat_request};
 use callcheck::score::score;
+use callcheck::task::predicate::Mangling;
 use callcheck::taxonomy::{Label, Outcome};
 use callcheck::transcript::Transcript;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 const MAX_TOKENS: u64 = 512;
@@ -22,6 +24,7 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
     let mut failures = Vec::new();
     let mut variants = 0;
     let mut seen: BTreeMap<Label, usize> = BTreeMap::new();
+    let mut families: BTreeSet<&str> = BTreeSet::new();
     for task in &tasks {
         for stream in [false, true] {
             let mut asking = Asking {
@@ -76,6 +79,9 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
                     );
                     if v.outcome == Outcome::Fail(label) {
                         *seen.entry(label).or_default() += 1;
+                        if let Some(m) = Mangling::ALL.iter().find(|m| c.name.ends_with(m.name())) {
+                            families.insert(m.name());
+                        }
                     } else {
                         failures.push(format!(
                             "{} {} (stream={stream}): got {} at {:?}: {}",
@@ -90,6 +96,10 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
             }
         }
     }
+    println!(
+        "{variants} corrupted variants over {} tasks; recovered per label: {seen:?}",
+        tasks.len()
+    );
     assert!(
         failures.is_empty(),
         "{} of {variants} variants were mislabelled:\n{}",
@@ -102,4 +112,72 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
             "no task produced {label}"
         );
     }
+    // Every family of mangling a `roundtrip` predicate knows was generated on some task and
+    // (above) labelled escaping_error.
+    for m in Mangling::ALL {
+        assert!(
+            families.contains(m.name()),
+            "no task produced a {} variant",
+            m.name()
+        );
+    }
+}
+
+/// The other side of `roundtrip` (SPEC §2.1): the text intact with words appended, and a
+/// different text, are not escaping failures; they pass conformance.
+#[test]
+fn appended_and_different_texts_are_not_escaping_errors() {
+    let tasks = callcheck::task::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tasks")))
+        .expect("the corpus loads");
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for task in &tasks {
+        for stream in [false, true] {
+            let mut asking = Asking {
+                model: "mutant".into(),
+                stream,
+                ..Asking::default()
+            };
+            asking.params.insert("max_tokens".into(), MAX_TOKENS.into());
+            let request = chat_request(task, &asking);
+            for c in roundtrip_survivors(task) {
+                checked += 1;
+                let body = if stream {
+                    render_sse(&c.reply, "mutant", 90, true, 7)
+                } else {
+                    render_json(&c.reply, "mutant", 90, 7)
+                };
+                let v = score(
+                    task,
+                    &Transcript {
+                        request: Some(request.clone()),
+                        body,
+                        streamed: stream,
+                        meta: None,
+                    },
+                );
+                if v.outcome != Outcome::Pass {
+                    failures.push(format!(
+                        "{} {} (stream={stream}): got {} at {:?}: {}",
+                        task.id,
+                        c.name,
+                        v.outcome.name(),
+                        v.stage,
+                        v.detail
+                    ));
+                }
+            }
+        }
+    }
+    println!("{checked} appended/different-text variants");
+    assert!(
+        checked >= 20,
+        "only {checked} variants: the corpus lost its roundtrip predicates?"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} were not passes:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -2,18 +2,35 @@
 
 use crate::cli::CheckOpts;
 use crate::score::score;
+use crate::task::Task;
 use crate::transcript::{Meta, Transcript, looks_like_sse};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 pub fn run(opts: &CheckOpts) -> Result<()> {
-    let bytes = std::fs::read(&opts.task)
-        .with_context(|| format!("cannot read the task {}", opts.task.display()))?;
-    let task = crate::task::parse_task(&opts.task, &bytes).map_err(crate::task::TaskErrors)?;
+    let task = load_task(opts)?;
     let body = std::fs::read(&opts.response)
         .with_context(|| format!("cannot read the response {}", opts.response.display()))?;
     let streamed = opts.response.extension().is_some_and(|e| e == "sse") || looks_like_sse(&body);
+    // The request is optional context (the budget, the tools as sent): one that cannot be
+    // read as a JSON object is left out, and the verdict is still given.
     let request = match &opts.request {
-        Some(p) => Some(read_json(p, "request")?),
+        Some(p) => match read_json(p, "request") {
+            Ok(v) if v.is_object() => Some(v),
+            Ok(_) => {
+                eprintln!(
+                    "warning: the request {} is not a JSON object, so it was ignored: scored with the task's tools and no known token budget",
+                    p.display()
+                );
+                None
+            }
+            Err(e) if p.is_file() => {
+                eprintln!(
+                    "warning: {e:#}, so it was ignored: scored with the task's tools and no known token budget"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        },
         None => None,
     };
     let meta: Option<Meta> = match &opts.meta {
@@ -34,6 +51,39 @@ pub fn run(opts: &CheckOpts) -> Result<()> {
     );
     println!("{}", serde_json::to_string(&verdict.to_json())?);
     Ok(())
+}
+
+/// The task named by `--task`: a file when one exists at that path, else a task id looked up
+/// in `--tasks`.
+fn load_task(opts: &CheckOpts) -> Result<Task> {
+    if opts.task.is_file() {
+        let bytes = std::fs::read(&opts.task)
+            .with_context(|| format!("cannot read the task {}", opts.task.display()))?;
+        return crate::task::parse_task(&opts.task, &bytes)
+            .map_err(|e| crate::task::TaskErrors(e).into());
+    }
+    let id = opts.task.to_string_lossy();
+    // Something that looks like a path is reported as a missing file, not as an unknown id.
+    let looks_like_path = id.contains('/') || id.contains('\\') || id.ends_with(".json");
+    if looks_like_path {
+        bail!(
+            "cannot read the task {}: no such file (pass a task file, or a task id with --tasks)",
+            opts.task.display()
+        );
+    }
+    let tasks = crate::task::load(&opts.tasks).with_context(|| {
+        format!(
+            "{id:?} is not a task file, so it was looked up as a task id in {}, which does not load",
+            opts.tasks.display()
+        )
+    })?;
+    match tasks.into_iter().find(|t| t.id == id) {
+        Some(t) => Ok(t),
+        None => bail!(
+            "no task file {id:?} and no task with the id {id:?} in {} (pass a task file, or --tasks with the corpus that holds it)",
+            opts.tasks.display()
+        ),
+    }
 }
 
 fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {

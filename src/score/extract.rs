@@ -1,8 +1,10 @@
 //! Stage 1, extract: finding the calls a model made. Structured calls come from the wire; when
 //! there are none, calls the server's tool parser failed to extract are looked for in `content`
 //! (SPEC §2.1 and WIRE.md): hermes `<tool_call>` blocks, a bare JSON call object or list,
-//! mistral `[TOOL_CALLS]`, and a pythonic `[fn(a=1)]` list. Prose that merely mentions a tool's
-//! name is not a call.
+//! mistral `[TOOL_CALLS]`, llama `<|python_tag|>`, and a pythonic `[fn(a=1)]` list. Prose that
+//! merely mentions a tool's name is not a call, and neither is example code: a fenced block
+//! inside a longer answer is an example whatever it holds; only a fence that is the whole
+//! content is looked into.
 
 use super::wire::WireArgs;
 use serde::Serialize;
@@ -72,6 +74,65 @@ pub fn strip_fence(text: &str) -> Option<&str> {
     Some(&body[..close])
 }
 
+/// The fenced blocks of `text`: (start of the opening fence, start of the body, end of the
+/// body, end of the closing fence). An opening fence starts a line, as in Markdown (three
+/// backticks mid-sentence are prose naming them); its closing fence may end a line of code. An
+/// opening fence never closed runs to the end (an answer cut inside its example).
+fn fences(text: &str) -> Vec<(usize, usize, usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(open) = text[pos..].find("```").map(|i| i + pos) {
+        let line_start = text[..open].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        if !text[line_start..open].trim().is_empty() {
+            pos = open + 3;
+            continue;
+        }
+        let after = open + 3;
+        let body_start = text[after..]
+            .find('\n')
+            .map(|i| after + i + 1)
+            .unwrap_or(text.len());
+        match text[body_start..].find("```").map(|i| i + body_start) {
+            Some(close) => {
+                out.push((open, body_start, close, close + 3));
+                pos = close + 3;
+            }
+            None => {
+                out.push((open, body_start, text.len(), text.len()));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Where calls are looked for in `content` (SPEC §2.1, extract): the body of the one fence
+/// that is the whole content (nothing but whitespace around it), or else the content with every
+/// fenced block blanked out, because code fenced inside a longer answer is an example, whatever
+/// it holds.
+pub fn outside_examples(content: &str) -> std::borrow::Cow<'_, str> {
+    let trimmed = content.trim();
+    let found = fences(trimmed);
+    match found.as_slice() {
+        [] => std::borrow::Cow::Borrowed(content),
+        [(0, body_start, body_end, end)] if *end == trimmed.len() => {
+            std::borrow::Cow::Borrowed(&trimmed[*body_start..*body_end])
+        }
+        _ => {
+            let mut out = String::with_capacity(trimmed.len());
+            let mut at = 0;
+            for (start, _, _, end) in &found {
+                out.push_str(&trimmed[at..*start]);
+                // A line break keeps the prose on either side apart.
+                out.push('\n');
+                at = *end;
+            }
+            out.push_str(&trimmed[at..]);
+            std::borrow::Cow::Owned(out)
+        }
+    }
+}
+
 /// Name and arguments of a call-shaped JSON object: `{"name", "arguments"|"parameters"}`, or
 /// the same wrapped as `{"type": "function", "function": {…}}`.
 fn call_from_object(v: &Value) -> Option<(Option<String>, WireArgs)> {
@@ -91,18 +152,18 @@ fn call_from_object(v: &Value) -> Option<(Option<String>, WireArgs)> {
     Some((name, args))
 }
 
+/// A bare JSON object is a call only when it names an offered tool (SPEC §2.1): `{"name":
+/// "Ada", "arguments": …}` in an answer about a data format is not one.
 fn is_call_shaped(v: &Value, tools: &[&str]) -> bool {
     let Some(obj) = v.as_object() else {
         return false;
     };
-    if obj.get("function").is_some_and(Value::is_object) {
-        return true;
+    if let Some(f) = obj.get("function").filter(|f| f.is_object()) {
+        return is_call_shaped(f, tools);
     }
-    let named = obj.get("name").and_then(Value::as_str);
-    named.is_some()
-        && (obj.contains_key("arguments")
-            || obj.contains_key("parameters")
-            || named.is_some_and(|n| tools.contains(&n)))
+    obj.get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| tools.contains(&n))
 }
 
 /// Parses the first JSON value at the start of `text`, returning it and the bytes it used.
@@ -191,7 +252,9 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
 /// Looks for calls in `content`. `tools` are the offered tool names, used only to accept the
 /// forms that are not self-evidently calls (a bare `fn(…)` or `{"name": "fn"}` alone).
 pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
-    // A marker named in prose ("wrap each call in a <tool_call> tag") opens no call, so when a
+    let scope = outside_examples(content);
+    let content: &str = &scope;
+    // Explicit call markup is a call whatever it names. A marker named in prose ("wrap each call in a <tool_call> tag") opens no call, so when a
     // marker yields nothing the other forms are still looked for.
     if content.contains("<tool_call>") {
         let found = hermes(content);
@@ -205,10 +268,18 @@ pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
             return found;
         }
     }
-    let body = strip_fence(content).unwrap_or(content).trim();
+    if let Some(i) = content.find(PYTHON_TAG) {
+        let found = python_tag(&content[i + PYTHON_TAG.len()..]);
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    let body = content.trim();
     if body.starts_with('[') && looks_pythonic(&body[1..]) {
         match parse_pythonic_list(body) {
-            Ok(calls) => {
+            // A list is a call only when it names an offered tool: `[print(x)]` in an answer
+            // is not one.
+            Ok(calls) if calls.iter().any(|(n, _, _)| tools.contains(&n.as_str())) => {
                 return calls
                     .into_iter()
                     .map(|(name, args, raw)| TextCall {
@@ -220,6 +291,7 @@ pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                     })
                     .collect();
             }
+            Ok(_) => {}
             // A list that does not parse is a broken call only when it names an offered tool:
             // "[Paris (France)] is the capital" is prose.
             Err(e) => {
@@ -255,6 +327,75 @@ pub fn text_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
             .collect();
     }
     json_calls(content, tools)
+}
+
+/// Llama 3.1's marker for a call in content.
+const PYTHON_TAG: &str = "<|python_tag|>";
+
+/// What follows `<|python_tag|>`: JSON call objects (separated by `;`) or a pythonic call,
+/// up to an end-of-message token.
+fn python_tag(after: &str) -> Vec<TextCall> {
+    let end = after.find("<|e").unwrap_or(after.len());
+    let mut rest = after[..end].trim();
+    let mut out = Vec::new();
+    if rest.starts_with('{') || rest.starts_with('[') {
+        while !rest.is_empty() {
+            match first_json_value(rest) {
+                Ok((Value::Array(items), used)) => {
+                    out.extend(
+                        items
+                            .iter()
+                            .map(|v| text_call(Source::Json, v, &rest[..used])),
+                    );
+                    rest = rest[used..]
+                        .trim_start()
+                        .trim_start_matches(';')
+                        .trim_start();
+                }
+                Ok((v, used)) => {
+                    out.push(text_call(Source::Json, &v, &rest[..used]));
+                    rest = rest[used..]
+                        .trim_start()
+                        .trim_start_matches(';')
+                        .trim_start();
+                }
+                Err(e) => {
+                    out.push(broken_json(Source::Json, rest, &e));
+                    break;
+                }
+            }
+            if !(rest.starts_with('{') || rest.starts_with('[')) {
+                break;
+            }
+        }
+        return out;
+    }
+    if pythonic_name(rest).is_some() {
+        let body = rest.trim_end_matches(';');
+        return match parse_pythonic_list(&format!("[{body}]")) {
+            Ok(calls) => calls
+                .into_iter()
+                .map(|(name, args, raw)| TextCall {
+                    source: Source::Pythonic,
+                    name: Some(name),
+                    args: WireArgs::Json(args),
+                    broken: None,
+                    raw,
+                })
+                .collect(),
+            Err(e) => vec![TextCall {
+                source: Source::Pythonic,
+                name: pythonic_name(rest),
+                args: WireArgs::Absent,
+                broken: Some(Broken {
+                    error: e,
+                    json_text: None,
+                }),
+                raw: rest.to_string(),
+            }],
+        };
+    }
+    out
 }
 
 fn hermes(content: &str) -> Vec<TextCall> {
@@ -339,11 +480,17 @@ fn mistral(after: &str, tools: &[&str]) -> Vec<TextCall> {
 /// Bare JSON calls: the whole content (perhaps fenced) is a call object or a list of them, or a
 /// call object sits inside prose.
 fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
-    let body = strip_fence(content).unwrap_or(content).trim();
+    let body = content.trim();
     if body.starts_with('{') || body.starts_with('[') {
         match first_json_value(body) {
             Ok((Value::Array(items), _)) => {
-                if !items.is_empty() && items.iter().all(|v| is_call_shaped(v, tools)) {
+                // A list of call objects, one of them naming an offered tool (a list where
+                // another names an unoffered tool is still the model's call attempt).
+                let shaped = |v: &Value| {
+                    v.get("name").is_some_and(Value::is_string)
+                        || v.get("function").is_some_and(Value::is_object)
+                };
+                if items.iter().all(shaped) && items.iter().any(|v| is_call_shaped(v, tools)) {
                     return items
                         .iter()
                         .map(|v| text_call(Source::Json, v, body))
@@ -358,7 +505,7 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                 return Vec::new();
             }
             Err(e) => {
-                if looks_like_broken_call(body) {
+                if looks_like_broken_call(body, tools) {
                     return vec![broken_json(Source::Json, body, &e)];
                 }
                 return Vec::new();
@@ -376,7 +523,7 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    if looks_like_broken_call(tail) {
+                    if looks_like_broken_call(tail, tools) {
                         return vec![broken_json(Source::Json, tail, &e)];
                     }
                     // Braces before the error belong to this value that does not parse: none
@@ -391,9 +538,13 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
     Vec::new()
 }
 
-fn looks_like_broken_call(text: &str) -> bool {
+/// A bare object that does not parse is a broken call when it begins like one and names an
+/// offered tool.
+fn looks_like_broken_call(text: &str, tools: &[&str]) -> bool {
     let head: String = text.chars().take(200).collect();
-    head.contains("\"name\"") && (head.contains("\"arguments\"") || head.contains("\"parameters\""))
+    head.contains("\"name\"")
+        && (head.contains("\"arguments\"") || head.contains("\"parameters\""))
+        && guess_name(text).is_some_and(|n| tools.contains(&n.as_str()))
 }
 
 fn looks_pythonic(s: &str) -> bool {
@@ -759,11 +910,11 @@ mod tests {
 
     #[test]
     fn llama_json_with_parameters_and_mistral_lists() {
-        let c = text_calls(
-            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
-            &[],
-        );
+        let llama = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+        let c = text_calls(llama, &["get_weather"]);
         assert_eq!(c[0].args, WireArgs::Json(json!({"city": "Paris"})));
+        // A bare object is a call only when it names an offered tool.
+        assert!(text_calls(llama, &["get_time"]).is_empty());
         let m = text_calls(
             "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"x\": 1}}]",
             &[],
@@ -772,6 +923,57 @@ mod tests {
         assert_eq!(m[1].name.as_deref(), Some("b"));
         let n = text_calls("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", &[]);
         assert_eq!(n[0].args, WireArgs::Text("{\"city\": \"Paris\"}".into()));
+    }
+
+    #[test]
+    fn fenced_examples_in_a_longer_answer_are_not_looked_into() {
+        let tools = ["get_weather"];
+        let call = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+        // The whole content one fence: looked into.
+        assert_eq!(
+            text_calls(&format!("\n```json\n{call}\n```\n"), &tools).len(),
+            1
+        );
+        // A fence inside a longer answer: an example, whatever it holds, markup included.
+        for inner in [
+            call.to_string(),
+            format!("<tool_call>\n{call}\n</tool_call>"),
+            "[get_weather(city='Paris')]".to_string(),
+        ] {
+            let answer = format!("Like this:\n```\n{inner}\n```\nthen run it.");
+            assert!(text_calls(&answer, &tools).is_empty(), "{answer}");
+        }
+        // Backticks named mid-sentence open no example.
+        let named = format!("Wrap code in ``` fences. <tool_call>\n{call}\n</tool_call>");
+        assert_eq!(text_calls(&named, &tools).len(), 1);
+        // Cut inside an example: still an example.
+        assert!(text_calls(&format!("Example:\n```python\nx = {call}"), &tools).is_empty());
+        // Outside the example, a call is still found.
+        let both = format!("```python\nprint(1)\n```\n<tool_call>\n{call}\n</tool_call>");
+        assert_eq!(text_calls(&both, &tools).len(), 1);
+    }
+
+    #[test]
+    fn markup_is_a_call_whatever_it_names_bare_forms_only_for_offered_tools() {
+        let tools = ["get_weather"];
+        let h = text_calls(
+            "<tool_call>\n{\"name\": \"search_web\", \"arguments\": {}}\n</tool_call>",
+            &tools,
+        );
+        assert_eq!(h[0].name.as_deref(), Some("search_web"));
+        let p = text_calls(
+            "<|python_tag|>brave_search.call(query=\"x\")<|eom_id|>",
+            &tools,
+        );
+        assert_eq!(p[0].name.as_deref(), Some("brave_search.call"));
+        let j = text_calls(
+            "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": 1}}",
+            &tools,
+        );
+        assert_eq!(j.len(), 2);
+        assert!(text_calls("{\"name\": \"search_web\", \"arguments\": {}}", &tools).is_empty());
+        assert!(text_calls("[search_web(query='x')]", &tools).is_empty());
+        assert_eq!(text_calls("[get_weather(city='Paris')]", &tools).len(), 1);
     }
 
     #[test]

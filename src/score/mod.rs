@@ -666,23 +666,16 @@ impl Scoring<'_> {
         let expected_names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
         for c in &self.calls {
             let name = c.name.as_deref().unwrap_or("");
-            let problem = if !offered_names.contains(&name) {
-                Some(format!(
-                    "{} names {name:?}, which was not offered (offered: {})",
-                    call_name(c),
-                    offered_names.join(", ")
-                ))
-            } else if !expected_names.contains(&name) {
-                Some(format!(
-                    "{} names {name:?}, which was offered, but the task expects {}",
-                    call_name(c),
-                    dedup(&expected_names).join(", ")
-                ))
-            } else {
-                None
-            };
-            if let Some(d) = problem {
-                let mut v = fail(Label::WrongTool, Stage::Structure, d);
+            if !offered_names.contains(&name) {
+                let mut v = fail(
+                    Label::WrongTool,
+                    Stage::Structure,
+                    format!(
+                        "{} names {name:?}, which was not offered (offered: {})",
+                        call_name(c),
+                        offered_names.join(", ")
+                    ),
+                );
                 v.fail_call = Some(c.index);
                 return v;
             }
@@ -723,19 +716,45 @@ impl Scoring<'_> {
             .filter(|c| c.matched.is_none())
             .map(|c| c.index)
             .collect();
-        if let (Some(&e), Some(&c)) = (unmatched_expected.first(), unmatched_calls.first()) {
-            let mut v = fail(
-                Label::WrongTool,
-                Stage::Structure,
-                format!(
-                    "expected call {} ({}) has no match: {} was called in its place",
-                    e + 1,
-                    expected[e].tool,
-                    self.calls[c].name.as_deref().unwrap_or("a tool")
-                ),
-            );
-            v.fail_call = Some(c);
-            return v;
+        // An expected call left unmatched beside a call that matched nothing is a wrong tool:
+        // first the expected tool used for another expected call (two tools expected, one
+        // called twice), then a substitution by an offered tool that no expected call names.
+        // An unmatched call with every expected call matched is an addition (spurious_call,
+        // below), whatever offered tool it names: the right call was made.
+        if let Some(&e) = unmatched_expected.first() {
+            let twice = unmatched_calls
+                .iter()
+                .find(|&&c| expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")));
+            let instead = unmatched_calls
+                .iter()
+                .find(|&&c| !expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")));
+            let found = match (twice, instead) {
+                (Some(&c), _) => Some((
+                    c,
+                    format!(
+                        "expected call {} ({}) has no match: {} was used for it, a tool another expected call already used",
+                        e + 1,
+                        expected[e].tool,
+                        call_name(&self.calls[c])
+                    ),
+                )),
+                (None, Some(&c)) => Some((
+                    c,
+                    format!(
+                        "expected call {} ({}) has no match: {} was called in its place, which was offered, but the task expects {}",
+                        e + 1,
+                        expected[e].tool,
+                        call_name(&self.calls[c]),
+                        dedup(&expected_names).join(", ")
+                    ),
+                )),
+                (None, None) => None,
+            };
+            if let Some((c, detail)) = found {
+                let mut v = fail(Label::WrongTool, Stage::Structure, detail);
+                v.fail_call = Some(c);
+                return v;
+            }
         }
         if !unmatched_expected.is_empty() {
             let missing: Vec<String> = unmatched_expected
@@ -759,10 +778,15 @@ impl Scoring<'_> {
                 Label::SpuriousCall,
                 Stage::Structure,
                 format!(
-                    "the task expects {n_expected} call{} but {} were emitted; {} is extra",
+                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{})",
                     if n_expected == 1 { "" } else { "s" },
                     self.calls.len(),
-                    call_name(&self.calls[c])
+                    call_name(&self.calls[c]),
+                    if expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")) {
+                        ""
+                    } else {
+                        ", to an offered tool the task does not expect"
+                    }
                 ),
             );
             v.fail_call = Some(c);

@@ -134,6 +134,8 @@ struct SchemaError {
     path: String,
     keyword: String,
     message: String,
+    /// For a `type` error, the type(s) the schema declares there (`number`, `null or integer`).
+    wants: Option<String>,
 }
 
 fn errors(schema: &Schema, instance: &Value) -> Vec<SchemaError> {
@@ -144,6 +146,17 @@ fn errors(schema: &Schema, instance: &Value) -> Vec<SchemaError> {
             path: e.instance_path().as_str().to_string(),
             keyword: e.kind().keyword().to_string(),
             message: crate::json::clip(&e.to_string(), 200),
+            wants: match e.kind() {
+                jsonschema::error::ValidationErrorKind::Type { kind } => Some(match kind {
+                    jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                    jsonschema::error::TypeKind::Multiple(ts) => ts
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                }),
+                _ => None,
+            },
         })
         .collect()
 }
@@ -226,16 +239,23 @@ fn coercion(
             {
                 continue;
             }
+            // Name the type the schema declares there (`number` for "300000", not the
+            // coerced value's own `integer`); a union without a type error of its own at
+            // that place falls back to the coerced value's type.
+            let wants = before
+                .iter()
+                .find(|e| e.path == spot && e.wants.is_some())
+                .and_then(|e| e.wants.clone())
+                .unwrap_or_else(|| type_name(&coerced).to_string());
             return Some(Violation {
                 label: Label::TypeCoercion,
                 path: spot.clone(),
                 keyword: "type".into(),
                 detail: format!(
-                    "{} is {} ({}); the schema wants {} there, and the coerced value {} validates",
+                    "{} is {} ({}); the schema wants {wants} there, and the coerced value {} validates",
                     show_pointer(&spot),
                     preview(original, 60),
                     what,
-                    type_name(&coerced),
                     preview(&coerced, 60)
                 ),
                 empty_value: false,
@@ -546,6 +566,30 @@ mod tests {
     fn free_form_and_typed_maps_define_no_closed_set() {
         let s = json!({"type": "object", "properties": {"tags": {"type": "object"}, "env": {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}}});
         assert!(labels(s, json!({"tags": {"anything": 1}, "env": {"PATH": "/bin"}})).is_empty());
+    }
+
+    #[test]
+    fn a_coercion_detail_names_the_schema_type_not_the_value_type() {
+        let detail = |schema: Value, inst: Value| {
+            let s = Schema::compile(&schema).unwrap();
+            violations(&s, &inst)
+                .into_iter()
+                .map(|v| (v.label, v.detail))
+                .next()
+                .unwrap()
+        };
+        let (label, d) = detail(
+            json!({"type": "object", "properties": {"amount": {"type": "number"}}}),
+            json!({"amount": "300000"}),
+        );
+        assert_eq!(label, Label::TypeCoercion);
+        assert!(d.contains("wants number there"), "{d}");
+        let (_, d) = detail(
+            json!({"type": "object", "properties": {"n": {"type": ["integer", "null"]}}}),
+            json!({"n": "7"}),
+        );
+        // The set is listed in the validator's (fixed) type order.
+        assert!(d.contains("wants null or integer there"), "{d}");
     }
 
     #[test]

@@ -16,6 +16,11 @@ const RULES: &[(&str, &str)] = &[
     ("src/score/repair.rs", include_str!("../score/repair.rs")),
     ("src/score/schema.rs", include_str!("../score/schema.rs")),
     ("src/score/wire.rs", include_str!("../score/wire.rs")),
+    // Predicates decide labels at the semantic stage (roundtrip above all).
+    (
+        "src/task/predicate.rs",
+        include_str!("../task/predicate.rs"),
+    ),
     ("src/taxonomy.rs", include_str!("../taxonomy.rs")),
 ];
 

@@ -98,15 +98,118 @@ impl jsonschema::Retrieve for NoRemote {
 impl Schema {
     /// Compiles a schema; local `$ref`s resolve, remote ones are refused.
     pub fn compile(raw: &Value) -> Result<Schema, String> {
+        Schema::compile_located(raw).map_err(|(at, why)| {
+            if at.is_empty() {
+                why
+            } else {
+                format!("at {at}: {why}")
+            }
+        })
+    }
+
+    /// Compiles a schema; on failure, the dotted path inside the schema where it fails
+    /// (`properties.city.type`, empty for the schema itself) and what is wrong there.
+    pub fn compile_located(raw: &Value) -> Result<Schema, (String, String)> {
         let validator = jsonschema::options()
             .with_retriever(NoRemote)
             .build(raw)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe_schema_error(&e))?;
         Ok(Schema {
             raw: raw.clone(),
             validator,
         })
     }
+}
+
+/// JSON Schema types, for saying what `type` allows.
+const SCHEMA_TYPES: [&str; 7] = [
+    "array", "boolean", "integer", "null", "number", "object", "string",
+];
+
+/// A schema that fails the meta-schema, in words a task author can act on: the path inside
+/// the schema and, for a misspelt `type`, what is allowed there (the meta-schema's own message
+/// is `anyOf` jargon without the path).
+fn describe_schema_error(e: &jsonschema::ValidationError<'_>) -> (String, String) {
+    let pointer = e.instance_path().as_str();
+    let tokens: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let mut at = String::new();
+    for t in &tokens {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            at.push_str(&format!("[{t}]"));
+        } else {
+            if !at.is_empty() {
+                at.push('.');
+            }
+            at.push_str(t);
+        }
+    }
+    // `type` as a keyword, not a property that happens to be called "type".
+    let parent = tokens.len().checked_sub(2).map(|i| tokens[i].as_str());
+    let is_type_keyword = tokens.last().is_some_and(|t| t == "type")
+        && !matches!(
+            parent,
+            Some("properties" | "patternProperties" | "$defs" | "definitions")
+        );
+    let instance: &Value = e.instance();
+    if is_type_keyword {
+        let bad: Vec<&str> = match instance {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| !SCHEMA_TYPES.contains(t))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let allowed = SCHEMA_TYPES
+            .iter()
+            .map(|t| format!("{t:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let given = match bad.first() {
+            Some(b) => format!("{b:?} is not a JSON Schema type"),
+            None => format!(
+                "{} is not a JSON Schema type",
+                crate::json::preview(instance, 60)
+            ),
+        };
+        let hint = bad
+            .first()
+            .and_then(|b| {
+                SCHEMA_TYPES
+                    .iter()
+                    .map(|t| (edit_distance(b, t), *t))
+                    .filter(|(d, _)| *d <= 2)
+                    .min()
+            })
+            .map(|(_, t)| format!(" (did you mean {t:?}?)"))
+            .unwrap_or_default();
+        return (
+            at,
+            format!("{given}{hint}: allowed there are {allowed}, or a list of them"),
+        );
+    }
+    (at, e.to_string())
+}
+
+/// Levenshtein distance, for suggesting the type a misspelling meant.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// One tool offered to the model.
@@ -295,6 +398,8 @@ struct RawPredicate {
     absent: Option<bool>,
     #[serde(default)]
     distinct: Option<bool>,
+    #[serde(default)]
+    roundtrip: Option<String>,
     label: String,
 }
 
@@ -361,6 +466,7 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
     }
 
     let mut tools = Vec::new();
+    let mut uncompiled: Vec<String> = Vec::new();
     for (i, t) in raw.tools.iter().enumerate() {
         let path = format!("tools[{i}]");
         let Some(func) = t.get("function") else {
@@ -384,19 +490,31 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
             .get("parameters")
             .cloned()
             .unwrap_or_else(empty_object_schema);
-        match Schema::compile(&params) {
+        match Schema::compile_located(&params) {
             Ok(schema) => tools.push(Tool {
                 name: name.to_string(),
                 schema: Arc::new(schema),
             }),
-            Err(e) => problems.add(
-                format!("{path}.function.parameters"),
-                format!("the schema does not compile: {e}"),
-            ),
+            Err((at, why)) => {
+                let at = if at.is_empty() {
+                    format!("{path}.function.parameters")
+                } else {
+                    format!("{path}.function.parameters.{at}")
+                };
+                problems.add(at, format!("the schema does not compile: {why}"));
+                // Nothing that follows from the missing tool is reported as well.
+                uncompiled.push(name.to_string());
+            }
         }
     }
 
-    let expect = convert_expect(raw.expect, &raw.response_format, &tools, &mut problems);
+    let expect = convert_expect(
+        raw.expect,
+        &raw.response_format,
+        &tools,
+        &uncompiled,
+        &mut problems,
+    );
 
     match (problems.list.is_empty(), expect) {
         (true, Some(expect)) => Ok(Task {
@@ -431,6 +549,7 @@ fn convert_expect(
     raw: RawExpect,
     response_format: &Option<Value>,
     tools: &[Tool],
+    uncompiled: &[String],
     p: &mut Problems,
 ) -> Option<Expect> {
     let kinds = [
@@ -460,13 +579,15 @@ fn convert_expect(
             return None;
         };
         let schema = match response_format_schema(rf) {
-            Some(s) => match Schema::compile(s) {
+            Some(s) => match Schema::compile_located(s) {
                 Ok(s) => Some(Arc::new(s)),
-                Err(e) => {
-                    p.add(
-                        "response_format.json_schema.schema",
-                        format!("the schema does not compile: {e}"),
-                    );
+                Err((at, why)) => {
+                    let path = if at.is_empty() {
+                        "response_format.json_schema.schema".to_string()
+                    } else {
+                        format!("response_format.json_schema.schema.{at}")
+                    };
+                    p.add(path, format!("the schema does not compile: {why}"));
                     None
                 }
             },
@@ -489,7 +610,7 @@ fn convert_expect(
     let mut calls = Vec::new();
     for (i, c) in raw_calls.into_iter().enumerate() {
         let path = format!("expect.calls[{i}]");
-        if !tools.iter().any(|t| t.name == c.tool) {
+        if !tools.iter().any(|t| t.name == c.tool) && !uncompiled.contains(&c.tool) {
             p.add(
                 format!("{path}.tool"),
                 format!("{:?} is not among the offered tools", c.tool),
@@ -585,8 +706,17 @@ fn convert_predicates(
             }
             tests.push(Test::Distinct);
         }
+        if let Some(text) = &r.roundtrip {
+            match predicate::Roundtrip::new(text) {
+                Ok(rt) => tests.push(Test::Roundtrip(rt)),
+                Err(e) => {
+                    p.add(format!("{path}.roundtrip"), e);
+                    continue;
+                }
+            }
+        }
         if tests.len() != 1 {
-            p.add(path, "a predicate needs exactly one of equals, one_of, matches, len, present, absent, distinct");
+            p.add(path, "a predicate needs exactly one of equals, one_of, matches, len, present, absent, distinct, roundtrip");
             continue;
         }
         let test = tests.remove(0);
@@ -611,6 +741,9 @@ fn predicate_source(r: &RawPredicate) -> Value {
     }
     if let Some(v) = &r.matches {
         m.insert("matches".into(), Value::String(v.clone()));
+    }
+    if let Some(v) = &r.roundtrip {
+        m.insert("roundtrip".into(), Value::String(v.clone()));
     }
     if let Some(l) = &r.len {
         let mut lm = serde_json::Map::new();
