@@ -226,15 +226,18 @@ fn exports_are_complete_and_csv_is_quoted() {
             "outcome",
             "label",
             "stage",
-            "detail"
+            "detail",
+            "value_match"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
     assert_eq!(rows.len(), 36);
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 9);
+        assert_eq!(row.len(), 10);
         assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
+        // value_match is set on passes only (empty where there was no gold value to compare).
+        assert!(&row[5] == "pass" || row[9].is_empty(), "{:?}", row);
         assert_eq!(
             row[0],
             format!("t/{}/{}/{}/{}.html", &row[1], &row[2], &row[3], &row[4])

@@ -177,7 +177,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 9] = [
+pub const CSV_COLUMNS: [&str; 10] = [
     "permalink",
     "model",
     "task",
@@ -187,6 +187,7 @@ pub const CSV_COLUMNS: [&str; 9] = [
     "label",
     "stage",
     "detail",
+    "value_match",
 ];
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
@@ -206,6 +207,11 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
             s.outcome.label().map(Label::as_str).unwrap_or(""),
             s.stage.map(|x| x.as_str()).unwrap_or(""),
             &s.detail,
+            match s.value_match {
+                Some(true) => "true",
+                Some(false) => "false",
+                None => "",
+            },
         ])?;
     }
     w.into_inner().map_err(|e| e.into_error().into())
