@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod collect;
 pub mod corrupt;
 pub mod hitec;
+pub mod import;
 pub mod json;
 pub mod mock;
 pub mod reply;

@@ -14,6 +14,7 @@ fn main() {
         Command::Collect(o) => cmd::collect::run(o),
         Command::Mock(o) => cmd::mock::run(o),
         Command::Demo(o) => cmd::demo::run(o),
+        Command::Import { command } => cmd::import::run(command),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

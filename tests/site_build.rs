@@ -292,7 +292,7 @@ fn a_second_build_lists_what_changed_and_carries_publisher_files() {
             "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,pass,,,",
             "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,fail,truncation,parse,",
         );
-    let csv = format!("{csv}t/gone/x/r1/000.html,gone,x,r1,000,pass,,,\r\n");
+    let csv = format!("{csv}t/gone/x/r1/000.html,gone,x,r1,000,pass,,,,\r\n");
     std::fs::write(out.join("data/samples.csv"), csv).unwrap();
 
     build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);

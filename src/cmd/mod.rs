@@ -4,5 +4,6 @@ pub mod build;
 pub mod check;
 pub mod collect;
 pub mod demo;
+pub mod import;
 pub mod mock;
 pub mod tasks;

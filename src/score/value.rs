@@ -24,9 +24,7 @@ use std::collections::BTreeMap;
 pub fn value_match(expected: &[ExpectedCall], calls: &[Call]) -> bool {
     if expected.iter().all(|e| e.accept.is_none()) {
         return calls.iter().all(|c| match (c.matched, &c.arguments) {
-            (Some(e), Some(a)) => expected
-                .get(e)
-                .is_some_and(|e| values_equal(&e.gold, a)),
+            (Some(e), Some(a)) => expected.get(e).is_some_and(|e| values_equal(&e.gold, a)),
             _ => false,
         });
     }
@@ -108,7 +106,10 @@ mod tests {
     #[test]
     fn exact_rule_lists_values_and_omission() {
         let mut a = BTreeMap::new();
-        a.insert("city".to_string(), exact(vec![json!("Paris"), json!("paris")], false));
+        a.insert(
+            "city".to_string(),
+            exact(vec![json!("Paris"), json!("paris")], false),
+        );
         a.insert("unit".to_string(), exact(vec![json!("c")], true));
         assert!(accepts(&a, &json!({"city": "Paris"})).is_ok());
         assert!(accepts(&a, &json!({"city": "paris", "unit": "c"})).is_ok());

@@ -653,7 +653,9 @@ fn convert_accept(
                 "the \"bfcl\" rule needs the parameter's BFCL \"type\" (string, float, ArrayList…)",
             );
         }
-        if rule == Rule::Exact && (a.bfcl_type.is_some() || a.bfcl_items.is_some() || a.language.is_some()) {
+        if rule == Rule::Exact
+            && (a.bfcl_type.is_some() || a.bfcl_items.is_some() || a.language.is_some())
+        {
             p.add(
                 at.clone(),
                 "\"type\", \"items\" and \"language\" belong to the \"bfcl\" rule: add \"rule\": \"bfcl\"",

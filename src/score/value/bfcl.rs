@@ -130,7 +130,11 @@ pub fn param_accepts(a: &Accept, value: &Value) -> bool {
         }
         BfclLanguage::Python => {
             let nested = if matches!(t, "array" | "tuple") {
-                match a.bfcl_items.as_deref().map(|i| converted_type(a.language, i)) {
+                match a
+                    .bfcl_items
+                    .as_deref()
+                    .map(|i| converted_type(a.language, i))
+                {
                     Some(Some(n)) => Some(n),
                     _ => return false,
                 }
@@ -296,7 +300,12 @@ fn dict_check(value: &Value, possible: &[Value]) -> bool {
             }
         }
         for (k, allowed) in answer {
-            if !model.contains_key(k) && !py_in(&Value::String(String::new()), &py_iter(allowed).unwrap_or_default()) {
+            if !model.contains_key(k)
+                && !py_in(
+                    &Value::String(String::new()),
+                    &py_iter(allowed).unwrap_or_default(),
+                )
+            {
                 continue 'answers;
             }
         }
@@ -380,9 +389,10 @@ fn py_number(v: &Value) -> Option<PyNum> {
 
 /// A Python `int` as JSON.
 fn int_value(digits: &str) -> Option<Value> {
-    digits.parse::<i128>().ok().and_then(|i| {
-        serde_json::from_str::<Value>(&i.to_string()).ok()
-    })
+    digits
+        .parse::<i128>()
+        .ok()
+        .and_then(|i| serde_json::from_str::<Value>(&i.to_string()).ok())
 }
 
 /// A Python `float` as JSON (`None` for inf and nan, which JSON cannot hold).
@@ -397,7 +407,11 @@ fn float_value(text: &str) -> Option<Value> {
 fn int_or_float_or_string(s: &str) -> Value {
     let t = s.trim().replace('_', "");
     let t = t.strip_prefix('+').unwrap_or(&t);
-    if !t.is_empty() && t.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) {
+    if !t.is_empty()
+        && t.trim_start_matches('-')
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    {
         if let Some(v) = int_value(t) {
             return v;
         }
@@ -439,9 +453,8 @@ pub mod java {
     static ADD: LazyLock<Regex> = LazyLock::new(|| re(r"add\((.+?)\)"));
     static EMPTY_LIST: LazyLock<Regex> = LazyLock::new(|| re(r"new\s+ArrayList<\w*>\(\)"));
     static ARRAY: LazyLock<Regex> = LazyLock::new(|| re(r"new\s+\w+\[\]\s*\{(.*?)\}"));
-    static MAP: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"(?s)new\s+HashMap<.*?>\s*\(\)\s*\{\s*\{?\s*(.*?)\s*\}?\s*\}")
-    });
+    static MAP: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?s)new\s+HashMap<.*?>\s*\(\)\s*\{\s*\{?\s*(.*?)\s*\}?\s*\}"));
     static PUT: LazyLock<Regex> = LazyLock::new(|| re(r#"put\("(.*?)",\s*(.*?)\)"#));
     static EMPTY_MAP: LazyLock<Regex> = LazyLock::new(|| re(r"new\s+HashMap<.*?>\s*\(\)"));
 
@@ -501,10 +514,8 @@ pub mod java {
 
     fn array_list(s: &str, nested: Option<&str>) -> Option<Value> {
         if let Some(c) = AS_LIST.captures(s) {
-            let items: Option<Vec<Value>> = c[1]
-                .split(',')
-                .map(|e| element(e.trim(), nested))
-                .collect();
+            let items: Option<Vec<Value>> =
+                c[1].split(',').map(|e| element(e.trim(), nested)).collect();
             return Some(Value::Array(items?));
         }
         if let Some(c) = ADDS.captures(s) {
@@ -584,11 +595,12 @@ pub mod js {
     static FLOAT: LazyLock<Regex> = LazyLock::new(|| re(r"^-?\d+(\.\d+)?$"));
     static BIGINT: LazyLock<Regex> = LazyLock::new(|| re(r"^-?\d+n$"));
     static ARRAY_2D: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"^(?:\[\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\]|\bnew\s+Array\(\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\))")
+        re(
+            r"^(?:\[\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\]|\bnew\s+Array\(\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\))",
+        )
     });
     static INNER: LazyLock<Regex> = LazyLock::new(|| re(r"\[(.*?)\]"));
-    static ARRAY: LazyLock<Regex> =
-        LazyLock::new(|| re(r"^(?:\[(.*?)\]|\bnew\s+Array\((.*?)\))"));
+    static ARRAY: LazyLock<Regex> = LazyLock::new(|| re(r"^(?:\[(.*?)\]|\bnew\s+Array\((.*?)\))"));
     static DICT: LazyLock<Regex> = LazyLock::new(|| re(r"^\{(.*?)\}"));
 
     fn quoted(s: &str) -> bool {
@@ -659,7 +671,11 @@ pub mod js {
         let Some(c) = ARRAY.captures(code) else {
             return text();
         };
-        let body = c.get(1).or_else(|| c.get(2)).map(|g| g.as_str().trim()).unwrap_or("");
+        let body = c
+            .get(1)
+            .or_else(|| c.get(2))
+            .map(|g| g.as_str().trim())
+            .unwrap_or("");
         let elements: Vec<&str> = if body.is_empty() {
             Vec::new()
         } else {
@@ -771,7 +787,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn accept(values: Value, omit: bool, t: &str, items: Option<&str>, lang: BfclLanguage) -> Accept {
+    fn accept(
+        values: Value,
+        omit: bool,
+        t: &str,
+        items: Option<&str>,
+        lang: BfclLanguage,
+    ) -> Accept {
         Accept {
             values: values.as_array().cloned().unwrap_or_default(),
             omit,
@@ -797,22 +819,40 @@ mod tests {
     #[test]
     fn int_is_a_float_at_the_top_level_only() {
         assert!(param_accepts(&py(json!([5.0]), "float"), &json!(5)));
-        let list = accept(json!([[1.0, 2.0]]), false, "array", Some("float"), BfclLanguage::Python);
+        let list = accept(
+            json!([[1.0, 2.0]]),
+            false,
+            "array",
+            Some("float"),
+            BfclLanguage::Python,
+        );
         assert!(param_accepts(&list, &json!([1.0, 2.0])));
-        assert!(!param_accepts(&list, &json!([1, 2])), "ints inside a float list are refused");
+        assert!(
+            !param_accepts(&list, &json!([1, 2])),
+            "ints inside a float list are refused"
+        );
         // ...but a float for an integer is refused at the top level.
         assert!(!param_accepts(&py(json!([5]), "integer"), &json!(5.0)));
     }
 
     #[test]
     fn lists_are_ordered_and_dicts_keyed() {
-        let list = accept(json!([["a", "b"]]), false, "array", Some("string"), BfclLanguage::Python);
+        let list = accept(
+            json!([["a", "b"]]),
+            false,
+            "array",
+            Some("string"),
+            BfclLanguage::Python,
+        );
         assert!(param_accepts(&list, &json!(["A", "b"])));
         assert!(!param_accepts(&list, &json!(["b", "a"])));
         let d = py(json!([{"city": ["Paris"], "unit": ["c", ""]}]), "dict");
         assert!(param_accepts(&d, &json!({"city": "paris"})));
         assert!(param_accepts(&d, &json!({"city": "Paris", "unit": "C"})));
-        assert!(!param_accepts(&d, &json!({"unit": "c"})), "city is not optional");
+        assert!(
+            !param_accepts(&d, &json!({"unit": "c"})),
+            "city is not optional"
+        );
         assert!(!param_accepts(&d, &json!({"city": "Paris", "x": 1})));
     }
 
@@ -821,12 +861,38 @@ mod tests {
         let l = accept(json!([42]), false, "long", None, BfclLanguage::Java);
         assert!(param_accepts(&l, &json!("42L")));
         assert!(!param_accepts(&l, &json!("42")));
-        assert!(!param_accepts(&l, &json!(42)), "Java arguments must be strings");
-        let m = accept(json!([{"limit": [50], "schemaFilter": ["public"]}]), false, "HashMap", None, BfclLanguage::Java);
-        assert!(param_accepts(&m, &json!("new HashMap<String, Object>() {{ put(\"limit\", 50); put(\"schemaFilter\", \"public\"); }}")));
-        let al = accept(json!([[101, 202]]), false, "ArrayList", Some("long"), BfclLanguage::Java);
-        assert!(param_accepts(&al, &json!("new ArrayList<>(Arrays.asList(101L, 202L))")));
-        assert_eq!(java::convert("new int[]{1, 2, 3}", "Array", None), Some(json!([1, 2, 3])));
+        assert!(
+            !param_accepts(&l, &json!(42)),
+            "Java arguments must be strings"
+        );
+        let m = accept(
+            json!([{"limit": [50], "schemaFilter": ["public"]}]),
+            false,
+            "HashMap",
+            None,
+            BfclLanguage::Java,
+        );
+        assert!(param_accepts(
+            &m,
+            &json!(
+                "new HashMap<String, Object>() {{ put(\"limit\", 50); put(\"schemaFilter\", \"public\"); }}"
+            )
+        ));
+        let al = accept(
+            json!([[101, 202]]),
+            false,
+            "ArrayList",
+            Some("long"),
+            BfclLanguage::Java,
+        );
+        assert!(param_accepts(
+            &al,
+            &json!("new ArrayList<>(Arrays.asList(101L, 202L))")
+        ));
+        assert_eq!(
+            java::convert("new int[]{1, 2, 3}", "Array", None),
+            Some(json!([1, 2, 3]))
+        );
         assert_eq!(java::convert("3e3F", "float", None), Some(json!(3000.0)));
     }
 
@@ -836,12 +902,20 @@ mod tests {
             js::dict("{'key1': 123, 'key2': 'value', 'key3': false}"),
             json!({"key1": 123, "key2": "value", "key3": false})
         );
-        let d = js::dict(r#"{"initialState": initialStateObject, "reducers": reducersMap, "middlewares": ["loggerMiddleware"], "enhancers": ["applyMiddleware", "myMiddleWare"]}"#);
+        let d = js::dict(
+            r#"{"initialState": initialStateObject, "reducers": reducersMap, "middlewares": ["loggerMiddleware"], "enhancers": ["applyMiddleware", "myMiddleWare"]}"#,
+        );
         assert_eq!(d["middlewares"], json!(["loggerMiddleware"]));
         assert_eq!(d["enhancers"], json!(["applyMiddleware", "myMiddleWare"]));
         assert_eq!(d["reducers"], json!("reducersMap"));
-        assert_eq!(js::array(" [ [ 1, 2 ], [ 3,   4], [5, 6]]", Some("array")), json!([[1, 2], [3, 4], [5, 6]]));
-        assert_eq!(js::array("new Array(4, 5, 6)", Some("integer")), json!([4, 5, 6]));
+        assert_eq!(
+            js::array(" [ [ 1, 2 ], [ 3,   4], [5, 6]]", Some("array")),
+            json!([[1, 2], [3, 4], [5, 6]])
+        );
+        assert_eq!(
+            js::array("new Array(4, 5, 6)", Some("integer")),
+            json!([4, 5, 6])
+        );
         let f = accept(json!([4.0]), false, "float", None, BfclLanguage::Javascript);
         assert!(param_accepts(&f, &json!("4")));
         assert!(param_accepts(&f, &json!("4.0")));
