@@ -815,6 +815,20 @@ fn expected_call(
         };
         let (t, items) = doc_types(pdoc);
         let (mut kept, omit, first_is_omit) = split_answer(values);
+        let dict_like = matches!(t.as_str(), "dict" | "HashMap")
+            || (matches!(t.as_str(), "array" | "tuple") && items.as_deref() == Some("dict"));
+        if dict_like {
+            let mut changed = false;
+            kept = kept
+                .iter()
+                .map(|v| repair_dict_answer(v, &mut changed))
+                .collect();
+            if changed {
+                repairs.push(format!(
+                    "{fname}.{pname}: BFCL compares the values inside its dictionary literally, but its possible answer nests lists of alternatives there (or a bare value where a list belongs): each replaced by its first alternative (or wrapped in a list)"
+                ));
+            }
+        }
         let is_required = required.iter().any(|r| r == pname);
         let prop_pointer = format!(
             "/function/parameters/properties/{}",
@@ -971,6 +985,55 @@ fn expected_call(
         ));
     }
     Ok(json!({"tool": tool, "gold": gold, "accept": accept}))
+}
+
+/// A dictionary possible answer (or a list of them) in the shape BFCL's `dict_checker` can
+/// match: each key's value a list of alternatives, and every alternative a concrete value —
+/// a dictionary of alternatives nested inside becomes its first alternatives.
+fn repair_dict_answer(v: &Value, changed: &mut bool) -> Value {
+    match v {
+        Value::Array(a) => Value::Array(a.iter().map(|x| repair_dict_answer(x, changed)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, alts)| {
+                    let alts = match alts {
+                        Value::Array(a) => a.clone(),
+                        other => {
+                            *changed = true;
+                            vec![other.clone()]
+                        }
+                    };
+                    let alts = alts
+                        .iter()
+                        .map(|x| concrete(x, changed))
+                        .collect::<Vec<_>>();
+                    (k.clone(), Value::Array(alts))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A possible-answer dictionary (every value a list) as its first alternatives, at any depth.
+fn concrete(v: &Value, changed: &mut bool) -> Value {
+    match v {
+        Value::Object(m) if !m.is_empty() && m.values().all(Value::is_array) => {
+            *changed = true;
+            Value::Object(
+                m.iter()
+                    .filter_map(|(k, alts)| {
+                        let first = alts.as_array()?.first()?;
+                        if first.as_str() == Some("") {
+                            return None;
+                        }
+                        Some((k.clone(), concrete(first, changed)))
+                    })
+                    .collect(),
+            )
+        }
+        other => other.clone(),
+    }
 }
 
 /// BFCL's docs sometimes put a list of allowed strings as `enum` on an array property, which no
