@@ -733,7 +733,7 @@ fn the_real_wheel_imports_lints_and_its_gold_replies_pass_with_value_match() {
     let cfg = tmp.path().join("callcheck.toml");
     std::fs::write(
         &cfg,
-        format!("[[model]]\nname = \"gold\"\nbase_url = \"{url}/v1\"\nmodel = \"gold\"\nconcurrency = 8\n\n[[model]]\nname = \"gold-stream\"\nbase_url = \"{url}/v1\"\nmodel = \"gold\"\nstream = true\nconcurrency = 8\n"),
+        format!("[[model]]\nname = \"gold\"\nbase_url = \"{url}\"\nmodel = \"gold\"\nconcurrency = 8\n\n[[model]]\nname = \"gold-stream\"\nbase_url = \"{url}\"\nmodel = \"gold\"\nstream = true\nconcurrency = 8\n"),
     )
     .unwrap();
     let runs = tmp.path().join("runs");
