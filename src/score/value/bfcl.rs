@@ -411,10 +411,9 @@ fn int_or_float_or_string(s: &str) -> Value {
         && t.trim_start_matches('-')
             .bytes()
             .all(|b| b.is_ascii_digit())
+        && let Some(v) = int_value(t)
     {
-        if let Some(v) = int_value(t) {
-            return v;
-        }
+        return v;
     }
     if let Some(v) = float_value(t) {
         return v;
@@ -573,15 +572,15 @@ pub mod java {
         if s.starts_with('"') && s.ends_with('"') {
             return Value::String(strip_ends(s));
         }
-        if LONG.is_match(s) {
-            if let Some(v) = int_value(&s[..s.len() - 1]) {
-                return v;
-            }
+        if LONG.is_match(s)
+            && let Some(v) = int_value(&s[..s.len() - 1])
+        {
+            return v;
         }
-        if FLOAT.is_match(s) {
-            if let Some(v) = float_value(&s[..s.len() - 1]) {
-                return v;
-            }
+        if FLOAT.is_match(s)
+            && let Some(v) = float_value(&s[..s.len() - 1])
+        {
+            return v;
         }
         int_or_float_or_string(s)
     }
