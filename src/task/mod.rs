@@ -873,3 +873,108 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
         Err(TaskErrors(errors))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task_with(expect: Value, source: Option<Value>) -> Result<Task, Vec<TaskError>> {
+        let mut t = json!({
+            "id": "t", "title": "T", "tags": ["x"], "description": "d",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}}}}}],
+            "expect": expect
+        });
+        if let Some(s) = source {
+            t["source"] = s;
+        }
+        parse_task(Path::new("t.json"), &serde_json::to_vec(&t).unwrap())
+    }
+
+    fn problems(r: Result<Task, Vec<TaskError>>) -> String {
+        match r {
+            Ok(_) => String::new(),
+            Err(es) => es
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    #[test]
+    fn accept_source_and_any_call_load() {
+        let t = task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {
+                "a": {"values": ["x", "y"], "rule": "bfcl", "type": "string"},
+                "b": {"values": [1], "omit": true}}}]}),
+            Some(json!({"suite": "bfcl", "id": "simple_python_0", "category": "simple_python", "version": "BFCL_v4"})),
+        )
+        .unwrap();
+        let a = t.expected_calls()[0].accept.as_ref().unwrap();
+        assert_eq!(a["a"].rule, Rule::Bfcl);
+        assert_eq!(a["b"].rule, Rule::Exact);
+        assert!(a["b"].omit);
+        assert_eq!(t.source.as_ref().unwrap().category, "simple_python");
+        let t = task_with(
+            json!({"calls": [{"tool": "f", "gold": {}}], "any_call": true}),
+            None,
+        )
+        .unwrap();
+        assert!(t.any_call);
+    }
+
+    #[test]
+    fn lint_names_what_is_wrong_with_accept_source_and_any_call() {
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "z"}, "accept": {"a": {"values": ["x"]}}}]}),
+            None,
+        ));
+        assert!(p.contains("expect.calls[0].gold: the gold arguments are not among those \"accept\" lists: \"a\""), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {}, "accept": {"a": {"values": [], "omit": false}}}]}),
+            None,
+        ));
+        assert!(
+            p.contains("expect.calls[0].accept.a: accepts nothing"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {"a": {"values": ["x"], "rule": "bfcl"}}}]}),
+            None,
+        ));
+        assert!(p.contains("needs the parameter's BFCL \"type\""), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {"a": {"values": ["x"], "type": "string"}}}]}),
+            None,
+        ));
+        assert!(p.contains("belong to the \"bfcl\" rule"), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "where": [{"path": "/a", "present": true, "label": "missing_required"}]}], "any_call": true}),
+            None,
+        ));
+        assert!(
+            p.contains("with \"any_call\" the calls are examples"),
+            "{p}"
+        );
+        let p = problems(task_with(json!({"no_call": true, "any_call": true}), None));
+        assert!(
+            p.contains("\"any_call\" marks \"calls\" as examples"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"no_call": true}),
+            Some(json!({"suite": "bfcl", "id": "", "category": "c", "version": "v"})),
+        ));
+        assert!(
+            p.contains("source: suite, id, category and version must all be non-empty"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"no_call": true}),
+            Some(json!({"suite": "bfcl", "id": "x", "category": "c", "version": "v", "extra": 1})),
+        ));
+        assert!(p.contains("unknown field `extra`"), "{p}");
+    }
+}
