@@ -123,12 +123,23 @@ fn cells_count_errors_apart_and_say_when_there_are_too_few_samples() {
     assert_eq!(c["runs"], serde_json::json!(["r0001", "r0002"]));
     // Every pass of a call task has a gold value to compare with…
     assert_eq!(c["value_compared"], c["passes"]);
+    // BFCL-style accuracy there counts the passes whose values match, out of every scored sample.
+    let matches = c["value_matches"].as_u64().unwrap();
+    assert_eq!(c["value_accuracy"]["count"], matches);
+    assert_eq!(c["value_accuracy"]["of"], c["value_compared"]);
+    assert_eq!(c["bfcl_style"]["count"], matches);
+    assert_eq!(c["bfcl_style"]["of"], c["scored"]);
     let alpha = c;
     // …and no pass of a no-call task does: its value match reads "–", not "0/n".
     let c = cell("gamma", "no-tool-greeting");
     assert!(c["passes"].as_u64().unwrap() > 0);
     assert_eq!(c["value_compared"], 0);
     assert_eq!(c["value_matches"], 0);
+    // No value to compare: value accuracy has no rate, and BFCL-style accuracy is the pass rate.
+    assert_eq!(c["value_accuracy"]["rate"], serde_json::Value::Null);
+    assert_eq!(c["bfcl_style"]["count"], c["passes"]);
+    assert_eq!(c["bfcl_style"]["of"], c["scored"]);
+    assert_eq!(c["bfcl_style"]["interval"], c["interval"]);
     let page = read(&out, "models/gamma.html");
     let row = page
         .split("<tr id=\"t~no-tool-greeting\">")

@@ -42,6 +42,25 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
+/// Samples BFCL's own scoring would count correct: a pass, and on a task with a value to
+/// compare, a value match too (a pass whose values are wrong is BFCL's "wrong value").
+fn bfcl_style_correct(c: &crate::report::Cell) -> u64 {
+    c.passes
+        .saturating_sub(c.value_compared.saturating_sub(c.value_matches))
+}
+
+/// `{"count", "of", "rate", "interval"}` with the build's interval method; `rate` and
+/// `interval` are null when `of` is 0.
+fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
+    let iv = crate::report::interval::interval(m.method, count, of);
+    json!({
+        "count": count,
+        "of": of,
+        "rate": if of == 0 { Value::Null } else { num(count as f64 / of as f64) },
+        "interval": iv.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+    })
+}
+
 /// A skipped input, as the exports and the index page show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
@@ -78,6 +97,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "all_passed": c.all_passed(),
                 "value_matches": c.value_matches,
                 "value_compared": c.value_compared,
+                "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
+                "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
                 "task_changed": c.task_changed,
                 "label_counts": labels,
             })
