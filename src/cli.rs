@@ -36,6 +36,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ExportCommand,
     },
+    /// Convert another suite's questions into task files (SPEC §10).
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,6 +96,26 @@ pub enum PreferenceSource {
     Real,
     Synthetic,
     Both,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// The Berkeley Function Calling Leaderboard's single-turn AST categories.
+    Bfcl(ImportBfclOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportBfclOpts {
+    /// The bfcl-eval wheel (`pip download --no-deps bfcl-eval`), an extracted `bfcl_eval/data`
+    /// folder, or a checkout of BFCL's repository.
+    #[arg(long)]
+    pub from: PathBuf,
+    /// Where the task files go (one folder per category).
+    #[arg(long, default_value = "tasks/bfcl")]
+    pub out: PathBuf,
+    /// Only these categories (comma-separated, BFCL's names: simple_python, live_multiple…).
+    #[arg(long, value_delimiter = ',')]
+    pub categories: Option<Vec<String>>,
 }
 
 #[derive(Debug, Args)]

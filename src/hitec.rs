@@ -140,9 +140,10 @@ pub struct Metrics {
 
 /// The counts for one sample. Only calls a client would execute count as emitted (structured
 /// `tool_calls`); calls left in content are a conformance failure and count as none. Error
-/// samples and structured-output tasks count nothing.
+/// samples, structured-output tasks and tasks whose calls are only examples (`any_call`: no
+/// gold call to compare with) count nothing.
 pub fn sample_metrics(task: &Task, v: &Verdict) -> Metrics {
-    if v.outcome == Outcome::Error || task.is_structured_output() {
+    if v.outcome == Outcome::Error || task.is_structured_output() || task.any_call {
         return Metrics::default();
     }
     let emitted: Vec<(&str, Option<&Value>)> = v

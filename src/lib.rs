@@ -10,6 +10,7 @@ pub mod collect;
 pub mod corrupt;
 pub mod export;
 pub mod hitec;
+pub mod import;
 pub mod json;
 pub mod mock;
 pub mod reply;

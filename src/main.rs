@@ -15,6 +15,7 @@ fn main() {
         Command::Mock(o) => cmd::mock::run(o),
         Command::Demo(o) => cmd::demo::run(o),
         Command::Export { command } => cmd::export::run(command),
+        Command::Import { command } => cmd::import::run(command),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

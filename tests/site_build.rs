@@ -123,12 +123,23 @@ fn cells_count_errors_apart_and_say_when_there_are_too_few_samples() {
     assert_eq!(c["runs"], serde_json::json!(["r0001", "r0002"]));
     // Every pass of a call task has a gold value to compare with…
     assert_eq!(c["value_compared"], c["passes"]);
+    // BFCL-style accuracy there counts the passes whose values match, out of every scored sample.
+    let matches = c["value_matches"].as_u64().unwrap();
+    assert_eq!(c["value_accuracy"]["count"], matches);
+    assert_eq!(c["value_accuracy"]["of"], c["value_compared"]);
+    assert_eq!(c["bfcl_style"]["count"], matches);
+    assert_eq!(c["bfcl_style"]["of"], c["scored"]);
     let alpha = c;
     // …and no pass of a no-call task does: its value match reads "–", not "0/n".
     let c = cell("gamma", "no-tool-greeting");
     assert!(c["passes"].as_u64().unwrap() > 0);
     assert_eq!(c["value_compared"], 0);
     assert_eq!(c["value_matches"], 0);
+    // No value to compare: value accuracy has no rate, and BFCL-style accuracy is the pass rate.
+    assert_eq!(c["value_accuracy"]["rate"], serde_json::Value::Null);
+    assert_eq!(c["bfcl_style"]["count"], c["passes"]);
+    assert_eq!(c["bfcl_style"]["of"], c["scored"]);
+    assert_eq!(c["bfcl_style"]["interval"], c["interval"]);
     let page = read(&out, "models/gamma.html");
     let row = page
         .split("<tr id=\"t~no-tool-greeting\">")
@@ -226,15 +237,18 @@ fn exports_are_complete_and_csv_is_quoted() {
             "outcome",
             "label",
             "stage",
-            "detail"
+            "detail",
+            "value_match"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
     assert_eq!(rows.len(), 36);
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 9);
+        assert_eq!(row.len(), 10);
         assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
+        // value_match is set on passes only (empty where there was no gold value to compare).
+        assert!(&row[5] == "pass" || row[9].is_empty(), "{:?}", row);
         assert_eq!(
             row[0],
             format!("t/{}/{}/{}/{}.html", &row[1], &row[2], &row[3], &row[4])
@@ -289,7 +303,7 @@ fn a_second_build_lists_what_changed_and_carries_publisher_files() {
             "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,pass,,,",
             "t/gamma/no-tool-greeting/r0001/001.html,gamma,no-tool-greeting,r0001,001,fail,truncation,parse,",
         );
-    let csv = format!("{csv}t/gone/x/r1/000.html,gone,x,r1,000,pass,,,\r\n");
+    let csv = format!("{csv}t/gone/x/r1/000.html,gone,x,r1,000,pass,,,,\r\n");
     std::fs::write(out.join("data/samples.csv"), csv).unwrap();
 
     build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);

@@ -5,5 +5,6 @@ pub mod check;
 pub mod collect;
 pub mod demo;
 pub mod export;
+pub mod import;
 pub mod mock;
 pub mod tasks;

@@ -9,6 +9,7 @@
 pub mod extract;
 pub mod repair;
 pub mod schema;
+pub mod value;
 pub mod wire;
 
 use crate::json::{clip, preview, values_equal};
@@ -685,7 +686,9 @@ impl Scoring<'_> {
             Expect::Calls { order, .. } => *order,
             _ => Order::Any,
         };
-        if order == Order::Strict {
+        // A task whose calls are examples (`any_call`) matches no call to an expected one.
+        if self.task.any_call {
+        } else if order == Order::Strict {
             for (i, (c, e)) in self.calls.iter().zip(expected).enumerate() {
                 if c.name.as_deref() != Some(e.tool.as_str()) {
                     let mut v = fail(
@@ -708,12 +711,12 @@ impl Scoring<'_> {
             self.match_calls(expected);
         }
         let unmatched_expected: Vec<usize> = (0..n_expected)
-            .filter(|e| !self.calls.iter().any(|c| c.matched == Some(*e)))
+            .filter(|e| !self.task.any_call && !self.calls.iter().any(|c| c.matched == Some(*e)))
             .collect();
         let unmatched_calls: Vec<usize> = self
             .calls
             .iter()
-            .filter(|c| c.matched.is_none())
+            .filter(|c| c.matched.is_none() && !self.task.any_call)
             .map(|c| c.index)
             .collect();
         // An expected call left unmatched beside a call that matched nothing is a wrong tool:
@@ -863,10 +866,7 @@ impl Scoring<'_> {
             }
         }
 
-        let value_match = self.calls.iter().all(|c| match (c.matched, &c.arguments) {
-            (Some(e), Some(a)) => values_equal(&expected[e].gold, a),
-            _ => false,
-        });
+        let value_match = value::value_match(expected, &self.calls);
         let mut v = Verdict::new(
             Outcome::Pass,
             None,
@@ -875,7 +875,7 @@ impl Scoring<'_> {
                 if n_expected == 1 { "" } else { "s" }
             ),
         );
-        v.value_match = Some(value_match);
+        v.value_match = (!self.task.any_call).then_some(value_match);
         v.extra_prose = extra_prose;
         v.notes = notes;
         v

@@ -47,6 +47,25 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
+/// Samples BFCL's own scoring would count correct: a pass, and on a task with a value to
+/// compare, a value match too (a pass whose values are wrong is BFCL's "wrong value").
+fn bfcl_style_correct(c: &crate::report::Cell) -> u64 {
+    c.passes
+        .saturating_sub(c.value_compared.saturating_sub(c.value_matches))
+}
+
+/// `{"count", "of", "rate", "interval"}` with the build's interval method; `rate` and
+/// `interval` are null when `of` is 0.
+fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
+    let iv = crate::report::interval::interval(m.method, count, of);
+    json!({
+        "count": count,
+        "of": of,
+        "rate": if of == 0 { Value::Null } else { num(count as f64 / of as f64) },
+        "interval": iv.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+    })
+}
+
 /// A skipped input, as the exports and the index page show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
@@ -83,6 +102,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "all_passed": c.all_passed(),
                 "value_matches": c.value_matches,
                 "value_compared": c.value_compared,
+                "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
+                "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
                 "task_changed": c.task_changed,
                 "label_counts": labels,
             })
@@ -182,7 +203,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 9] = [
+pub const CSV_COLUMNS: [&str; 10] = [
     "permalink",
     "model",
     "task",
@@ -192,6 +213,7 @@ pub const CSV_COLUMNS: [&str; 9] = [
     "label",
     "stage",
     "detail",
+    "value_match",
 ];
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
@@ -211,6 +233,11 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
             s.outcome.label().map(Label::as_str).unwrap_or(""),
             s.stage.map(|x| x.as_str()).unwrap_or(""),
             &s.detail,
+            match s.value_match {
+                Some(true) => "true",
+                Some(false) => "false",
+                None => "",
+            },
         ])?;
     }
     w.into_inner().map_err(|e| e.into_error().into())

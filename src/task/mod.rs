@@ -235,6 +235,59 @@ pub struct ExpectedCall {
     /// One correct set of arguments.
     pub gold: Value,
     pub where_: Vec<Predicate>,
+    /// Every value that counts as correct, per parameter (value accuracy only, never a label).
+    pub accept: Option<BTreeMap<String, Accept>>,
+}
+
+/// How an argument is compared with the acceptable values of [`Accept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Equal as JSON values, numbers by mathematical value.
+    Exact,
+    /// BFCL's AST checker: its string normalisation, numeric leniency and Java/JavaScript
+    /// value parsing (see `score::value`).
+    Bfcl,
+}
+
+/// The language whose values BFCL's checker parses (`Language` in BFCL's `ast_checker.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BfclLanguage {
+    Python,
+    Java,
+    Javascript,
+}
+
+/// What counts as a correct value for one parameter of an expected call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accept {
+    /// Every acceptable value.
+    pub values: Vec<Value>,
+    /// Leaving the parameter out is acceptable too.
+    pub omit: bool,
+    pub rule: Rule,
+    /// For the `bfcl` rule: the parameter's type in BFCL's function doc (`float`, `tuple`,
+    /// `ArrayList`…), its item type, and the language of the category.
+    pub bfcl_type: Option<String>,
+    pub bfcl_items: Option<String>,
+    pub language: BfclLanguage,
+}
+
+/// Where a task comes from, when it was imported from another suite (SPEC §3, §10).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The suite (`bfcl`).
+    pub suite: String,
+    /// The suite's own id for the task.
+    pub id: String,
+    pub category: String,
+    /// The version of the suite's data it came from.
+    pub version: String,
+    /// Changes made on import to make the task consistent with itself, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<String>,
 }
 
 /// What a correct answer looks like.
@@ -271,6 +324,11 @@ pub struct Task {
     /// Extra request body fields the task needs (e.g. `parallel_tool_calls`, `max_tokens`).
     pub request: BTreeMap<String, Value>,
     pub expect: Expect,
+    /// The expected calls are examples: any call (or calls) to offered tools that passes the
+    /// schema is correct (BFCL's relevance: "some call expected, any offered tool").
+    pub any_call: bool,
+    /// Provenance, for tasks imported from another suite.
+    pub source: Option<Source>,
     /// Where it was loaded from.
     pub file: PathBuf,
     /// sha256 of the file's bytes, recorded in each cell so build can tell a changed task.
@@ -334,11 +392,15 @@ struct RawTask {
     #[serde(default)]
     request: BTreeMap<String, Value>,
     expect: RawExpect,
+    #[serde(default)]
+    source: Option<Source>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawExpect {
+    #[serde(default)]
+    any_call: Option<bool>,
     #[serde(default)]
     no_call: Option<bool>,
     #[serde(default)]
@@ -358,6 +420,25 @@ struct RawCall {
     gold: Value,
     #[serde(default, rename = "where")]
     where_: Vec<RawPredicate>,
+    #[serde(default)]
+    accept: Option<BTreeMap<String, RawAccept>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccept {
+    #[serde(default)]
+    values: Vec<Value>,
+    #[serde(default)]
+    omit: bool,
+    #[serde(default)]
+    rule: Option<Rule>,
+    #[serde(default, rename = "type")]
+    bfcl_type: Option<String>,
+    #[serde(default, rename = "items")]
+    bfcl_items: Option<String>,
+    #[serde(default)]
+    language: Option<BfclLanguage>,
 }
 
 #[derive(Deserialize)]
@@ -508,6 +589,7 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
         }
     }
 
+    let any_call = raw.expect.any_call == Some(true);
     let expect = convert_expect(
         raw.expect,
         &raw.response_format,
@@ -515,6 +597,16 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
         &uncompiled,
         &mut problems,
     );
+    if let Some(src) = &raw.source
+        && [&src.suite, &src.id, &src.category, &src.version]
+            .iter()
+            .any(|f| f.trim().is_empty())
+    {
+        problems.add(
+            "source",
+            "suite, id, category and version must all be non-empty",
+        );
+    }
 
     match (problems.list.is_empty(), expect) {
         (true, Some(expect)) => Ok(Task {
@@ -529,6 +621,8 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
             response_format: raw.response_format,
             request: raw.request,
             expect,
+            any_call,
+            source: raw.source,
             file: file.to_path_buf(),
             sha256: sha256_hex(bytes),
         }),
@@ -563,6 +657,12 @@ fn convert_expect(
             "needs exactly one of \"no_call\": true, \"calls\": […] or \"structured_output\": {…}",
         );
         return None;
+    }
+    if raw.any_call.is_some() && raw.calls.is_none() {
+        p.add(
+            "expect.any_call",
+            "\"any_call\" marks \"calls\" as examples, so it needs \"calls\"",
+        );
     }
     if raw.no_call == Some(true) {
         if !raw.across.is_empty() || raw.order.is_some() {
@@ -623,11 +723,25 @@ fn convert_expect(
             );
         }
         let where_ = convert_predicates(c.where_, &format!("{path}.where"), false, p);
+        let accept = c.accept.map(|a| convert_accept(a, &c.gold, &path, p));
+        if raw.any_call == Some(true) && (!where_.is_empty() || accept.is_some()) {
+            p.add(
+                path.clone(),
+                "with \"any_call\" the calls are examples: they take no \"where\" and no \"accept\"",
+            );
+        }
         calls.push(ExpectedCall {
             tool: c.tool,
             gold: c.gold,
             where_,
+            accept,
         });
+    }
+    if raw.any_call == Some(true) && (!raw.across.is_empty() || raw.order.is_some()) {
+        p.add(
+            "expect",
+            "with \"any_call\" the calls are examples: \"across\" and \"order\" do not apply",
+        );
     }
     let across = convert_predicates(raw.across, "expect.across", true, p);
     Some(Expect::Calls {
@@ -635,6 +749,58 @@ fn convert_expect(
         across,
         order: raw.order.unwrap_or(Order::Any),
     })
+}
+
+/// Checks an expected call's `accept` and that its gold is among what it accepts.
+fn convert_accept(
+    raw: BTreeMap<String, RawAccept>,
+    gold: &Value,
+    path: &str,
+    p: &mut Problems,
+) -> BTreeMap<String, Accept> {
+    let mut out = BTreeMap::new();
+    for (name, a) in raw {
+        let at = format!("{path}.accept.{name}");
+        if a.values.is_empty() && !a.omit {
+            p.add(
+                at.clone(),
+                "accepts nothing: list \"values\" or set \"omit\": true",
+            );
+        }
+        let rule = a.rule.unwrap_or(Rule::Exact);
+        if rule == Rule::Bfcl && a.bfcl_type.is_none() {
+            p.add(
+                at.clone(),
+                "the \"bfcl\" rule needs the parameter's BFCL \"type\" (string, float, ArrayList…)",
+            );
+        }
+        if rule == Rule::Exact
+            && (a.bfcl_type.is_some() || a.bfcl_items.is_some() || a.language.is_some())
+        {
+            p.add(
+                at.clone(),
+                "\"type\", \"items\" and \"language\" belong to the \"bfcl\" rule: add \"rule\": \"bfcl\"",
+            );
+        }
+        out.insert(
+            name,
+            Accept {
+                values: a.values,
+                omit: a.omit,
+                rule,
+                bfcl_type: a.bfcl_type,
+                bfcl_items: a.bfcl_items,
+                language: a.language.unwrap_or(BfclLanguage::Python),
+            },
+        );
+    }
+    if let Err(why) = crate::score::value::accepts(&out, gold) {
+        p.add(
+            format!("{path}.gold"),
+            format!("the gold arguments are not among those \"accept\" lists: {why}"),
+        );
+    }
+    out
 }
 
 fn convert_predicates(
@@ -838,5 +1004,110 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
         Ok(tasks)
     } else {
         Err(TaskErrors(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task_with(expect: Value, source: Option<Value>) -> Result<Task, Vec<TaskError>> {
+        let mut t = json!({
+            "id": "t", "title": "T", "tags": ["x"], "description": "d",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}}}}}],
+            "expect": expect
+        });
+        if let Some(s) = source {
+            t["source"] = s;
+        }
+        parse_task(Path::new("t.json"), &serde_json::to_vec(&t).unwrap())
+    }
+
+    fn problems(r: Result<Task, Vec<TaskError>>) -> String {
+        match r {
+            Ok(_) => String::new(),
+            Err(es) => es
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    #[test]
+    fn accept_source_and_any_call_load() {
+        let t = task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {
+                "a": {"values": ["x", "y"], "rule": "bfcl", "type": "string"},
+                "b": {"values": [1], "omit": true}}}]}),
+            Some(json!({"suite": "bfcl", "id": "simple_python_0", "category": "simple_python", "version": "BFCL_v4"})),
+        )
+        .unwrap();
+        let a = t.expected_calls()[0].accept.as_ref().unwrap();
+        assert_eq!(a["a"].rule, Rule::Bfcl);
+        assert_eq!(a["b"].rule, Rule::Exact);
+        assert!(a["b"].omit);
+        assert_eq!(t.source.as_ref().unwrap().category, "simple_python");
+        let t = task_with(
+            json!({"calls": [{"tool": "f", "gold": {}}], "any_call": true}),
+            None,
+        )
+        .unwrap();
+        assert!(t.any_call);
+    }
+
+    #[test]
+    fn lint_names_what_is_wrong_with_accept_source_and_any_call() {
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "z"}, "accept": {"a": {"values": ["x"]}}}]}),
+            None,
+        ));
+        assert!(p.contains("expect.calls[0].gold: the gold arguments are not among those \"accept\" lists: \"a\""), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {}, "accept": {"a": {"values": [], "omit": false}}}]}),
+            None,
+        ));
+        assert!(
+            p.contains("expect.calls[0].accept.a: accepts nothing"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {"a": {"values": ["x"], "rule": "bfcl"}}}]}),
+            None,
+        ));
+        assert!(p.contains("needs the parameter's BFCL \"type\""), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "accept": {"a": {"values": ["x"], "type": "string"}}}]}),
+            None,
+        ));
+        assert!(p.contains("belong to the \"bfcl\" rule"), "{p}");
+        let p = problems(task_with(
+            json!({"calls": [{"tool": "f", "gold": {"a": "x"}, "where": [{"path": "/a", "present": true, "label": "missing_required"}]}], "any_call": true}),
+            None,
+        ));
+        assert!(
+            p.contains("with \"any_call\" the calls are examples"),
+            "{p}"
+        );
+        let p = problems(task_with(json!({"no_call": true, "any_call": true}), None));
+        assert!(
+            p.contains("\"any_call\" marks \"calls\" as examples"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"no_call": true}),
+            Some(json!({"suite": "bfcl", "id": "", "category": "c", "version": "v"})),
+        ));
+        assert!(
+            p.contains("source: suite, id, category and version must all be non-empty"),
+            "{p}"
+        );
+        let p = problems(task_with(
+            json!({"no_call": true}),
+            Some(json!({"suite": "bfcl", "id": "x", "category": "c", "version": "v", "extra": 1})),
+        ));
+        assert!(p.contains("unknown field `extra`"), "{p}");
     }
 }

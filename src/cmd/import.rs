@@ -1,0 +1,72 @@
+//! `callcheck import bfcl`: another suite's questions as task files, with a summary of what was
+//! imported, repaired, skipped and left out.
+
+use crate::cli::{ImportBfclOpts, ImportCommand};
+use crate::import::{bfcl, source};
+use anyhow::{Context, Result, anyhow};
+use std::collections::BTreeMap;
+
+pub fn run(cmd: &ImportCommand) -> Result<()> {
+    match cmd {
+        ImportCommand::Bfcl(o) => import_bfcl(o),
+    }
+}
+
+/// Per category: imported, of which repaired, and skipped.
+#[derive(Default)]
+struct Counts {
+    imported: usize,
+    repaired: usize,
+    skipped: usize,
+}
+
+fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
+    let data = source::read(&o.from)?;
+    let result = bfcl::convert(&data, o.categories.as_deref()).map_err(|e| anyhow!(e))?;
+    let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
+    for t in &result.tasks {
+        let dir = o.out.join(&t.category);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(format!("{}.json", t.id));
+        // Unchanged files are left alone, so a re-import touches nothing.
+        if std::fs::read(&path).ok().as_deref() != Some(t.bytes.as_slice()) {
+            std::fs::write(&path, &t.bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        let c = counts.entry(t.category.as_str()).or_default();
+        c.imported += 1;
+        c.repaired += usize::from(t.repaired);
+    }
+    for s in &result.skipped {
+        println!("skipped {} ({}): {}", s.bfcl_id, s.category, s.reason);
+        counts.entry(s.category.as_str()).or_default().skipped += 1;
+    }
+    println!(
+        "\nBFCL {} from {} into {}:",
+        result.version,
+        data.origin,
+        o.out.display()
+    );
+    println!("| category | imported | repaired | skipped |\n|---|---:|---:|---:|");
+    let mut total = Counts::default();
+    for cat in bfcl::CATEGORIES {
+        if let Some(c) = counts.get(cat) {
+            println!(
+                "| {cat} | {} | {} | {} |",
+                c.imported, c.repaired, c.skipped
+            );
+            total.imported += c.imported;
+            total.repaired += c.repaired;
+            total.skipped += c.skipped;
+        }
+    }
+    println!(
+        "| all | {} | {} | {} |",
+        total.imported, total.repaired, total.skipped
+    );
+    for (cat, why) in &result.not_imported {
+        println!("not imported: {cat}: {why}");
+    }
+    Ok(())
+}

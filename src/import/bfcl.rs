@@ -1,0 +1,1147 @@
+//! `callcheck import bfcl`: the Berkeley Function Calling Leaderboard's single-turn AST
+//! categories as callcheck tasks, sent the way BFCL's function-calling handlers send them.
+//!
+//! Facts taken from BFCL's source (bfcl-eval): the data layout and category names
+//! (`constants/category_mapping.py`, `constants/eval_config.py`, `utils.py::load_dataset_entry`),
+//! the language hints and the Java/JavaScript parameter rewriting
+//! (`utils.py::_func_doc_language_specific_pre_processing`), the conversion of function docs to
+//! OpenAI tools (`model_handler/utils.py::convert_to_tool` and `_cast_to_openai_type`, with
+//! `constants/type_mappings.py::GORILLA_TO_OPENAPI`), the messages (`base_handler.py::
+//! inference_single_turn_FC` sends `question[0]` as it is), and the checker's rules
+//! (`eval_checker/ast_eval/ast_checker.py`, reproduced in `score::value::bfcl`).
+
+use super::source::DataFiles;
+use crate::score::value::bfcl::param_accepts;
+use crate::task::{Accept, BfclLanguage, Rule, Schema};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The single-turn AST categories, in BFCL's order (`SINGLE_TURN_CATEGORY`).
+pub const CATEGORIES: [&str; 13] = [
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+];
+
+/// Why a category BFCL ships is not imported.
+pub fn not_imported_reason(category: &str) -> &'static str {
+    if category.starts_with("multi_turn") {
+        "multi-turn: needs BFCL's executable API classes and their state between turns"
+    } else if category.starts_with("memory") {
+        "memory: needs BFCL's memory backends and its prerequisite conversations"
+    } else if category.starts_with("web_search") {
+        "web search: needs a live search tool whose results are fed back between turns"
+    } else if category == "format_sensitivity" {
+        "format sensitivity: re-asks other categories' questions in prompt formats for prompting (non-function-calling) models; no questions of its own"
+    } else {
+        "not one of BFCL's single-turn AST categories"
+    }
+}
+
+/// BFCL's licence, from the wheel's metadata (`License: Apache 2.0`) and data README.
+pub const LICENCE: &str = "Apache-2.0";
+
+/// One imported task: where it goes and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    pub id: String,
+    pub category: String,
+    pub bytes: Vec<u8>,
+    pub repaired: bool,
+}
+
+/// One entry not imported, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub bfcl_id: String,
+    pub category: String,
+    pub reason: String,
+}
+
+/// The result of converting the data: tasks, skips, and categories left out.
+#[derive(Debug, Default)]
+pub struct Import {
+    pub tasks: Vec<Imported>,
+    pub skipped: Vec<Skipped>,
+    /// Categories present in the data and not imported, with the reason.
+    pub not_imported: Vec<(String, &'static str)>,
+    /// `BFCL_v4 (bfcl-eval 2026.3.23)`.
+    pub version: String,
+}
+
+fn language(category: &str) -> BfclLanguage {
+    // utils.py: is_java is "java" in the category and not is_js; is_js is "javascript" in it.
+    if category.contains("javascript") {
+        BfclLanguage::Javascript
+    } else if category.contains("java") {
+        BfclLanguage::Java
+    } else {
+        BfclLanguage::Python
+    }
+}
+
+/// The categories present in the data: `BFCL_v4_simple_python.json` → (`BFCL_v4`, `simple_python`).
+pub fn categories_in(data: &DataFiles) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for name in data.files.keys() {
+        if name.contains('/') {
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
+        // BFCL_v4_<category>: the prefix is the first two underscore-separated parts.
+        let mut parts = stem.splitn(3, '_');
+        if let (Some(a), Some(b), Some(cat)) = (parts.next(), parts.next(), parts.next()) {
+            out.push((format!("{a}_{b}"), cat.to_string()));
+        }
+    }
+    out
+}
+
+/// Converts the chosen categories (all single-turn AST categories when `only` is `None`).
+pub fn convert(data: &DataFiles, only: Option<&[String]>) -> Result<Import, String> {
+    let present = categories_in(data);
+    let mut prefixes: Vec<&str> = present.iter().map(|(p, _)| p.as_str()).collect();
+    prefixes.sort();
+    prefixes.dedup();
+    let prefix = match prefixes.as_slice() {
+        [p] => p.to_string(),
+        [] => {
+            return Err(format!(
+                "{}: no BFCL_v*_<category>.json data files",
+                data.origin
+            ));
+        }
+        many => {
+            return Err(format!(
+                "{}: data files of several versions ({}): pass a folder holding one",
+                data.origin,
+                many.join(", ")
+            ));
+        }
+    };
+    if let Some(only) = only {
+        for c in only {
+            if !CATEGORIES.contains(&c.as_str()) {
+                return Err(format!(
+                    "--categories: {c:?} is not a single-turn AST category; choose among {}",
+                    CATEGORIES.join(", ")
+                ));
+            }
+        }
+    }
+    let version = match &data.package_version {
+        Some(v) => format!("{prefix} (bfcl-eval {v})"),
+        None => prefix.clone(),
+    };
+    let mut out = Import {
+        version: version.clone(),
+        ..Import::default()
+    };
+    for (_, cat) in &present {
+        if !CATEGORIES.contains(&cat.as_str()) {
+            out.not_imported
+                .push((cat.clone(), not_imported_reason(cat)));
+        }
+    }
+    for cat in CATEGORIES {
+        if only.is_some_and(|o| !o.iter().any(|c| c == cat)) {
+            continue;
+        }
+        let file = format!("{prefix}_{cat}.json");
+        let Some(bytes) = data.files.get(&file) else {
+            if only.is_some() {
+                return Err(format!("{}: no {file} in the data", data.origin));
+            }
+            continue;
+        };
+        let entries = read_lines(bytes, &file)?;
+        let answers: BTreeMap<String, Value> =
+            match data.files.get(&format!("possible_answer/{file}")) {
+                Some(b) => read_lines(b, &format!("possible_answer/{file}"))?
+                    .into_iter()
+                    .filter_map(|a| Some((a.get("id")?.as_str()?.to_string(), a)))
+                    .collect(),
+                None => BTreeMap::new(),
+            };
+        for entry in &entries {
+            let bfcl_id = entry
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            match convert_entry(cat, &version, entry, answers.get(&bfcl_id)) {
+                Ok(t) => out.tasks.push(t),
+                Err(reason) => out.skipped.push(Skipped {
+                    bfcl_id,
+                    category: cat.to_string(),
+                    reason,
+                }),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A BFCL data file: one JSON object per line.
+fn read_lines(bytes: &[u8], file: &str) -> Result<Vec<Value>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("{file}: not UTF-8: {e}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{file}: line {}: not JSON: {e}", i + 1))
+        })
+        .collect()
+}
+
+/// `simple_python_13` → `bfcl-simple-python-13`.
+pub fn task_id(bfcl_id: &str) -> String {
+    format!("bfcl-{}", bfcl_id.replace('_', "-"))
+}
+
+/// `convert_to_tool`: dots in a function name become underscores for OpenAI-compatible
+/// endpoints ("OAI does not support "." in the function name").
+pub fn tool_name(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+fn append(obj: &mut Map<String, Value>, key: &str, text: &str) {
+    let old = obj
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    obj.insert(key.to_string(), Value::String(old + text));
+}
+
+fn type_of(v: &Value) -> &str {
+    v.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// `_func_doc_language_specific_pre_processing`: the language hint on every function, and for
+/// Java and JavaScript every parameter sent as a string in the language's syntax.
+fn language_pre_processing(f: &mut Map<String, Value>, lang: BfclLanguage) {
+    let hint = match lang {
+        BfclLanguage::Java => " Note that the provided function is in Java 8 SDK syntax.",
+        BfclLanguage::Javascript => " Note that the provided function is in JavaScript syntax.",
+        BfclLanguage::Python => " Note that the provided function is in Python 3 syntax.",
+    };
+    append(f, "description", hint);
+    if lang == BfclLanguage::Python {
+        return;
+    }
+    let Some(props) = f
+        .get_mut("parameters")
+        .and_then(|p| p.get_mut("properties"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for (_, p) in props.iter_mut() {
+        let Some(p) = p.as_object_mut() else {
+            continue;
+        };
+        let t = p
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let item_type = p
+            .get("items")
+            .map(|i| type_of(i).to_string())
+            .unwrap_or_default();
+        let lang_name = if lang == BfclLanguage::Java {
+            "Java"
+        } else {
+            "JavaScript"
+        };
+        if t == "any" {
+            append(
+                p,
+                "description",
+                &format!(
+                    " This parameter can be of any type of {lang_name} object in string representation."
+                ),
+            );
+        } else {
+            append(
+                p,
+                "description",
+                &format!(" This is {lang_name} {t} type parameter in string representation."),
+            );
+        }
+        let is_list = match lang {
+            BfclLanguage::Java => t == "ArrayList" || t == "Array",
+            _ => t == "array",
+        };
+        if is_list {
+            append(
+                p,
+                "description",
+                &format!(
+                    " The list elements are of type {item_type}; they are not in string representation."
+                ),
+            );
+            p.remove("items");
+        }
+        if lang == BfclLanguage::Javascript && t == "dict" && p.contains_key("properties") {
+            let schema = p
+                .get("properties")
+                .map(|x| x.to_string())
+                .unwrap_or_default();
+            append(
+                p,
+                "description",
+                &format!(
+                    " The dictionary entries have the following schema; they are not in string representation. {}",
+                    python_json_dumps(&schema)
+                ),
+            );
+            p.remove("properties");
+        }
+        p.insert("type".into(), Value::String("string".into()));
+    }
+}
+
+/// Python's `json.dumps` puts a space after `:` and `,`; serde_json's compact form does not.
+/// Re-spaced outside strings so the description reads as BFCL sends it.
+fn python_json_dumps(compact: &str) -> String {
+    let mut out = String::with_capacity(compact.len() + compact.len() / 8);
+    let mut in_str = false;
+    let mut escaped = false;
+    for c in compact.chars() {
+        out.push(c);
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if c == '"' {
+            in_str = true;
+        } else if c == ':' || c == ',' {
+            out.push(' ');
+        }
+    }
+    out
+}
+
+/// `GORILLA_TO_OPENAPI`: BFCL's doc types as JSON Schema types. `any` is sent as a string, as
+/// BFCL's table says; a type not in the table is sent as a string too.
+pub fn openapi_type(t: &str) -> &'static str {
+    match t {
+        "integer" | "byte" | "short" | "long" | "Bigint" => "integer",
+        "number" | "float" | "double" => "number",
+        "boolean" | "bool" => "boolean",
+        "array" | "list" | "tuple" | "ArrayList" | "Array" | "Queue" | "Stack" => "array",
+        "dict" | "object" | "HashMap" | "Hashtable" => "object",
+        _ => "string",
+    }
+}
+
+/// `_cast_to_openai_type`: types mapped at every depth of `properties`, items two levels deep,
+/// and floats marked (`"format": "float"` and a sentence in the description).
+fn cast_properties(props: &mut Map<String, Value>) {
+    for (_, p) in props.iter_mut() {
+        let Some(p) = p.as_object_mut() else {
+            continue;
+        };
+        match p.get("type").and_then(Value::as_str).map(String::from) {
+            None => {
+                p.insert("type".into(), Value::String("string".into()));
+            }
+            Some(t) => {
+                if t == "float" {
+                    p.insert("format".into(), Value::String("float".into()));
+                    append(p, "description", " This is a float type value.");
+                }
+                p.insert("type".into(), Value::String(openapi_type(&t).into()));
+            }
+        }
+        let t = type_of(&Value::Object(p.clone())).to_string();
+        if t != "array" && t != "object" {
+            continue;
+        }
+        if let Some(inner) = p.get_mut("properties").and_then(Value::as_object_mut) {
+            cast_properties(inner);
+        } else if let Some(items) = p.get_mut("items").and_then(Value::as_object_mut) {
+            let it = openapi_type(items.get("type").and_then(Value::as_str).unwrap_or(""));
+            items.insert("type".into(), Value::String(it.into()));
+            if it == "array" {
+                if let Some(inner) = items.get_mut("items").and_then(Value::as_object_mut) {
+                    let t2 = openapi_type(inner.get("type").and_then(Value::as_str).unwrap_or(""));
+                    inner.insert("type".into(), Value::String(t2.into()));
+                }
+            } else if it == "object"
+                && let Some(inner) = items.get_mut("properties").and_then(Value::as_object_mut)
+            {
+                cast_properties(inner);
+            }
+        }
+    }
+}
+
+/// One BFCL function doc as the OpenAI tool BFCL's OpenAI-compatible handler sends.
+pub fn to_tool(function: &Value, lang: BfclLanguage) -> Result<Value, String> {
+    let Some(mut f) = function.as_object().cloned() else {
+        return Err("a function doc is not an object".into());
+    };
+    let Some(name) = f.get("name").and_then(Value::as_str).map(String::from) else {
+        return Err("a function doc has no name".into());
+    };
+    language_pre_processing(&mut f, lang);
+    f.insert("name".into(), Value::String(tool_name(&name)));
+    let params = f
+        .entry("parameters")
+        .or_insert_with(|| json!({"type": "object", "properties": {}}));
+    let Some(params) = params.as_object_mut() else {
+        return Err(format!("{name}: parameters is not an object"));
+    };
+    params.insert("type".into(), Value::String("object".into()));
+    match params.get_mut("properties").and_then(Value::as_object_mut) {
+        Some(props) => cast_properties(props),
+        None => {
+            params.insert("properties".into(), json!({}));
+        }
+    }
+    Ok(json!({"type": "function", "function": Value::Object(f)}))
+}
+
+fn props_of(function: &Value) -> Option<&Map<String, Value>> {
+    function
+        .pointer("/parameters/properties")
+        .and_then(Value::as_object)
+}
+
+fn required_of(function: &Value) -> Vec<String> {
+    function
+        .pointer("/parameters/required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Shape tags of the corpus (tasks/README.md) for a category.
+fn shape_tags(category: &str) -> &'static [&'static str] {
+    match category.trim_start_matches("live_") {
+        "simple" | "simple_python" | "simple_java" | "simple_javascript" => &["single-call"],
+        "multiple" => &["similar-tools"],
+        "parallel" => &["parallel"],
+        "parallel_multiple" => &["parallel", "similar-tools"],
+        "irrelevance" => &["no-call"],
+        _ => &[],
+    }
+}
+
+fn first_user_text(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content").and_then(Value::as_str))
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn clip_words(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(max).collect();
+    match cut.rfind(' ') {
+        Some(i) if i > max / 2 => format!("{}…", &cut[..i]),
+        _ => format!("{cut}…"),
+    }
+}
+
+/// One parameter's possible answer split into BFCL's values and its optional marker `""`.
+fn split_answer(values: &[Value]) -> (Vec<Value>, bool, bool) {
+    let omit = values.iter().any(|v| v.as_str() == Some(""));
+    let first_is_omit = values.first().is_some_and(|v| v.as_str() == Some(""));
+    let kept = values
+        .iter()
+        .filter(|v| v.as_str() != Some(""))
+        .cloned()
+        .collect();
+    (kept, omit, first_is_omit)
+}
+
+/// A dictionary possible answer (`{"key": [values…]}`) as one concrete dictionary: each key's
+/// first value, keys whose first value is `""` left out.
+fn first_of_dict(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter_map(|(k, vals)| match vals {
+                    Value::Array(a) => match a.first() {
+                        Some(Value::String(s)) if s.is_empty() => None,
+                        Some(x) => Some((k.clone(), x.clone())),
+                        None => None,
+                    },
+                    other => Some((k.clone(), other.clone())),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The concrete argument a possible value stands for: dictionaries (and lists of them) are
+/// written in the possible-answer form, every other value as it is.
+fn python_candidate(v: &Value, bfcl_type: &str, items: Option<&str>) -> Value {
+    match (bfcl_type, v) {
+        ("dict", Value::Object(_)) => first_of_dict(v),
+        ("array" | "tuple", Value::Array(a)) if items == Some("dict") => {
+            Value::Array(a.iter().map(first_of_dict).collect())
+        }
+        _ => v.clone(),
+    }
+}
+
+fn number_text(v: &Value) -> String {
+    v.to_string()
+}
+
+/// A Java value as source text that BFCL's `java_type_converter` reads back.
+fn java_text(v: &Value, t: &str, items: Option<&str>) -> Option<String> {
+    Some(match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(_) => match t {
+            "long" => format!("{}L", number_text(v)),
+            "float" => format!("{}f", number_text(v)),
+            _ => number_text(v),
+        },
+        Value::Array(a) => {
+            let elem = |e: &Value, quote: bool| -> Option<String> {
+                match (e, items) {
+                    (Value::String(s), _) if quote => Some(format!("\"{s}\"")),
+                    (Value::String(s), _) => Some(s.clone()),
+                    (x, Some(i)) => java_text(x, i, None),
+                    (x, None) => java_text(x, "any", None),
+                }
+            };
+            match t {
+                "ArrayList" => {
+                    // parse_arraylist strips the quotes of String and char elements and reads
+                    // untyped elements with parse_java_value, which needs them quoted too.
+                    let quote = !matches!(items, Some("any"));
+                    let parts: Option<Vec<String>> = a.iter().map(|e| elem(e, quote)).collect();
+                    format!("new ArrayList<>(Arrays.asList({}))", parts?.join(", "))
+                }
+                "Array" => {
+                    // parse_array keeps a typed element's text as it is, quotes included.
+                    let quote = items.is_none();
+                    let parts: Option<Vec<String>> = a.iter().map(|e| elem(e, quote)).collect();
+                    let java_type = match items {
+                        Some("integer") => "int",
+                        Some("String") => "String",
+                        Some(
+                            other @ ("long" | "float" | "double" | "boolean" | "char" | "byte"
+                            | "short"),
+                        ) => other,
+                        _ => "Object",
+                    };
+                    format!("new {java_type}[]{{{}}}", parts?.join(", "))
+                }
+                _ => return None,
+            }
+        }
+        Value::Object(m) => {
+            let mut puts = String::new();
+            for (k, val) in m {
+                let text = match val {
+                    Value::String(s) => format!("\"{s}\""),
+                    other => java_text(other, "any", None)?,
+                };
+                puts.push_str(&format!("put(\"{k}\", {text}); "));
+            }
+            format!("new HashMap<String, Object>() {{{{ {puts}}}}}")
+        }
+        Value::Null => return None,
+    })
+}
+
+/// A JavaScript value as source text that BFCL's `js_type_converter` reads back.
+fn js_text(v: &Value, t: &str) -> Option<String> {
+    Some(match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(_) => {
+            if t == "Bigint" {
+                format!("{}n", number_text(v))
+            } else {
+                number_text(v)
+            }
+        }
+        Value::Array(a) => {
+            let parts: Option<Vec<String>> = a.iter().map(js_element).collect();
+            format!("[{}]", parts?.join(", "))
+        }
+        Value::Object(m) => {
+            let mut parts = Vec::new();
+            for (k, val) in m {
+                parts.push(format!("{k}: {}", js_element(val)?));
+            }
+            format!("{{{}}}", parts.join(", "))
+        }
+        Value::Null => return None,
+    })
+}
+
+fn js_element(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(format!("\"{s}\"")),
+        other => js_text(other, "any"),
+    }
+}
+
+/// The parameter's type and item type in BFCL's function doc.
+fn doc_types(doc: &Value) -> (String, Option<String>) {
+    let t = type_of(doc).to_string();
+    let items = doc
+        .get("items")
+        .and_then(|i| i.get("type"))
+        .and_then(Value::as_str)
+        .map(String::from);
+    (t, items)
+}
+
+/// Converts one BFCL entry to a task file, or says why it cannot be.
+fn convert_entry(
+    category: &str,
+    version: &str,
+    entry: &Value,
+    answer: Option<&Value>,
+) -> Result<Imported, String> {
+    let bfcl_id = entry
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("the entry has no id")?;
+    let id = task_id(bfcl_id);
+    if !crate::task::is_path_safe(&id) {
+        return Err(format!("its id gives {id:?}, which is not a valid task id"));
+    }
+    let lang = language(category);
+    let turns = entry
+        .get("question")
+        .and_then(Value::as_array)
+        .ok_or("the entry has no question")?;
+    if turns.len() != 1 {
+        return Err(format!(
+            "its question has {} turns; a single-turn category sends only the first",
+            turns.len()
+        ));
+    }
+    let messages = turns[0]
+        .as_array()
+        .filter(|m| !m.is_empty())
+        .ok_or("the question's turn holds no messages")?
+        .clone();
+    let functions = entry
+        .get("function")
+        .and_then(Value::as_array)
+        .ok_or("the entry has no function docs")?;
+    let mut tools = Vec::new();
+    for f in functions {
+        tools.push(to_tool(f, lang)?);
+    }
+    let mut names: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+        .collect();
+    names.sort();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err("two function docs share a tool name once dots become underscores".into());
+    }
+
+    let mut repairs: Vec<String> = Vec::new();
+    let is_irrelevance = category.ends_with("irrelevance");
+    let is_relevance = category == "live_relevance";
+    let expect = if is_irrelevance {
+        json!({"no_call": true})
+    } else if is_relevance {
+        let (tool, gold) = relevance_example(&tools)?;
+        json!({"calls": [{"tool": tool, "gold": gold}], "any_call": true})
+    } else {
+        let answer = answer.ok_or("no possible answer for this entry")?;
+        let truths = answer
+            .get("ground_truth")
+            .and_then(Value::as_array)
+            .filter(|g| !g.is_empty())
+            .ok_or("its possible answer has no ground truth")?;
+        let mut calls = Vec::new();
+        for (i, truth) in truths.iter().enumerate() {
+            calls.push(expected_call(
+                i,
+                truth,
+                functions,
+                &mut tools,
+                lang,
+                &mut repairs,
+            )?);
+        }
+        json!({"calls": calls, "order": "any"})
+    };
+
+    let user = first_user_text(&messages);
+    let title = format!("BFCL {bfcl_id}: {}", clip_words(&user, 60));
+    let mut tags = vec!["bfcl".to_string(), category.replace('_', "-")];
+    tags.extend(shape_tags(category).iter().map(|s| s.to_string()));
+    let what = if is_irrelevance {
+        "None of the offered functions fits the request: the right answer calls nothing."
+            .to_string()
+    } else if is_relevance {
+        "Some offered function fits the request: any call to an offered tool that passes its schema is right (BFCL's relevance check); the expected call is an example.".to_string()
+    } else {
+        "Value accuracy uses BFCL's possible answers (`accept`) with BFCL's checker rules."
+            .to_string()
+    };
+    let mut description = format!(
+        "From the [Berkeley Function Calling Leaderboard](https://gorilla.cs.berkeley.edu/leaderboard.html) (BFCL), category `{category}`, entry `{bfcl_id}`, data {version}. BFCL's data is licensed {LICENCE}. The tools are sent as BFCL's function-calling handler sends them to OpenAI-compatible endpoints. {what}"
+    );
+    if !repairs.is_empty() {
+        description.push_str("\n\nRepaired on import:\n");
+        for r in &repairs {
+            description.push_str(&format!("\n- {r}"));
+        }
+    }
+    let mut source = json!({
+        "suite": "bfcl",
+        "id": bfcl_id,
+        "category": category,
+        "version": version,
+    });
+    if !repairs.is_empty() {
+        source["repairs"] = json!(repairs);
+    }
+    let task = json!({
+        "id": id,
+        "title": title,
+        "tags": tags,
+        "description": description,
+        "source": source,
+        "messages": messages,
+        "tools": tools,
+        "expect": expect,
+    });
+    let mut bytes = serde_json::to_vec_pretty(&task).map_err(|e| e.to_string())?;
+    bytes.push(b'\n');
+    // Every imported task passes `tasks lint`; one that would not is skipped with lint's reason.
+    let path = std::path::PathBuf::from(format!("{id}.json"));
+    let parsed = crate::task::parse_task(&path, &bytes).map_err(|es| {
+        format!(
+            "the converted task does not load: {}",
+            es.iter()
+                .map(|e| format!("{}: {}", e.path, e.problem))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    if let Some(p) = crate::task::lint::lint_task(&parsed).into_iter().next() {
+        return Err(format!("the converted task fails lint: {p}"));
+    }
+    Ok(Imported {
+        id,
+        category: category.to_string(),
+        bytes,
+        repaired: !repairs.is_empty(),
+    })
+}
+
+/// One ground-truth entry (`{"func": {"param": [values…]}}`) as an expected call with its gold
+/// and `accept`. Mechanical repairs are made to `tools` and recorded in `repairs`.
+fn expected_call(
+    index: usize,
+    truth: &Value,
+    functions: &[Value],
+    tools: &mut [Value],
+    lang: BfclLanguage,
+    repairs: &mut Vec<String>,
+) -> Result<Value, String> {
+    let (fname, params) = truth
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.iter().next())
+        .ok_or_else(|| format!("ground truth {index} is not one {{function: params}} entry"))?;
+    let params = params
+        .as_object()
+        .ok_or_else(|| format!("ground truth {index}'s parameters are not an object"))?;
+    // find_description: the doc with the ground truth's (dotted) name.
+    let doc = functions
+        .iter()
+        .find(|f| f.get("name").and_then(Value::as_str) == Some(fname.as_str()))
+        .ok_or_else(|| format!("its ground truth calls {fname}, which the entry does not offer"))?;
+    let tool = tool_name(fname);
+    let tool_index = tools
+        .iter()
+        .position(|t| t.pointer("/function/name").and_then(Value::as_str) == Some(tool.as_str()))
+        .ok_or_else(|| format!("{tool} is not among the tools"))?;
+    let doc_props = props_of(doc).cloned().unwrap_or_default();
+    let required = required_of(doc);
+    let mut accept = Map::new();
+    let mut gold = Map::new();
+    for (pname, values) in params {
+        let Some(pdoc) = doc_props.get(pname) else {
+            repairs.push(format!(
+                "the ground truth of {fname} gives `{pname}`, which its function doc does not define: left out of the expected call"
+            ));
+            continue;
+        };
+        let Some(values) = values.as_array() else {
+            return Err(format!(
+                "the possible answer of {fname}.{pname} is not a list"
+            ));
+        };
+        let (t, items) = doc_types(pdoc);
+        let (mut kept, omit, first_is_omit) = split_answer(values);
+        let dict_like = matches!(t.as_str(), "dict" | "HashMap")
+            || (matches!(t.as_str(), "array" | "tuple") && items.as_deref() == Some("dict"));
+        if dict_like {
+            let mut changed = false;
+            kept = kept
+                .iter()
+                .map(|v| repair_dict_answer(v, &mut changed))
+                .collect();
+            if changed {
+                repairs.push(format!(
+                    "{fname}.{pname}: BFCL compares the values inside its dictionary literally, but its possible answer nests lists of alternatives there (or a bare value where a list belongs): each replaced by its first alternative (or wrapped in a list)"
+                ));
+            }
+        }
+        let is_required = required.iter().any(|r| r == pname);
+        let prop_pointer = format!(
+            "/function/parameters/properties/{}",
+            crate::json::pointer_token(pname)
+        );
+        if kept.is_empty() && !omit {
+            return Err(format!(
+                "its possible answer for {fname}.{pname} lists no value"
+            ));
+        }
+        if kept.is_empty() && is_required {
+            return Err(format!(
+                "its possible answer only allows leaving out {fname}.{pname}, which the schema requires"
+            ));
+        }
+        let mut chosen: Option<Option<Value>> = None;
+        if first_is_omit && !is_required {
+            chosen = Some(None);
+        }
+        let accept_of = |kept: &[Value]| Accept {
+            values: kept.to_vec(),
+            omit,
+            rule: Rule::Bfcl,
+            bfcl_type: Some(t.clone()),
+            bfcl_items: items.clone(),
+            language: lang,
+        };
+        let candidates = |kept: &[Value]| -> Vec<Value> {
+            kept.iter()
+                .filter_map(|v| match lang {
+                    BfclLanguage::Python => Some(python_candidate(v, &t, items.as_deref())),
+                    BfclLanguage::Java => {
+                        java_text(&first_of_dict(v), &t, items.as_deref()).map(Value::String)
+                    }
+                    BfclLanguage::Javascript => js_text(&first_of_dict(v), &t).map(Value::String),
+                })
+                .collect()
+        };
+        // The first candidate BFCL's checker accepts and the schema sent allows, and the
+        // first schema error met, for the skip reason.
+        let pick = |tools: &[Value], kept: &[Value]| -> (Option<Value>, bool, Option<String>) {
+            let a = accept_of(kept);
+            let prop = tools[tool_index].pointer(&prop_pointer).cloned();
+            let compiled = prop.as_ref().map(Schema::compile);
+            let mut any_accepted = false;
+            let mut schema_error = None;
+            for c in candidates(kept) {
+                if !param_accepts(&a, &c) {
+                    continue;
+                }
+                any_accepted = true;
+                match &compiled {
+                    Some(Ok(s)) => {
+                        let error = s
+                            .validator
+                            .iter_errors(&c)
+                            .next()
+                            .map(|e| format!("{} at {}", e, e.instance_path()));
+                        match error {
+                            None => return (Some(c), true, None),
+                            Some(e) => {
+                                schema_error.get_or_insert(e);
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        schema_error
+                            .get_or_insert_with(|| format!("the schema does not compile: {e}"));
+                    }
+                    None => return (Some(c), true, None),
+                }
+            }
+            (None, any_accepted, schema_error)
+        };
+        if chosen.is_none() {
+            let (mut found, mut any_accepted, mut schema_error) = pick(tools, &kept);
+            if found.is_none()
+                && let Some(note) = move_array_enum(&mut tools[tool_index], &prop_pointer, pname)
+            {
+                (found, any_accepted, schema_error) = pick(tools, &kept);
+                if found.is_some() {
+                    repairs.push(format!("{tool}: {note}"));
+                }
+            }
+            if found.is_none()
+                && let Some((spelling, note)) =
+                    enum_spelling(tools[tool_index].pointer(&prop_pointer), &kept)
+            {
+                let mut widened = kept.clone();
+                if !param_accepts(&accept_of(&kept), &spelling) {
+                    widened.push(spelling.clone());
+                }
+                let (f, _, _) = pick(tools, &widened);
+                if f.is_some() {
+                    kept = widened;
+                    found = f;
+                    repairs.push(format!("{fname}.{pname}: {note}"));
+                }
+            }
+            match found {
+                Some(c) => chosen = Some(Some(c)),
+                None if omit && !is_required => chosen = Some(None),
+                None if !any_accepted => {
+                    return Err(format!(
+                        "BFCL's own checker accepts none of its possible answers for {fname}.{pname} ({})",
+                        crate::json::preview(&Value::Array(values.clone()), 80)
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "none of its possible answers for {fname}.{pname} ({}) fits the schema sent: {}",
+                        crate::json::preview(&Value::Array(values.clone()), 80),
+                        schema_error.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        if let Some(Some(c)) = chosen {
+            gold.insert(pname.clone(), c);
+        }
+        let mut entry = Map::new();
+        entry.insert("values".into(), Value::Array(kept));
+        if omit {
+            entry.insert("omit".into(), Value::Bool(true));
+        }
+        entry.insert("rule".into(), json!("bfcl"));
+        entry.insert("type".into(), Value::String(t.clone()));
+        if let Some(i) = &items {
+            entry.insert("items".into(), Value::String(i.clone()));
+        }
+        if lang != BfclLanguage::Python {
+            entry.insert(
+                "language".into(),
+                json!(if lang == BfclLanguage::Java {
+                    "java"
+                } else {
+                    "javascript"
+                }),
+            );
+        }
+        accept.insert(pname.clone(), Value::Object(entry));
+    }
+    let gold = Value::Object(gold);
+    let sent = tools[tool_index]
+        .pointer("/function/parameters")
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let schema = Schema::compile(&sent)
+        .map_err(|e| format!("the schema of {tool} does not compile: {e}"))?;
+    if let Some(e) = schema.validator.iter_errors(&gold).next() {
+        return Err(format!(
+            "its ground truth for {tool} does not fit the schema sent: {e} at {}",
+            e.instance_path()
+        ));
+    }
+    Ok(json!({"tool": tool, "gold": gold, "accept": accept}))
+}
+
+/// A dictionary possible answer (or a list of them) in the shape BFCL's `dict_checker` can
+/// match: each key's value a list of alternatives, and every alternative a concrete value —
+/// a dictionary of alternatives nested inside becomes its first alternatives.
+fn repair_dict_answer(v: &Value, changed: &mut bool) -> Value {
+    match v {
+        Value::Array(a) => Value::Array(a.iter().map(|x| repair_dict_answer(x, changed)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, alts)| {
+                    let alts = match alts {
+                        Value::Array(a) => a.clone(),
+                        other => {
+                            *changed = true;
+                            vec![other.clone()]
+                        }
+                    };
+                    let alts = alts
+                        .iter()
+                        .map(|x| concrete(x, changed))
+                        .collect::<Vec<_>>();
+                    (k.clone(), Value::Array(alts))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A possible-answer dictionary (every value a list) as its first alternatives, at any depth.
+fn concrete(v: &Value, changed: &mut bool) -> Value {
+    match v {
+        Value::Object(m) if !m.is_empty() && m.values().all(Value::is_array) => {
+            *changed = true;
+            Value::Object(
+                m.iter()
+                    .filter_map(|(k, alts)| {
+                        let first = alts.as_array()?.first()?;
+                        if first.as_str() == Some("") {
+                            return None;
+                        }
+                        Some((k.clone(), concrete(first, changed)))
+                    })
+                    .collect(),
+            )
+        }
+        other => other.clone(),
+    }
+}
+
+/// BFCL's docs sometimes put a list of allowed strings as `enum` on an array property, which no
+/// array can satisfy; the enum belongs to the items. Moves it there.
+fn move_array_enum(tool: &mut Value, prop_pointer: &str, pname: &str) -> Option<String> {
+    let prop = tool.pointer_mut(prop_pointer)?.as_object_mut()?;
+    if prop.get("type").and_then(Value::as_str) != Some("array") {
+        return None;
+    }
+    let items = prop.get("items")?.as_object()?;
+    if items.contains_key("enum") {
+        return None;
+    }
+    let en = prop.remove("enum")?;
+    if let Some(items) = prop.get_mut("items").and_then(Value::as_object_mut) {
+        items.insert("enum".into(), en);
+    }
+    Some(format!(
+        "the `enum` of `{pname}` sat on the array, which no array satisfies: moved to its items"
+    ))
+}
+
+/// A possible answer that is not among a string enum, but whose text is one of its members
+/// under BFCL's normalisation (`openai` for `OpenAI`, `true` for `"True"`, `2` for `"2"`): that
+/// member, and the repair's note.
+fn enum_spelling(prop: Option<&Value>, kept: &[Value]) -> Option<(Value, String)> {
+    let members = prop?.get("enum")?.as_array()?;
+    for v in kept {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            // Python's str(): True, False, 2, 2.5.
+            Value::Bool(true) => "True".into(),
+            Value::Bool(false) => "False".into(),
+            Value::Number(n) => n.to_string(),
+            _ => continue,
+        };
+        let key = crate::score::value::bfcl::standardize(&text);
+        if let Some(m) = members
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|m| crate::score::value::bfcl::standardize(m) == key)
+        {
+            return Some((
+                Value::String(m.to_string()),
+                format!(
+                    "the possible answer {} is not among the enum of the schema sent; its spelling there, {m:?}, is the gold and is accepted",
+                    crate::json::preview(v, 40)
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// An example call for a relevance task: the first tool for which arguments built from its
+/// schema (required parameters only: a default, the first enum value, or a plain value of the
+/// type) pass that schema.
+fn relevance_example(tools: &[Value]) -> Result<(String, Value), String> {
+    for t in tools {
+        let (Some(name), Some(params)) = (
+            t.pointer("/function/name").and_then(Value::as_str),
+            t.pointer("/function/parameters"),
+        ) else {
+            continue;
+        };
+        let args = example_value(params, 0);
+        if Schema::compile(params).is_ok_and(|s| s.validator.is_valid(&args)) {
+            return Ok((name.to_string(), args));
+        }
+    }
+    Err(
+        "no offered tool has arguments that can be built from its schema for the example call"
+            .into(),
+    )
+}
+
+fn example_value(schema: &Value, depth: usize) -> Value {
+    if let Some(d) = schema.get("default") {
+        return d.clone();
+    }
+    if let Some(e) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return e.clone();
+    }
+    match type_of(schema) {
+        "integer" => json!(1),
+        "number" => json!(1.0),
+        "boolean" => json!(true),
+        "array" => json!([]),
+        "object" if depth < 8 => {
+            let mut m = Map::new();
+            let props = schema.get("properties").and_then(Value::as_object);
+            for r in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                let sub = props.and_then(|p| p.get(r)).cloned().unwrap_or(json!({}));
+                m.insert(r.to_string(), example_value(&sub, depth + 1));
+            }
+            Value::Object(m)
+        }
+        "object" => json!({}),
+        _ => json!("example"),
+    }
+}

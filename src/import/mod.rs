@@ -1,0 +1,4 @@
+//! Importing other suites' questions as callcheck tasks (SPEC §10).
+
+pub mod bfcl;
+pub mod source;
