@@ -211,12 +211,14 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
     w.into_inner().map_err(|e| e.into_error().into())
 }
 
-/// `data/manifest.json`: what made this site. `transcripts` maps every file read (relative to
-/// the runs root) to its sha256.
+/// `data/manifest.json`: what made this site. `runs` maps every run folder read (relative to the
+/// runs root) to the sha256 of its listing ([`run_listing`]): one line per run, so the manifest
+/// grows with runs, not with files, and anyone can check a site against its `runs/` with
+/// `sha256sum` (docs/data.md).
 pub fn manifest_json(
     m: &Matrix,
     tasks: &BTreeMap<String, String>,
-    transcripts: &BTreeMap<String, String>,
+    runs: &BTreeMap<String, String>,
 ) -> Vec<u8> {
     let doc = json!({
         "callcheck_version": env!("CARGO_PKG_VERSION"),
@@ -224,10 +226,30 @@ pub fn manifest_json(
         "scoring_rules_files": RULES.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
         "interval": m.method.as_str(),
         "tasks": tasks,
-        "transcripts": transcripts,
+        "runs": runs,
     });
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
+    out
+}
+
+/// The listing of one run folder, exactly as
+/// `find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum` prints it from inside the
+/// folder: one `<sha256>  ./<path>` line per file, sorted by path bytes. `files` are the paths
+/// relative to the folder (`cell.json`, `samples/000/request.json`…) with their sha256.
+pub fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut lines: Vec<(String, &str)> = files
+        .into_iter()
+        .map(|(path, sha)| (format!("./{path}"), sha))
+        .collect();
+    lines.sort();
+    let mut out = String::new();
+    for (path, sha) in lines {
+        out.push_str(sha);
+        out.push_str("  ");
+        out.push_str(&path);
+        out.push('\n');
+    }
     out
 }
 

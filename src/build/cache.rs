@@ -1,0 +1,233 @@
+//! The verdict cache (`build --cache DIR`): what the previous build learnt about each sample, so
+//! that a rebuild after a collect re-reads, re-scores and re-renders only the samples that are
+//! new or changed, and rewrites only the pages whose bytes changed.
+//!
+//! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
+//! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
+//! renderer: [`identity`]) are all unchanged. Reading a transcript to hash it is skipped when
+//! the sample's folder and files have the same size, modification time and inode as when they
+//! were hashed (what `git status` trusts for its index); a fresh clone of `runs/` changes those,
+//! and then the files are read and hashed, and the verdicts still reused.
+//!
+//! The cache lives outside the published site (never under `--out`); losing it only costs time.
+
+use crate::report::{SampleKey, Scored};
+use crate::taxonomy::{Label, Outcome, Stage};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The cache file inside the cache folder.
+const FILE: &str = "verdicts.json";
+
+/// The sources whose change invalidates every cached verdict and page: the scoring rules (their
+/// hash is published in the manifest) and everything that renders a sample's page.
+const RENDERER: &[&str] = &[
+    env!("CARGO_PKG_VERSION"),
+    include_str!("../site/transcript.rs"),
+    include_str!("../site/html.rs"),
+    include_str!("../../templates/transcript.html"),
+    include_str!("../../templates/base.html"),
+    include_str!("read.rs"),
+    include_str!("score.rs"),
+    include_str!("../hitec.rs"),
+];
+
+/// What a cached verdict was computed with: the scoring rules and the page renderer.
+pub fn identity() -> String {
+    let mut all = crate::site::export::rules_sha256().into_bytes();
+    for s in RENDERER {
+        all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());
+    }
+    crate::task::sha256_hex(&all)
+}
+
+/// The cache as read at the start of a build and written at its end.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CacheFile {
+    pub identity: String,
+    /// The site the previous build wrote, when it wrote one.
+    pub site: Option<CachedSite>,
+    /// By run folder, relative to the runs root.
+    pub runs: BTreeMap<String, CachedRun>,
+}
+
+/// The site a build left in `--out`: a rebuild updates it in place only when its manifest is
+/// still the one written then (nobody replaced or half-rewrote the site since).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedSite {
+    pub out: PathBuf,
+    pub manifest_sha256: String,
+    /// Every file of the site that is not a sample's page, with its size.
+    pub summary_files: BTreeMap<String, u64>,
+}
+
+/// One run folder's samples, valid for one `cell.json` and one version of the task file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CachedRun {
+    pub cell_sha256: String,
+    pub task_sha256: String,
+    /// The size of the run's page (`index.html`), when it has one.
+    pub run_page: Option<u64>,
+    /// By sample folder name.
+    pub samples: BTreeMap<String, CachedSample>,
+}
+
+/// One sample: how its files looked, what they hashed to, its verdict and its page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedSample {
+    /// Size, modification time and inode of the sample's folder and files ([`signature`]).
+    pub signature: Vec<u64>,
+    /// sha256 over the sample's file hashes.
+    pub transcript_sha256: String,
+    /// The files read, relative to the run folder, with their sha256.
+    pub files: Vec<(String, String)>,
+    pub bytes: u64,
+    pub page_sha256: String,
+    pub page_len: u64,
+    pub scored: CachedScored,
+}
+
+/// [`Scored`] without its key (the key is where the sample sits).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedScored {
+    /// `pass`, `error` or the label.
+    pub outcome: String,
+    pub stage: Option<Stage>,
+    pub detail: String,
+    pub metrics: crate::hitec::Metrics,
+    pub hitec: Option<crate::hitec::HitecError>,
+    pub value_match: Option<bool>,
+    pub extra_prose: bool,
+    pub task_changed: bool,
+}
+
+impl CachedScored {
+    pub fn of(s: &Scored) -> CachedScored {
+        CachedScored {
+            outcome: s.outcome.name().to_string(),
+            stage: s.stage,
+            detail: s.detail.clone(),
+            metrics: s.metrics,
+            hitec: s.hitec,
+            value_match: s.value_match,
+            extra_prose: s.extra_prose,
+            task_changed: s.task_changed,
+        }
+    }
+
+    /// Back to a [`Scored`]; `None` when the outcome is not one this build knows.
+    pub fn scored(&self, key: SampleKey) -> Option<Scored> {
+        let outcome = match self.outcome.as_str() {
+            "pass" => Outcome::Pass,
+            "error" => Outcome::Error,
+            l => Outcome::Fail(Label::parse(l)?),
+        };
+        Some(Scored {
+            key,
+            outcome,
+            stage: self.stage,
+            detail: self.detail.clone(),
+            metrics: self.metrics,
+            hitec: self.hitec,
+            value_match: self.value_match,
+            extra_prose: self.extra_prose,
+            task_changed: self.task_changed,
+        })
+    }
+}
+
+/// sha256 over a sample's file hashes, in order: the transcript's identity.
+pub fn transcript_sha256(files: &[(String, String)]) -> String {
+    let mut all = String::new();
+    for (name, sha) in files {
+        all.push_str(name);
+        all.push(' ');
+        all.push_str(sha);
+        all.push('\n');
+    }
+    crate::task::sha256_hex(all.as_bytes())
+}
+
+/// Size, modification time (ns) and inode of the sample folder and of each named file in it;
+/// `None` when one of them cannot be read.
+pub fn signature(run_dir: &Path, files: &[(String, String)]) -> Option<Vec<u64>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut sig = Vec::with_capacity(3 * (files.len() + 1));
+    let mut add = |p: &Path| -> Option<()> {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        sig.push(m.len());
+        sig.push((m.mtime() as u64).wrapping_mul(1_000_000_000) + m.mtime_nsec() as u64);
+        sig.push(m.ino());
+        Some(())
+    };
+    let first = files.first()?;
+    add(&run_dir.join(Path::new(&first.0).parent()?))?;
+    for (name, _) in files {
+        add(&run_dir.join(name))?;
+    }
+    Some(sig)
+}
+
+/// Reads the cache in `dir`; a missing, unreadable or outdated cache is an empty one (said on
+/// stderr when it exists but cannot be used).
+pub fn load(dir: &Path) -> CacheFile {
+    let path = dir.join(FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(_) => return CacheFile::default(),
+    };
+    match serde_json::from_slice::<CacheFile>(&bytes) {
+        Ok(c) if c.identity == identity() => c,
+        Ok(_) => {
+            eprintln!(
+                "note: the cache in {} was made by another version of the scoring rules or pages: everything is scored again",
+                dir.display()
+            );
+            CacheFile::default()
+        }
+        Err(e) => {
+            eprintln!(
+                "note: the cache {} is not readable ({e}): everything is scored again",
+                path.display()
+            );
+            CacheFile::default()
+        }
+    }
+}
+
+/// Writes the cache into `dir` (atomically: a temporary file renamed over the old one).
+pub fn save(dir: &Path, cache: &CacheFile) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
+    let bytes = serde_json::to_vec(cache).context("cannot serialise the cache")?;
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join(FILE))
+        .with_context(|| format!("cannot write {}", dir.join(FILE).display()))?;
+    Ok(())
+}
+
+/// True when `cache` lies inside the site folder `out` (it would be published).
+pub fn inside(cache: &Path, out: &Path) -> bool {
+    let abs = |p: &Path| {
+        std::path::absolute(p)
+            .map(|a| normalise(&a))
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    abs(cache).starts_with(abs(out))
+}
+
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
