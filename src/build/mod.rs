@@ -40,6 +40,10 @@ pub struct Summary {
     pub bytes: u64,
     /// Bytes of transcript files read.
     pub read_bytes: u64,
+    /// Samples whose verdict came from the cache (`--cache`), and whether the site was updated
+    /// in place rather than rebuilt beside it.
+    pub reused: usize,
+    pub in_place: bool,
 }
 
 /// `p` relative to `root`, `/`-separated (published: never a local path).
@@ -63,6 +67,8 @@ pub struct RunOutcome {
     /// sha256 of the run folder's listing (cell.json and every sample file read, with their
     /// sha256), for the manifest.
     pub listing_sha256: String,
+    /// Samples taken from the cache.
+    pub reused: usize,
     pub skipped: Vec<SkippedInput>,
     /// Bytes of transcripts read (or, for a sample taken from the cache, that it holds).
     pub bytes: u64,
@@ -124,6 +130,7 @@ pub fn run_samples(
             && cache::signature(&run.dir, &c.files).as_ref() == Some(&c.signature)
             && let Some(scored) = c.scored.scored(key(name))
         {
+            out.reused += 1;
             out.keep(scored, c.clone());
             continue;
         }
@@ -147,6 +154,7 @@ pub fn run_samples(
             let mut c = c.clone();
             c.signature = signature;
             c.files = sample.files;
+            out.reused += 1;
             out.keep(scored, c);
             continue;
         }
@@ -295,6 +303,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let mut transcripts = BTreeMap::new();
     let mut read_bytes = 0u64;
     let mut pages = (0usize, 0u64);
+    let mut reused = 0;
     let mut next = cache::CacheFile {
         identity: cache::identity(),
         ..Default::default()
@@ -305,6 +314,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         transcripts.insert(rel(&opts.runs, &r.run.dir), o.listing_sha256);
         skipped.extend(o.skipped);
         read_bytes += o.bytes;
+        reused += o.reused;
         pages.0 += o.pages.0;
         pages.1 += o.pages.1;
         if record {
@@ -379,6 +389,8 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         files: pages.0 + files.len() + carried,
         bytes: pages.1 + files.iter().map(|f| f.1.len() as u64).sum::<u64>() + carried_bytes,
         read_bytes,
+        reused,
+        in_place,
     })
 }
 

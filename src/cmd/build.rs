@@ -9,6 +9,19 @@ pub use crate::build::{Summary, build};
 
 pub fn run(opts: &BuildOpts) -> Result<()> {
     let s = build(opts)?;
+    if let Some(c) = &opts.cache {
+        eprintln!(
+            "cache {}: {} of {} samples' verdicts reused; site {}",
+            c.display(),
+            s.reused,
+            s.samples,
+            if s.in_place {
+                "updated in place"
+            } else {
+                "written afresh"
+            }
+        );
+    }
     eprintln!(
         "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({} passed, {} failed, {} transport errors); {} skipped; {} files, {}",
         opts.out.display(),
