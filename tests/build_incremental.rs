@@ -82,6 +82,38 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     // The cache is beside the site, never in it.
     assert!(!incremental.keys().any(|k| k.contains("verdicts")));
 
+    // Files rewritten with the same bytes (as a fresh clone of runs/ would give): read and
+    // hashed again, their verdicts still reused, the site unchanged.
+    let previous_csv2 = tmp.path().join("previous2.csv");
+    std::fs::copy(out.join("data/samples.csv"), &previous_csv2).unwrap();
+    let f = runs.join("alpha/contact-card/r0001/samples/000/response.json");
+    let same = std::fs::read(&f).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, &same).unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains("36 of 36 samples' verdicts reused; site updated in place"),
+        "{err}"
+    );
+    let fresh2 = tmp.path().join("fresh2");
+    build_ok(
+        &fixture_tasks(),
+        &runs,
+        &fresh2,
+        &["--previous", previous_csv2.to_str().unwrap()],
+        &[],
+    );
+    let (a, b) = (tree(&out), tree(&fresh2));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "a rebuild over touched files differs: {differ:?}"
+    );
+
     // A removed run folder disappears from an in-place rebuild too.
     std::fs::remove_dir_all(runs.join(later)).unwrap();
     build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);

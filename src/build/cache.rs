@@ -14,6 +14,7 @@
 use crate::report::{SampleKey, Scored};
 use crate::taxonomy::{Label, Outcome, Stage};
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -67,25 +68,31 @@ pub struct CachedSite {
 pub struct CachedRun {
     pub cell_sha256: String,
     pub task_sha256: String,
+    /// sha256 of the run's listing, as in the manifest.
+    pub listing_sha256: String,
     /// The size of the run's page (`index.html`), when it has one.
     pub run_page: Option<u64>,
     /// By sample folder name.
     pub samples: BTreeMap<String, CachedSample>,
 }
 
-/// One sample: how its files looked, what they hashed to, its verdict and its page.
+/// One sample: how its files looked, what they hashed to, its verdict and its page. Kept small:
+/// a build holds one of these per sample.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CachedSample {
-    /// Size, modification time and inode of the sample's folder and files ([`signature`]).
-    pub signature: Vec<u64>,
+    /// A hash of the size, modification time and inode of the sample's folder and files
+    /// ([`signature`]).
+    pub signature: u64,
+    /// The response was `response.sse` (else `response.json`), and there was a `meta.json`.
+    pub streamed: bool,
+    pub meta: bool,
     /// sha256 over the sample's file hashes.
     pub transcript_sha256: String,
-    /// The files read, relative to the run folder, with their sha256.
-    pub files: Vec<(String, String)>,
     pub bytes: u64,
     pub page_sha256: String,
     pub page_len: u64,
-    pub scored: CachedScored,
+    /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
+    pub scored: Option<CachedScored>,
 }
 
 /// [`Scored`] without its key (the key is where the sample sits).
@@ -117,7 +124,7 @@ impl CachedScored {
     }
 
     /// Back to a [`Scored`]; `None` when the outcome is not one this build knows.
-    pub fn scored(&self, key: SampleKey) -> Option<Scored> {
+    pub fn into_scored(self, key: SampleKey) -> Option<Scored> {
         let outcome = match self.outcome.as_str() {
             "pass" => Outcome::Pass,
             "error" => Outcome::Error,
@@ -127,7 +134,7 @@ impl CachedScored {
             key,
             outcome,
             stage: self.stage,
-            detail: self.detail.clone(),
+            detail: self.detail,
             metrics: self.metrics,
             hitec: self.hitec,
             value_match: self.value_match,
@@ -149,24 +156,43 @@ pub fn transcript_sha256(files: &[(String, String)]) -> String {
     crate::task::sha256_hex(all.as_bytes())
 }
 
-/// Size, modification time (ns) and inode of the sample folder and of each named file in it;
-/// `None` when one of them cannot be read.
-pub fn signature(run_dir: &Path, files: &[(String, String)]) -> Option<Vec<u64>> {
+/// The files a sample holds, relative to its run folder.
+pub fn sample_files(name: &str, streamed: bool, meta: bool) -> Vec<String> {
+    let mut files = vec![format!("samples/{name}/request.json")];
+    files.push(format!(
+        "samples/{name}/{}",
+        if streamed {
+            "response.sse"
+        } else {
+            "response.json"
+        }
+    ));
+    if meta {
+        files.push(format!("samples/{name}/meta.json"));
+    }
+    files
+}
+
+/// A hash of the size, modification time (ns) and inode of the sample folder and of each of its
+/// files; `None` when one of them cannot be read.
+pub fn signature(run_dir: &Path, name: &str, streamed: bool, meta: bool) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let mut sig = Vec::with_capacity(3 * (files.len() + 1));
+    let mut all = Vec::with_capacity(96);
     let mut add = |p: &Path| -> Option<()> {
         let m = std::fs::symlink_metadata(p).ok()?;
-        sig.push(m.len());
-        sig.push((m.mtime() as u64).wrapping_mul(1_000_000_000) + m.mtime_nsec() as u64);
-        sig.push(m.ino());
+        for x in [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino()] {
+            all.extend_from_slice(&x.to_le_bytes());
+        }
         Some(())
     };
-    let first = files.first()?;
-    add(&run_dir.join(Path::new(&first.0).parent()?))?;
-    for (name, _) in files {
-        add(&run_dir.join(name))?;
+    add(&run_dir.join("samples").join(name))?;
+    for f in sample_files(name, streamed, meta) {
+        add(&run_dir.join(f))?;
     }
-    Some(sig)
+    let digest = sha2::Sha256::digest(&all);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    Some(u64::from_le_bytes(first))
 }
 
 /// Reads the cache in `dir`; a missing, unreadable or outdated cache is an empty one (said on
@@ -201,8 +227,11 @@ pub fn save(dir: &Path, cache: &CacheFile) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
-    let bytes = serde_json::to_vec(cache).context("cannot serialise the cache")?;
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let file =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut w, cache).context("cannot serialise the cache")?;
+    std::io::Write::flush(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, dir.join(FILE))
         .with_context(|| format!("cannot write {}", dir.join(FILE).display()))?;
     Ok(())

@@ -80,12 +80,11 @@ pub struct RunOutcome {
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
 /// nothing changed.
-pub struct Reuse<'a> {
-    /// The previous build's record of this run, when its `cell.json` and task are unchanged.
-    pub prior: Option<&'a cache::CachedRun>,
-    /// The previous build's pages are in the site being written (an in-place update), so an
-    /// unchanged sample needs neither its page rendered nor written.
-    pub in_place: bool,
+pub struct Reuse {
+    /// The previous build's record of this run, when its `cell.json` and task are unchanged and
+    /// its pages are in the site being written (an in-place update): an unchanged sample then
+    /// needs neither scoring, nor its page rendered or written.
+    pub prior: Option<cache::CachedRun>,
     /// Keep a record of the run for the next build.
     pub record: bool,
 }
@@ -96,19 +95,53 @@ pub fn run_samples(
     runs_root: &Path,
     input: &RunInput,
     task: &Task,
-    reuse: &Reuse,
+    reuse: Reuse,
     pages: &SyncSender<Page>,
 ) -> Result<RunOutcome> {
     let run = &input.run;
-    let mut out = RunOutcome::default();
-    out.cached.cell_sha256 = run.cell_sha256.clone();
-    out.cached.task_sha256 = task.sha256.clone();
     let key = |name: &str| crate::report::SampleKey {
         model: run.model.clone(),
         task: run.task_id.clone(),
         run: run.run_id.clone(),
         sample: name.to_string(),
     };
+    let Reuse { mut prior, record } = reuse;
+    // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
+    // read, and the listing and the run's page stand.
+    if let Some(p) = &prior
+        && p.run_page.is_some()
+        && p.samples.len() == run.samples.len()
+        && run.samples.iter().all(|n| {
+            p.samples.get(n).is_some_and(|c| {
+                cache::signature(&run.dir, n, c.streamed, c.meta) == Some(c.signature)
+            })
+        })
+        && let Some(mut p) = prior.take()
+    {
+        let mut out = RunOutcome {
+            listing_sha256: p.listing_sha256.clone(),
+            ..RunOutcome::default()
+        };
+        let samples = std::mem::take(&mut p.samples);
+        out.cached = p;
+        for (name, mut c) in samples {
+            let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(&name))) else {
+                bail!("the cache's record of {} cannot be read", run.dir.display());
+            };
+            out.reused += 1;
+            out.keep(scored, c);
+        }
+        out.pages.0 += 1;
+        out.pages.1 += out.cached.run_page.unwrap_or(0);
+        if !record {
+            out.cached.samples.clear();
+        }
+        return Ok(out);
+    }
+
+    let mut out = RunOutcome::default();
+    out.cached.cell_sha256 = run.cell_sha256.clone();
+    out.cached.task_sha256 = task.sha256.clone();
     // The run's request, from its first sample: each page whose request is the same bytes links
     // to it on the run's page instead of repeating it.
     let reference: Option<render::RunRequest> = run.samples.first().and_then(|first| {
@@ -119,21 +152,8 @@ pub fn run_samples(
             streamed: dir.join("response.sse").is_file(),
         })
     });
-    let mut fresh = false;
+    let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
     for name in &run.samples {
-        let prior = reuse
-            .prior
-            .filter(|_| reuse.in_place)
-            .and_then(|p| p.samples.get(name));
-        // Unchanged files (same size, time and inode as when hashed): not even read.
-        if let Some(c) = prior
-            && cache::signature(&run.dir, &c.files).as_ref() == Some(&c.signature)
-            && let Some(scored) = c.scored.scored(key(name))
-        {
-            out.reused += 1;
-            out.keep(scored, c.clone());
-            continue;
-        }
         let sample = match read::read_sample(runs_root, run, name) {
             Ok(s) => s,
             Err(skipped) => {
@@ -142,23 +162,23 @@ pub fn run_samples(
             }
         };
         let transcript_sha256 = cache::transcript_sha256(&sample.files);
-        let signature = if reuse.record {
-            cache::signature(&run.dir, &sample.files).unwrap_or_default()
+        let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
+        let signature = if record {
+            cache::signature(&run.dir, name, streamed, meta).unwrap_or_default()
         } else {
-            Vec::new()
+            0
         };
+        listing.extend(sample.files.iter().cloned());
+        let prior_sample = prior.as_mut().and_then(|p| p.samples.remove(name));
         // Same bytes (read again, e.g. after a fresh clone of runs/): the same verdict and page.
-        if let Some(c) = prior.filter(|c| c.transcript_sha256 == transcript_sha256)
-            && let Some(scored) = c.scored.scored(sample.key.clone())
+        if let Some(mut c) = prior_sample.filter(|c| c.transcript_sha256 == transcript_sha256)
+            && let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(name)))
         {
-            let mut c = c.clone();
             c.signature = signature;
-            c.files = sample.files;
             out.reused += 1;
             out.keep(scored, c);
             continue;
         }
-        fresh = true;
         let (verdict, scored) = score::score_sample(task, input.task_changed, &sample);
         let same_request = reference
             .as_ref()
@@ -171,58 +191,41 @@ pub fn run_samples(
             same_request,
             &verdict,
         )?;
-        let page_sha256 = if reuse.record {
+        let page_sha256 = if record {
             crate::task::sha256_hex(html.as_bytes())
         } else {
             String::new()
         };
         let page_len = html.len() as u64;
-        if !(reuse.in_place && prior.is_some_and(|c| c.page_sha256 == page_sha256)) {
-            pages
-                .send((path, html.into_bytes()))
-                .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
-        }
+        pages
+            .send((path, html.into_bytes()))
+            .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
         let record = cache::CachedSample {
             signature,
+            streamed,
+            meta,
             transcript_sha256,
-            files: sample.files,
             bytes: sample.bytes,
             page_sha256,
             page_len,
-            scored: cache::CachedScored::of(&scored),
+            scored: None,
         };
         out.keep(scored, record);
     }
-    match &reference {
-        // Unchanged in place: the run's page is already there.
-        Some(_)
-            if reuse.in_place && !fresh && reuse.prior.is_some_and(|p| p.run_page.is_some()) =>
-        {
-            out.cached.run_page = reuse.prior.and_then(|p| p.run_page);
-        }
-        Some(r) => {
-            let (path, html) = render::run_page(task, run, r)?;
-            out.cached.run_page = Some(html.len() as u64);
-            pages
-                .send((path, html.into_bytes()))
-                .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
-        }
-        None => {}
-    }
-    let listing = crate::site::export::run_listing(
-        std::iter::once(("cell.json", run.cell_sha256.as_str())).chain(
-            out.cached
-                .samples
-                .values()
-                .flat_map(|c| c.files.iter().map(|(f, h)| (f.as_str(), h.as_str()))),
-        ),
-    );
-    out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
-    if let Some(n) = out.cached.run_page {
+    if let Some(r) = &reference {
+        let (path, html) = render::run_page(task, run, r)?;
+        out.cached.run_page = Some(html.len() as u64);
         out.pages.0 += 1;
-        out.pages.1 += n;
+        out.pages.1 += html.len() as u64;
+        pages
+            .send((path, html.into_bytes()))
+            .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
     }
-    if !reuse.record {
+    let listing =
+        crate::site::export::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
+    out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
+    out.cached.listing_sha256 = out.listing_sha256.clone();
+    if !record {
         out.cached.samples.clear();
     }
     Ok(out)
@@ -267,7 +270,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         changed_tasks: _,
     } = inputs;
 
-    let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     // The previous build's pages can be kept where they are only when the site in --out is
     // still exactly the one it wrote.
     let in_place = prior.site.as_ref().is_some_and(|s| {
@@ -275,6 +278,20 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
+    // In place, every page the previous build wrote; those this build does not write again are
+    // removed at the end.
+    let prior_pages: Vec<String> = if in_place {
+        let mut pages = Vec::new();
+        for (path, run) in &prior.runs {
+            if run.run_page.is_some() {
+                pages.push(format!("t/{path}/index.html"));
+            }
+            pages.extend(run.samples.keys().map(|n| format!("t/{path}/{n}.html")));
+        }
+        pages
+    } else {
+        Vec::new()
+    };
     let mut site = if in_place {
         SiteWriter::in_place(&opts.out)
     } else {
@@ -282,21 +299,25 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     };
     let tx = site.sender()?;
     let record = opts.cache.is_some();
-    let outcomes: Vec<Result<RunOutcome>> =
-        runs.par_iter()
-            .map_with(tx, |tx, r| {
-                let path = rel(&opts.runs, &r.run.dir);
-                let task = &tasks[r.task];
-                let reuse = Reuse {
-                    prior: prior.runs.get(&path).filter(|c| {
-                        c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256
-                    }),
-                    in_place,
-                    record,
-                };
-                run_samples(&opts.runs, r, task, &reuse, tx)
-            })
-            .collect();
+    // Each run takes its own record out of the previous cache, so the records are dropped as the
+    // runs are done rather than all held to the end.
+    let jobs: Vec<(&RunInput, Reuse)> = runs
+        .iter()
+        .map(|r| {
+            let task = &tasks[r.task];
+            let prior = prior.runs.remove(&rel(&opts.runs, &r.run.dir)).filter(|c| {
+                in_place && c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256
+            });
+            (r, Reuse { prior, record })
+        })
+        .collect();
+    drop(prior.runs);
+    let outcomes: Vec<Result<RunOutcome>> = jobs
+        .into_par_iter()
+        .map_with(tx, |tx, (r, reuse)| {
+            run_samples(&opts.runs, r, &tasks[r.task], reuse, tx)
+        })
+        .collect();
     // All senders are gone once the map is done; the writer drains and ends.
     site.drain()?;
     let mut scored = Vec::new();
@@ -338,22 +359,18 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .filter(|f| !now.contains(f.as_str()))
             .cloned()
             .collect();
-        for (path, run) in &prior.runs {
-            let page_now = next.runs.get(path).is_some_and(|r| r.run_page.is_some());
-            if run.run_page.is_some()
-                && !page_now
-                && let Some((model, rest)) = path.split_once('/')
-            {
-                stale.push(format!("t/{model}/{rest}/index.html"));
-            }
-            for sample in run.samples.keys() {
-                let alive = next
-                    .runs
-                    .get(path)
-                    .is_some_and(|r| r.samples.contains_key(sample));
-                if !alive && let Some((model, rest)) = path.split_once('/') {
-                    stale.push(format!("t/{model}/{rest}/{sample}.html"));
-                }
+        for page in prior_pages {
+            let Some((dir, name)) = page.rsplit_once('/') else {
+                continue;
+            };
+            let run = next.runs.get(dir.strip_prefix("t/").unwrap_or(dir));
+            let alive = match name.strip_suffix(".html") {
+                Some("index") => run.is_some_and(|r| r.run_page.is_some()),
+                Some(sample) => run.is_some_and(|r| r.samples.contains_key(sample)),
+                None => false,
+            };
+            if !alive {
+                stale.push(page);
             }
         }
         stale
@@ -362,6 +379,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     };
     let (carried, carried_bytes) = site.finish(&files, &stale)?;
     if let Some(dir) = &opts.cache {
+        for sc in &agg.matrix.samples {
+            let k = &sc.key;
+            if let Some(c) = next
+                .runs
+                .get_mut(&format!("{}/{}/{}", k.model, k.task, k.run))
+                .and_then(|r| r.samples.get_mut(&k.sample))
+            {
+                c.scored = Some(cache::CachedScored::of(sc));
+            }
+        }
         let manifest = files
             .iter()
             .find(|f| f.0 == "data/manifest.json")

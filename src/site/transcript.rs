@@ -339,10 +339,31 @@ fn response_view(t: &Transcript) -> (String, Option<String>) {
                 .map(|e| e.data.as_str())
                 .filter(|d| d.starts_with('{')),
         );
-        let mut s = String::with_capacity(shown.len());
+        // Past the envelope, most chunks of a call also share how they begin (the delta's path
+        // down to `"arguments":`) and end (`"finish_reason":null}]}`): each is shown once and
+        // marked by ‹ and › in the lines that carry it, unless the stream itself uses those
+        // marks (then nothing more is elided, so no line is ambiguous).
+        let rests: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e.data.strip_prefix(prefix).filter(|_| !prefix.is_empty()))
+            .collect();
+        let (head, tail) = if rests.iter().any(|r| r.contains(['‹', '›'])) {
+            ("", "")
+        } else {
+            (frequent_affix(&rests, false), frequent_affix(&rests, true))
+        };
+        let mut s = String::with_capacity(shown.len() / 2);
         if !prefix.is_empty() {
             s.push_str("every JSON event's data begins with: ");
             text_into(&mut s, prefix);
+            if !head.is_empty() {
+                s.push_str("\n‹ stands for: ");
+                text_into(&mut s, head);
+            }
+            if !tail.is_empty() {
+                s.push_str("\n› stands for: ");
+                text_into(&mut s, tail);
+            }
             s.push_str("\n\n offset  data\n");
         }
         for e in &events {
@@ -350,7 +371,21 @@ fn response_view(t: &Transcript) -> (String, Option<String>) {
             match e.data.strip_prefix(prefix) {
                 Some(rest) if !prefix.is_empty() => {
                     s.push('…');
+                    let (rest, h) = match rest.strip_prefix(head) {
+                        Some(r) if !head.is_empty() => (r, true),
+                        _ => (rest, false),
+                    };
+                    let (rest, t) = match rest.strip_suffix(tail) {
+                        Some(r) if !tail.is_empty() => (r, true),
+                        _ => (rest, false),
+                    };
+                    if h {
+                        s.push('‹');
+                    }
                     text_into(&mut s, rest);
+                    if t {
+                        s.push('›');
+                    }
                 }
                 _ => text_into(&mut s, &e.data),
             }
@@ -369,11 +404,51 @@ fn response_view(t: &Transcript) -> (String, Option<String>) {
         }
         (s, note)
     } else {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(v) if cut_note.is_none() => (json_html(&v, None), None),
-            _ => (text(&String::from_utf8_lossy(shown)), cut_note),
+        // As received: the calls and the output the scorer read from it are shown pretty above.
+        (text(&String::from_utf8_lossy(shown)), cut_note)
+    }
+}
+
+/// The prefix (or, with `suffix`, the suffix) most often shared by consecutive items, at least
+/// 16 bytes long and cut at a character boundary, or `""` when no pair shares one.
+fn frequent_affix<'s>(items: &[&'s str], suffix: bool) -> &'s str {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for w in items.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let affix = if suffix {
+            let n = a
+                .bytes()
+                .rev()
+                .zip(b.bytes().rev())
+                .take_while(|(x, y)| x == y)
+                .count();
+            let mut start = a.len() - n;
+            while !a.is_char_boundary(start) {
+                start += 1;
+            }
+            &a[start..]
+        } else {
+            let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+            while !a.is_char_boundary(n) {
+                n -= 1;
+            }
+            &a[..n]
+        };
+        // An item never disappears entirely behind its marks.
+        if affix.len() >= 16 && affix.len() < a.len() && affix.len() < b.len() {
+            *counts.entry(affix).or_default() += 1;
         }
     }
+    // The most frequent; ties go to the longer, then to the smaller string (deterministic).
+    counts
+        .into_iter()
+        .max_by(|x, y| {
+            x.1.cmp(&y.1)
+                .then(x.0.len().cmp(&y.0.len()))
+                .then(y.0.cmp(x.0))
+        })
+        .map(|(a, _)| a)
+        .unwrap_or("")
 }
 
 /// The longest common prefix of at least two strings, cut at a character boundary, or `""` when
@@ -480,13 +555,11 @@ struct RunPage<'a> {
     tools_same: bool,
     tool_names: Vec<String>,
     tools_sent: Option<String>,
-    params: Option<String>,
     curl: String,
-    entry: String,
 }
 
 /// Renders a run's page: the request its samples sent (shown once, not on each sample's page),
-/// "copy as curl", and the model entry, with links to its samples.
+/// and "copy as curl", with links to its samples.
 pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     let request = serde_json::from_slice::<Value>(cx.request_raw).ok();
     let sent = sent_view(cx.task, request.as_ref());
@@ -507,9 +580,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         tools_same: sent.tools_same,
         tool_names: sent.tool_names,
         tools_sent: sent.tools_sent,
-        params: sent.params,
         curl: text(&curl(cx.cell, cx.request_raw, cx.streamed)),
-        entry: json_html(&cx.cell.model, None),
     }
     .render()
 }
@@ -778,5 +849,73 @@ done
             .output()
             .unwrap();
         assert!(check.status.success());
+    }
+
+    #[test]
+    fn the_stream_view_elides_repeats_and_keeps_every_byte() {
+        let envelope = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":["#;
+        let pieces = ["{\\\"a", "\\\":1", ",\\\"b\\\"", ":2}"];
+        let mut datas = vec![format!(
+            r#"{envelope}{{"index":0,"delta":{{"role":"assistant"}},"finish_reason":null}}]}}"#
+        )];
+        for p in pieces {
+            datas.push(format!(
+                r#"{envelope}{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{p}"}}}}]}},"logprobs":null,"finish_reason":null}}]}}"#
+            ));
+        }
+        datas.push(format!(
+            r#"{envelope}{{"index":0,"delta":{{}},"finish_reason":"tool_calls"}}]}}"#
+        ));
+        let body: String = datas
+            .iter()
+            .map(|d| format!("data: {d}\n\n"))
+            .collect::<String>()
+            + "data: [DONE]\n\n";
+        let t = crate::transcript::Transcript {
+            body: body.into_bytes(),
+            streamed: true,
+            ..Default::default()
+        };
+        let (view, _) = super::response_view(&t);
+        let view = view
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+        let legend = |mark: &str| {
+            view.lines()
+                .find_map(|l| l.strip_prefix(&format!("{mark} stands for: ")))
+                .unwrap_or("")
+                .to_string()
+        };
+        let (head, tail) = (legend("‹"), legend("›"));
+        assert!(!head.is_empty() && !tail.is_empty(), "{view}");
+        let prefix = view
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("every JSON event's data begins with: "))
+            .unwrap()
+            .to_string();
+        let expanded: Vec<String> = view
+            .lines()
+            .skip_while(|l| !l.starts_with(" offset"))
+            .skip(1)
+            .map(|l| {
+                let d = l.trim_start().split_once("  ").unwrap().1;
+                let d = d.replacen('…', &prefix, 1).replacen('‹', &head, 1);
+                match d.strip_suffix('›') {
+                    Some(x) => format!("{x}{tail}"),
+                    None => d,
+                }
+            })
+            .collect();
+        let mut want = datas.clone();
+        want.push("[DONE]".into());
+        assert_eq!(expanded, want);
+        // Most lines lost most of their bytes.
+        assert!(
+            view.len() < datas.iter().map(String::len).sum::<usize>() / 2,
+            "{view}"
+        );
     }
 }
