@@ -82,30 +82,46 @@ pub struct CachedRun {
 pub struct CachedSample {
     /// A hash of the size, modification time and inode of the sample's folder and files
     /// ([`signature`]).
+    #[serde(rename = "g")]
     pub signature: u64,
     /// The response was `response.sse` (else `response.json`), and there was a `meta.json`.
+    #[serde(rename = "s")]
     pub streamed: bool,
+    #[serde(rename = "m")]
     pub meta: bool,
     /// sha256 over the sample's file hashes.
-    pub transcript_sha256: String,
+    #[serde(rename = "t")]
+    pub transcript_sha256: Sha256,
+    #[serde(rename = "b")]
     pub bytes: u64,
-    pub page_sha256: String,
+    #[serde(rename = "l")]
     pub page_len: u64,
     /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
+    #[serde(rename = "v")]
     pub scored: Option<CachedScored>,
 }
 
-/// [`Scored`] without its key (the key is where the sample sits).
+/// [`Scored`] without its key (the key is where the sample sits). Short field names: the cache
+/// holds one per sample.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CachedScored {
     /// `pass`, `error` or the label.
+    #[serde(rename = "o")]
     pub outcome: String,
+    #[serde(rename = "st")]
     pub stage: Option<Stage>,
+    #[serde(rename = "d")]
     pub detail: String,
-    pub metrics: crate::hitec::Metrics,
+    /// F1 counts: name (true positives, emitted, gold), then name and parameters.
+    #[serde(rename = "f")]
+    pub metrics: [u64; 6],
+    #[serde(rename = "h")]
     pub hitec: Option<crate::hitec::HitecError>,
+    #[serde(rename = "vm")]
     pub value_match: Option<bool>,
+    #[serde(rename = "xp")]
     pub extra_prose: bool,
+    #[serde(rename = "tc")]
     pub task_changed: bool,
 }
 
@@ -115,7 +131,17 @@ impl CachedScored {
             outcome: s.outcome.name().to_string(),
             stage: s.stage,
             detail: s.detail.clone(),
-            metrics: s.metrics,
+            metrics: {
+                let (a, b) = (&s.metrics.name, &s.metrics.name_and_parameters);
+                [
+                    a.true_positives,
+                    a.emitted,
+                    a.gold,
+                    b.true_positives,
+                    b.emitted,
+                    b.gold,
+                ]
+            },
             hitec: s.hitec,
             value_match: s.value_match,
             extra_prose: s.extra_prose,
@@ -135,7 +161,17 @@ impl CachedScored {
             outcome,
             stage: self.stage,
             detail: self.detail,
-            metrics: self.metrics,
+            metrics: {
+                let f = |i: usize| crate::hitec::F1 {
+                    true_positives: self.metrics[i],
+                    emitted: self.metrics[i + 1],
+                    gold: self.metrics[i + 2],
+                };
+                crate::hitec::Metrics {
+                    name: f(0),
+                    name_and_parameters: f(3),
+                }
+            },
             hitec: self.hitec,
             value_match: self.value_match,
             extra_prose: self.extra_prose,
@@ -144,16 +180,45 @@ impl CachedScored {
     }
 }
 
-/// sha256 over a sample's file hashes, in order: the transcript's identity.
-pub fn transcript_sha256(files: &[(String, String)]) -> String {
-    let mut all = String::new();
-    for (name, sha) in files {
-        all.push_str(name);
-        all.push(' ');
-        all.push_str(sha);
-        all.push('\n');
+/// A sha256 held as its 32 bytes (a cache holds one per sample), written as hex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sha256(pub [u8; 32]);
+
+impl Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut hex = String::with_capacity(64);
+        for b in self.0 {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        s.serialize_str(&hex)
     }
-    crate::task::sha256_hex(all.as_bytes())
+}
+
+impl<'de> Deserialize<'de> for Sha256 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(d)?;
+        let mut out = [0u8; 32];
+        if hex.len() != 64 {
+            return Err(serde::de::Error::custom("a sha256 is 64 hex digits"));
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a sha256 is 64 hex digits"))?;
+        }
+        Ok(Sha256(out))
+    }
+}
+
+/// sha256 over a sample's file hashes, in order: the transcript's identity.
+pub fn transcript_sha256(files: &[(String, String)]) -> Sha256 {
+    let mut h = sha2::Sha256::new();
+    for (name, sha) in files {
+        h.update(name.as_bytes());
+        h.update(b" ");
+        h.update(sha.as_bytes());
+        h.update(b"\n");
+    }
+    Sha256(h.finalize().into())
 }
 
 /// The files a sample holds, relative to its run folder.

@@ -191,11 +191,6 @@ pub fn run_samples(
             same_request,
             &verdict,
         )?;
-        let page_sha256 = if record {
-            crate::task::sha256_hex(html.as_bytes())
-        } else {
-            String::new()
-        };
         let page_len = html.len() as u64;
         pages
             .send((path, html.into_bytes()))
@@ -206,7 +201,6 @@ pub fn run_samples(
             meta,
             transcript_sha256,
             bytes: sample.bytes,
-            page_sha256,
             page_len,
             scored: None,
         };

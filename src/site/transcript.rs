@@ -38,7 +38,8 @@ pub struct SampleContext<'a> {
 }
 
 struct StageRow {
-    name: &'static str,
+    /// The stage, or several consecutive stages with the same state (`transport, parse`).
+    name: String,
     /// `pass`, `fail`, `error`, `not reached` or `n/a`.
     state: &'static str,
     /// CSS class for the state: `pass`, `fail`, `error`, `nr` (not reached), `na`.
@@ -129,14 +130,30 @@ fn stage_rows(task: &Task, v: &Verdict, anchor_on_stage: bool) -> Vec<StageRow> 
                 other => other,
             };
             StageRow {
-                name: s.as_str(),
+                name: s.as_str().to_string(),
                 state,
                 class,
                 detail,
                 anchor,
             }
         })
-        .collect()
+        .fold(Vec::new(), |mut rows: Vec<StageRow>, r| {
+            // Consecutive stages with the same state and nothing to say share one row.
+            match rows.last_mut() {
+                Some(last)
+                    if last.state == r.state
+                        && last.detail.is_empty()
+                        && r.detail.is_empty()
+                        && !last.anchor
+                        && !r.anchor =>
+                {
+                    last.name.push_str(", ");
+                    last.name.push_str(&r.name);
+                }
+                _ => rows.push(r),
+            }
+            rows
+        })
 }
 
 fn source_name(s: Source) -> &'static str {
