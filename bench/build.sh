@@ -42,16 +42,20 @@ one() { # name, dir (holding tasks/ and runs/), samples
   local name=$1 dir=$2 n=$3
   [ -d "$dir/site" ] && mv "$dir/site" "$trash/site-$name-$$"
   [ -d "$dir/cache" ] && mv "$dir/cache" "$trash/cache-$name-$$"
-  # Hold one run folder back: the incremental rebuild adds it.
+  # Hold one run folder back: the incremental rebuild adds it. Its place is written down first,
+  # so that a run interrupted before putting it back restores it next time.
+  if [ -f "$dir/held/path" ]; then mv "$dir/held/run" "$dir/runs/$(cat "$dir/held/path")"; rm -r "$dir/held"; fi
   local held
   held=$(cd "$dir/runs" && find . -mindepth 3 -maxdepth 3 -type d | LC_ALL=C sort | tail -1)
   mkdir -p "$dir/held"
+  printf '%s' "$held" > "$dir/held/path"
   mv "$dir/runs/$held" "$dir/held/run"
   sync
   read -r fw fc < <("$bin/examples/floor" "$dir/runs" 2>/dev/null)
   local cmd=("$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$dir/site" --cache "$dir/cache")
   /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-full.txt" >/dev/null
   mv "$dir/held/run" "$dir/runs/$held"
+  rm -r "$dir/held"
   sync
   /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-incremental.txt" >/dev/null
   local bw bc bp iw
