@@ -1,54 +1,100 @@
 #!/usr/bin/env bash
-# Benchmarks `callcheck build` on synthetic runs/ trees (examples/synth.rs): wall time, peak
-# memory (/usr/bin/time -v), site size per sample, and the "floor" (examples/floor.rs: read and
-# parse every file of the tree once) with build's ratio to it. A benchmark, not a test: it
-# prints figures and checks nothing.
+# Benchmarks `callcheck build` on synthetic runs/ trees (examples/synth.rs) against the issue's
+# goals, printing each figure beside its goal. A benchmark, not a test: it checks nothing.
 #
-#   bench/build.sh                 # 10,000 and 100,000 samples
-#   SAMPLES="1000" bench/build.sh  # other sizes; BENCH_DIR=/path to keep the trees elsewhere
+#   bench/build.sh                          # 10k and 100k samples (20 models, k = 10)
+#   SAMPLES="10000 100000 300000" bench/build.sh
+#   SHAPES="200x3" bench/build.sh           # 200 models x 59 tasks x k = 3 (35,400 samples)
+#   BENCH_DIR=/path bench/build.sh          # where the trees go (default /tmp/callcheck-bench)
 #
-# Floors on the 2-core reference machine: 10,000 samples <= 3 s; 100,000 <= 30 s with peak
-# memory <= 1 GB; site size <= 10 KB per sample. "rebuild" replaces an existing site (atomic swap:
-# identical pages are hard-linked, then the previous tree is removed); on ext4 that removal is
-# most of its time (about 5.6 of 7.9 s at 10,000 samples on the reference machine).
+# For each tree:
+# - floor: examples/floor.rs reads and parses every file once on all cores (wall and CPU);
+# - full: `build --cache` into an empty place, one run folder held back (wall, CPU = user+sys,
+#   peak RSS from /usr/bin/time -v), and its ratios to the floor;
+# - incremental: the held-back run folder is put back and the same command runs again (the
+#   verdicts of every other sample come from the cache; unchanged pages are not rewritten);
+# - the site: bytes per sample (apparent size, everything included), files per sample, the
+#   largest file, index.html and data/manifest.json.
+# Goals (issue 15): build <= 2x the floor (wall and CPU) at 100k and 300k; peak RSS <= 500 MB at
+# 300k; site <= 3.3 KB per sample; no file over 50 MB; incremental <= 10 % of a full build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin callcheck --example synth --example floor
 bin=target/release
 base=${BENCH_DIR:-/tmp/callcheck-bench}
 
-wall() { # seconds from /usr/bin/time -v's "Elapsed (wall clock)" line (h:mm:ss or m:ss.cc)
-  awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s }' "$1"
-}
-peak() { awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$1"; }
-
 # Old sites are moved aside and deleted only at the end: ext4 avoids reusing the inodes of
-# recently deleted files (ialloc's recently_deleted(), a window of up to minutes), and creating
-# files right after deleting thousands is several times slower. Builds run back to back after
-# an `rm -rf` would measure that, not callcheck.
+# recently deleted files for a while, and creating files right after deleting thousands is
+# several times slower; builds right after an `rm -rf` would measure that, not callcheck.
 trash=$base/.trash
 mkdir -p "$trash"
 trap 'rm -rf "$trash"' EXIT
 
-printf '%-8s %-10s %9s %9s %9s %8s %10s %12s %12s\n' samples build time_s floor_s ratio peak_MB site_MB KB_per_sample files
+field() { # a /usr/bin/time -v field
+  case "$2" in
+    wall) awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s }' "$1" ;;
+    cpu) awk -F': ' '/User time/ { u = $2 } /System time/ { s = $2 } END { print u + s }' "$1" ;;
+    peak) awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$1" ;;
+  esac
+}
+
+one() { # name, dir (holding tasks/ and runs/), samples
+  local name=$1 dir=$2 n=$3
+  [ -d "$dir/site" ] && mv "$dir/site" "$trash/site-$name-$$"
+  [ -d "$dir/cache" ] && mv "$dir/cache" "$trash/cache-$name-$$"
+  # Hold one run folder back: the incremental rebuild adds it. Its place is written down first,
+  # so that a run interrupted before putting it back restores it next time.
+  if [ -f "$dir/held/path" ]; then mv "$dir/held/run" "$dir/runs/$(cat "$dir/held/path")"; rm -r "$dir/held"; fi
+  local held
+  held=$(cd "$dir/runs" && find . -mindepth 3 -maxdepth 3 -type d | LC_ALL=C sort | tail -1)
+  mkdir -p "$dir/held"
+  printf '%s' "$held" > "$dir/held/path"
+  mv "$dir/runs/$held" "$dir/held/run"
+  sync
+  read -r fw fc < <("$bin/examples/floor" "$dir/runs" 2>/dev/null)
+  local cmd=("$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$dir/site" --cache "$dir/cache")
+  /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-full.txt" >/dev/null
+  mv "$dir/held/run" "$dir/runs/$held"
+  rm -r "$dir/held"
+  sync
+  /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-incremental.txt" >/dev/null
+  local bw bc bp iw
+  bw=$(field "$dir/time-full.txt" wall); bc=$(field "$dir/time-full.txt" cpu); bp=$(field "$dir/time-full.txt" peak)
+  iw=$(field "$dir/time-incremental.txt" wall)
+  local bytes files biggest index manifest
+  bytes=$(find "$dir/site" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+  local dirbytes
+  dirbytes=$(du -sb --apparent-size "$dir/site" | cut -f1)
+  files=$(find "$dir/site" -type f | wc -l)
+  biggest=$(find "$dir/site" -type f -printf '%s %P\n' | sort -n | tail -1)
+  index=$(stat -c %s "$dir/site/index.html")
+  manifest=$(stat -c %s "$dir/site/data/manifest.json")
+  awk -v name="$name" -v n="$n" -v fw="$fw" -v fc="$fc" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v iw="$iw" \
+      -v bytes="$bytes" -v dirbytes="$dirbytes" -v files="$files" -v biggest="$biggest" -v idx="$index" -v manifest="$manifest" '
+    BEGIN {
+      printf "== %s: %d samples\n", name, n
+      printf "  floor (read+parse)   wall %7.2f s   cpu %7.2f s\n", fw, fc
+      printf "  full build           wall %7.2f s   cpu %7.2f s\n", bw, bc
+      printf "  ratio to the floor   wall %7.2f      cpu %7.2f      goal <= 2\n", bw / fw, bc / fc
+      printf "  peak RSS             %7d MB (%.0f B/sample)        goal <= 500 MB at 300k\n", bp, bp * 1048576 / n
+      printf "  incremental (+1 run) wall %7.2f s = %.1f %% of full    goal <= 10 %%\n", iw, 100 * iw / bw
+      printf "  site (file bytes)    %7.1f MB = %.2f KB/sample         goal <= 3.3 KB/sample\n", bytes / 1e6, bytes / n / 1000
+      printf "  site (du, with dirs) %7.1f MB = %.2f KB/sample\n", dirbytes / 1e6, dirbytes / n / 1000
+      printf "  files                %7d = %.3f per sample\n", files, files / n
+      split(biggest, b, " ")
+      printf "  largest file         %7.1f MB (%s)        goal <= 50 MB\n", b[1] / 1e6, b[2]
+      printf "  index.html           %7.1f KB;  data/manifest.json %.1f KB\n", idx / 1000, manifest / 1000
+    }'
+}
+
 for n in ${SAMPLES:-10000 100000}; do
   dir=$base/$n
-  if [ ! -d "$dir/runs" ]; then
-    "$bin/examples/synth" --samples "$n" --out "$dir" 2>/dev/null
-  fi
-  if [ -d "$dir/site" ]; then mv "$dir/site" "$trash/site-$n-$$"; fi
-  sync
-  floor=$("$bin/examples/floor" "$dir/runs" 2>/dev/null)
-  for kind in fresh rebuild; do
-    # "fresh" writes into an empty place; "rebuild" replaces the previous site (and writes
-    # changes.html), the usual case after a collect.
-    /usr/bin/time -v "$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$dir/site" \
-      2> "$dir/time-$kind.txt" >/dev/null
-    t=$(wall "$dir/time-$kind.txt")
-    bytes=$(du -sb --apparent-size "$dir/site" | cut -f1)
-    files=$(find "$dir/site" -type f | wc -l)
-    awk -v n="$n" -v k="$kind" -v t="$t" -v f="$floor" -v p="$(peak "$dir/time-$kind.txt")" \
-      -v b="$bytes" -v files="$files" \
-      'BEGIN { printf "%-8s %-10s %9.2f %9.2f %9.2f %8s %10.1f %12.2f %12s\n", n, k, t, f, t / f, p, b / 1e6, b / n / 1000, files }'
-  done
+  [ -d "$dir/runs" ] || "$bin/examples/synth" --samples "$n" --out "$dir" 2>/dev/null
+  one "$n" "$dir" "$n"
+done
+for shape in ${SHAPES:-}; do # MODELSxK over 59 tasks
+  models=${shape%x*}; k=${shape#*x}; n=$((models * 59 * k))
+  dir=$base/shape-$shape
+  [ -d "$dir/runs" ] || "$bin/examples/synth" --samples "$n" --models "$models" --k "$k" --out "$dir" 2>/dev/null
+  one "$models models x 59 tasks x k=$k" "$dir" "$n"
 done

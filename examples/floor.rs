@@ -1,7 +1,8 @@
 //! The floor for `callcheck build`: the time to merely read every file of a runs/ tree once and
 //! parse it (cell.json, request.json, meta.json as JSON; response.json as JSON; response.sse split
 //! into events, each event's data parsed as JSON), on all cores as build does. `bench/build.sh`
-//! prints build's time as a ratio of this. Usage: `floor RUNS_DIR` (prints seconds on stdout).
+//! prints build's time as a ratio of this. Usage: `floor RUNS_DIR` (prints the wall and the CPU
+//! seconds, user + system, on stdout).
 
 use callcheck::runs::scan;
 use callcheck::score::wire::sse_events;
@@ -40,11 +41,23 @@ fn main() {
         })
         .sum();
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds();
     eprintln!(
         "floor: read and parsed {} samples ({} JSON documents) of {} runs in {secs:.2} s",
         jobs.len(),
         parsed,
         s.runs.len()
     );
-    println!("{secs:.3}");
+    println!("{secs:.3} {cpu:.3}");
+}
+
+/// User + system CPU seconds this process has used so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }

@@ -240,6 +240,10 @@ pub struct BuildOpts {
     /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
     #[arg(long, value_name = "SAMPLES-CSV")]
     pub previous: Option<PathBuf>,
+    /// A folder (outside --out) where build keeps each sample's verdict between builds, so a
+    /// rebuild re-scores and rewrites only what changed. Without it, every build is a full one.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,11 +7,11 @@ use crate::score::Verdict;
 use crate::score::extract::Source;
 use crate::task::Task;
 use crate::taxonomy::{Label, Outcome};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// HiTEC's global error types, numbered as in the paper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum HitecError {
     WrongToolName = 0,
     MissingRequiredParameter = 1,
@@ -96,7 +96,7 @@ pub fn crosswalk(v: &Verdict) -> Option<HitecError> {
 }
 
 /// Precision, recall and F1 of emitted calls against gold calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct F1 {
     pub true_positives: u64,
     pub emitted: u64,
@@ -132,7 +132,7 @@ impl F1 {
 }
 
 /// F1 Name and F1 Name + Parameter, micro-averaged over samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     pub name: F1,
     pub name_and_parameters: F1,

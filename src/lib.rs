@@ -4,6 +4,7 @@
 //! The pipeline, one direction of data: [`task::Task`] + [`transcript::Transcript`] →
 //! [`score::Verdict`] (the decision procedure) → the matrix and the site.
 
+pub mod build;
 pub mod cli;
 pub mod cmd;
 pub mod collect;

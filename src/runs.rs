@@ -57,6 +57,8 @@ pub struct RunDir {
     pub run_id: String,
     pub dir: PathBuf,
     pub cell: CellInfo,
+    /// sha256 of `cell.json`'s bytes (the run's listing in the manifest starts with it).
+    pub cell_sha256: String,
     /// Sample folder names (`000`, `001`…), sorted.
     pub samples: Vec<String>,
 }
@@ -190,6 +192,7 @@ fn read_run(model: &str, task_id: &str, run_id: &str, dir: &Path) -> Result<RunD
         run_id: run_id.into(),
         dir: dir.to_path_buf(),
         cell,
+        cell_sha256: crate::task::sha256_hex(&bytes),
         samples,
     })
 }

@@ -74,41 +74,54 @@ pub struct SkippedInput {
     pub reason: String,
 }
 
+/// One cell of `data/matrix.json`.
+fn cell_json(m: &Matrix, c: &crate::report::Cell) -> Value {
+    let tags = m.task(&c.task).map(|t| t.tags.clone()).unwrap_or_default();
+    let labels: Map<String, Value> = c
+        .labels
+        .iter()
+        .map(|(l, n)| (l.as_str().to_string(), json!(n)))
+        .collect();
+    json!({
+        "model": c.model,
+        "task": c.task,
+        "tags": tags,
+        "runs": c.runs,
+        "k": c.k,
+        "scored": c.scored,
+        "passes": c.passes,
+        "errors": c.errors,
+        "rate": opt_num(c.rate()),
+        "interval": c.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        "verdict": c.reliability.as_str(),
+        "flaky": c.flaky(),
+        "all_passed": c.all_passed(),
+        "value_matches": c.value_matches,
+        "value_compared": c.value_compared,
+        "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
+        "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
+        "task_changed": c.task_changed,
+        "label_counts": labels,
+    })
+}
+
+/// The cells of `data/matrix.json`, each built only while it is written: a large matrix never
+/// holds every cell as a JSON tree at once.
+struct Cells<'a>(&'a Matrix);
+
+impl serde::Serialize for Cells<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.cells.len()))?;
+        for c in self.0.cells.values() {
+            seq.serialize_element(&cell_json(self.0, c))?;
+        }
+        seq.end()
+    }
+}
+
 /// `data/matrix.json`.
 pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
-    let cells: Vec<Value> = m
-        .cells
-        .values()
-        .map(|c| {
-            let tags = m.task(&c.task).map(|t| t.tags.clone()).unwrap_or_default();
-            let labels: Map<String, Value> = c
-                .labels
-                .iter()
-                .map(|(l, n)| (l.as_str().to_string(), json!(n)))
-                .collect();
-            json!({
-                "model": c.model,
-                "task": c.task,
-                "tags": tags,
-                "runs": c.runs,
-                "k": c.k,
-                "scored": c.scored,
-                "passes": c.passes,
-                "errors": c.errors,
-                "rate": opt_num(c.rate()),
-                "interval": c.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                "verdict": c.reliability.as_str(),
-                "flaky": c.flaky(),
-                "all_passed": c.all_passed(),
-                "value_matches": c.value_matches,
-                "value_compared": c.value_compared,
-                "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
-                "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
-                "task_changed": c.task_changed,
-                "label_counts": labels,
-            })
-        })
-        .collect();
     let labels: Vec<Value> = Label::ALL
         .iter()
         .map(|l| {
@@ -183,20 +196,39 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
             })
         })
         .collect();
-    let doc = json!({
-        "callcheck_version": env!("CARGO_PKG_VERSION"),
-        "interval": {"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE},
-        "verdicts": {
+    /// The document, in the order its fields are written.
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        callcheck_version: &'static str,
+        interval: Value,
+        verdicts: Value,
+        tasks: Vec<Value>,
+        models: Vec<Value>,
+        cells: Cells<'a>,
+        labels: Vec<Value>,
+        skipped: Vec<Value>,
+    }
+    let doc = Doc {
+        callcheck_version: env!("CARGO_PKG_VERSION"),
+        interval: json!({"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE}),
+        verdicts: json!({
             Reliability::Reliable.as_str(): format!("interval lower bound >= {}", crate::report::RELIABLE_LOWER),
             Reliability::Broken.as_str(): format!("interval upper bound < {}", crate::report::BROKEN_UPPER),
             Reliability::Uncertain.as_str(): "otherwise, or no scored sample",
-        },
-        "tasks": m.tasks.iter().map(|t| json!({"id": t.id, "title": t.title, "tags": t.tags})).collect::<Vec<_>>(),
-        "models": models,
-        "cells": cells,
-        "labels": labels,
-        "skipped": skipped.iter().map(|s| json!({"path": s.path, "reason": s.reason})).collect::<Vec<_>>(),
-    });
+        }),
+        tasks: m
+            .tasks
+            .iter()
+            .map(|t| json!({"id": t.id, "title": t.title, "tags": t.tags}))
+            .collect(),
+        models,
+        cells: Cells(m),
+        labels,
+        skipped: skipped
+            .iter()
+            .map(|s| json!({"path": s.path, "reason": s.reason}))
+            .collect(),
+    };
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
     out
@@ -243,12 +275,14 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
     w.into_inner().map_err(|e| e.into_error().into())
 }
 
-/// `data/manifest.json`: what made this site. `transcripts` maps every file read (relative to
-/// the runs root) to its sha256.
+/// `data/manifest.json`: what made this site. `runs` maps every run folder read (relative to the
+/// runs root) to the sha256 of its listing ([`run_listing`]): one line per run, so the manifest
+/// grows with runs, not with files, and anyone can check a site against its `runs/` with
+/// `sha256sum` (docs/data.md).
 pub fn manifest_json(
     m: &Matrix,
     tasks: &BTreeMap<String, String>,
-    transcripts: &BTreeMap<String, String>,
+    runs: &BTreeMap<String, String>,
 ) -> Vec<u8> {
     let doc = json!({
         "callcheck_version": env!("CARGO_PKG_VERSION"),
@@ -256,10 +290,30 @@ pub fn manifest_json(
         "scoring_rules_files": RULES.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
         "interval": m.method.as_str(),
         "tasks": tasks,
-        "transcripts": transcripts,
+        "runs": runs,
     });
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
+    out
+}
+
+/// The listing of one run folder, exactly as
+/// `find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum` prints it from inside the
+/// folder: one `<sha256>  ./<path>` line per file, sorted by path bytes. `files` are the paths
+/// relative to the folder (`cell.json`, `samples/000/request.json`…) with their sha256.
+pub fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut lines: Vec<(String, &str)> = files
+        .into_iter()
+        .map(|(path, sha)| (format!("./{path}"), sha))
+        .collect();
+    lines.sort();
+    let mut out = String::new();
+    for (path, sha) in lines {
+        out.push_str(sha);
+        out.push_str("  ");
+        out.push_str(&path);
+        out.push('\n');
+    }
     out
 }
 

@@ -53,7 +53,8 @@ pub struct SiteInput<'a> {
     pub changes: Option<&'a Changes>,
     /// Task id → sha256 of its file, for the manifest.
     pub task_hashes: &'a BTreeMap<String, String>,
-    /// Transcript file (relative to the runs root) → sha256, for the manifest.
+    /// Run folder (relative to the runs root) → sha256 of its listing (every file in it with
+    /// its sha256: [`export::run_listing`]), for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
 }
 
@@ -404,6 +405,12 @@ struct ChangesPage<'a> {
 struct NotFoundPage {
     title: String,
     root: String,
+    /// The stylesheet, inline: at a deep missing address a relative link would not load it.
+    style: &'static str,
+    /// Space-separated model names and task ids that have pages (path-safe words), so that a
+    /// dead permalink links only pages that exist.
+    models: String,
+    tasks: String,
 }
 
 fn render<T: Template>(page: &str, t: &T) -> Result<Vec<u8>, SiteError> {
@@ -1027,6 +1034,19 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
             &NotFoundPage {
                 title: "not found".into(),
                 root: String::new(),
+                style: STYLE,
+                models: m
+                    .models
+                    .iter()
+                    .map(|mv| mv.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                tasks: input
+                    .tasks
+                    .iter()
+                    .map(|t| t.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
             },
         )?,
     ));

@@ -7,13 +7,13 @@
 
 use super::html::{cell_id, json_html, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
-use crate::runs::{CellInfo, SampleFiles};
+use crate::runs::CellInfo;
 use crate::score::Verdict;
 use crate::score::extract::Source;
 use crate::score::wire::sse_events;
 use crate::task::{Expect, Task};
 use crate::taxonomy::{Outcome, Stage};
-use crate::transcript::Meta;
+use crate::transcript::{Meta, Transcript};
 use askama::Template;
 use serde_json::Value;
 
@@ -26,16 +26,20 @@ pub struct SampleContext<'a> {
     pub key: &'a SampleKey,
     pub task: &'a Task,
     pub cell: &'a CellInfo,
-    pub files: &'a SampleFiles,
-    /// `request.json` parsed (None when it does not parse).
-    pub request: Option<&'a Value>,
-    pub meta: Option<&'a Meta>,
+    /// The sample as the scorer read it: request and meta parsed (absent when they do not
+    /// parse), the response bytes as received.
+    pub transcript: &'a Transcript,
+    /// `request.json` exactly as sent.
+    pub request_raw: &'a [u8],
+    /// The request is byte for byte the run's (shown once, on the run page).
+    pub same_request: bool,
     pub verdict: &'a Verdict,
     pub task_changed: bool,
 }
 
 struct StageRow {
-    name: &'static str,
+    /// The stage, or several consecutive stages with the same state (`transport, parse`).
+    name: String,
     /// `pass`, `fail`, `error`, `not reached` or `n/a`.
     state: &'static str,
     /// CSS class for the state: `pass`, `fail`, `error`, `nr` (not reached), `na`.
@@ -72,6 +76,8 @@ struct Page<'a> {
     label: Option<&'static str>,
     stage: Option<&'static str>,
     detail: &'a str,
+    /// "label: detail", clipped: the meta description and Open Graph text a shared link shows.
+    summary: String,
     cell_id: String,
     task_changed: bool,
     stages: Vec<StageRow>,
@@ -81,6 +87,7 @@ struct Page<'a> {
     content: Option<String>,
     notes: &'a [String],
     finish_reason: String,
+    same_request: bool,
     messages: Vec<MessageView>,
     tools_same: bool,
     tool_names: Vec<String>,
@@ -123,14 +130,30 @@ fn stage_rows(task: &Task, v: &Verdict, anchor_on_stage: bool) -> Vec<StageRow> 
                 other => other,
             };
             StageRow {
-                name: s.as_str(),
+                name: s.as_str().to_string(),
                 state,
                 class,
                 detail,
                 anchor,
             }
         })
-        .collect()
+        .fold(Vec::new(), |mut rows: Vec<StageRow>, r| {
+            // Consecutive stages with the same state and nothing to say share one row.
+            match rows.last_mut() {
+                Some(last)
+                    if last.state == r.state
+                        && last.detail.is_empty()
+                        && r.detail.is_empty()
+                        && !last.anchor
+                        && !r.anchor =>
+                {
+                    last.name.push_str(", ");
+                    last.name.push_str(&r.name);
+                }
+                _ => rows.push(r),
+            }
+            rows
+        })
 }
 
 fn source_name(s: Source) -> &'static str {
@@ -235,28 +258,54 @@ pub fn key_variable(model: &Value) -> Option<String> {
     ok.then(|| v.to_string())
 }
 
-fn curl(cell: &CellInfo, request: &[u8]) -> String {
+/// "Copy as curl": the sample's request, replayable from a POSIX shell. Every line but the last
+/// ends in a `\` continuation, so nothing (not even a comment) may sit between them: what the
+/// block says about itself goes on comment lines before the command. The body is the request's
+/// bytes exactly, single-quoted; a body a shell argument cannot carry (a NUL byte, or bytes that
+/// are not UTF-8) is left to the sample's `request.json` instead.
+pub fn curl(cell: &CellInfo, request: &[u8], streamed: bool) -> String {
     // The first replica when the entry lists several.
     let base = cell
         .model
         .get("base_url")
         .and_then(Value::as_str)
-        .or_else(|| cell.model.get("base_urls")?.get(0)?.as_str())
-        .unwrap_or("$BASE_URL");
-    let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-    let mut s = format!(
-        "curl -sS {} \\\n  -H 'Content-Type: application/json' \\\n",
-        shell_quote(&url)
-    );
-    match key_variable(&cell.model) {
-        // Double quotes so the shell expands the variable; its name is [A-Za-z0-9_] only.
-        Some(var) => s.push_str(&format!("  -H \"Authorization: Bearer ${var}\" \\\n")),
+        .or_else(|| cell.model.get("base_urls")?.get(0)?.as_str());
+    let mut s = String::new();
+    let url = match base {
+        Some(b) => shell_quote(&format!("{}/chat/completions", b.trim_end_matches('/'))),
         None => {
-            s.push_str("  # the model entry names no API key variable: no Authorization header\n")
+            s.push_str("# the model entry records no base URL: set BASE_URL first\n");
+            "\"$BASE_URL/chat/completions\"".to_string()
         }
+    };
+    let key = key_variable(&cell.model);
+    if key.is_none() {
+        s.push_str("# the model entry names no API key variable: no Authorization header\n");
+    }
+    let body = std::str::from_utf8(request)
+        .ok()
+        .filter(|b| !b.contains('\0'));
+    if body.is_none() {
+        s.push_str("# the request is not text a shell can quote: it is sent from the sample's request.json\n");
+    }
+    // -N: print a stream's events as they arrive.
+    s.push_str(if streamed {
+        "curl -sS -N "
+    } else {
+        "curl -sS "
+    });
+    s.push_str(&url);
+    s.push_str(" \\\n  -H 'Content-Type: application/json' \\\n");
+    if let Some(var) = key {
+        // Double quotes so the shell expands the variable; its name is [A-Za-z0-9_] only.
+        s.push_str(&format!("  -H \"Authorization: Bearer ${var}\" \\\n"));
     }
     s.push_str("  --data-binary ");
-    s.push_str(&shell_quote(String::from_utf8_lossy(request).trim_end()));
+    match body {
+        Some(b) => s.push_str(&shell_quote(b)),
+        None => s.push_str("@request.json"),
+    }
+    s.push('\n');
     s
 }
 
@@ -286,8 +335,8 @@ fn meta_rows(meta: Option<&Meta>) -> Vec<(String, String)> {
     rows
 }
 
-fn response_view(files: &SampleFiles) -> (String, Option<String>) {
-    let body = &files.response;
+fn response_view(t: &Transcript) -> (String, Option<String>) {
+    let body = &t.body;
     let shown = &body[..body.len().min(MAX_SHOWN)];
     let cut_note = (body.len() > MAX_SHOWN).then(|| {
         format!(
@@ -296,7 +345,7 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
             body.len()
         )
     });
-    if files.streamed {
+    if t.streamed {
         let (events, partial) = sse_events(shown);
         // vLLM repeats the same envelope (id, object, created, model, `"choices":[`) in every
         // chunk; it is shown once and elided from each line, which keeps every byte of
@@ -307,10 +356,31 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
                 .map(|e| e.data.as_str())
                 .filter(|d| d.starts_with('{')),
         );
-        let mut s = String::with_capacity(shown.len());
+        // Past the envelope, most chunks of a call also share how they begin (the delta's path
+        // down to `"arguments":`) and end (`"finish_reason":null}]}`): each is shown once and
+        // marked by ‹ and › in the lines that carry it, unless the stream itself uses those
+        // marks (then nothing more is elided, so no line is ambiguous).
+        let rests: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e.data.strip_prefix(prefix).filter(|_| !prefix.is_empty()))
+            .collect();
+        let (head, tail) = if rests.iter().any(|r| r.contains(['‹', '›'])) {
+            ("", "")
+        } else {
+            (frequent_affix(&rests, false), frequent_affix(&rests, true))
+        };
+        let mut s = String::with_capacity(shown.len() / 2);
         if !prefix.is_empty() {
             s.push_str("every JSON event's data begins with: ");
             text_into(&mut s, prefix);
+            if !head.is_empty() {
+                s.push_str("\n‹ stands for: ");
+                text_into(&mut s, head);
+            }
+            if !tail.is_empty() {
+                s.push_str("\n› stands for: ");
+                text_into(&mut s, tail);
+            }
             s.push_str("\n\n offset  data\n");
         }
         for e in &events {
@@ -318,7 +388,21 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
             match e.data.strip_prefix(prefix) {
                 Some(rest) if !prefix.is_empty() => {
                     s.push('…');
+                    let (rest, h) = match rest.strip_prefix(head) {
+                        Some(r) if !head.is_empty() => (r, true),
+                        _ => (rest, false),
+                    };
+                    let (rest, t) = match rest.strip_suffix(tail) {
+                        Some(r) if !tail.is_empty() => (r, true),
+                        _ => (rest, false),
+                    };
+                    if h {
+                        s.push('‹');
+                    }
                     text_into(&mut s, rest);
+                    if t {
+                        s.push('›');
+                    }
                 }
                 _ => text_into(&mut s, &e.data),
             }
@@ -337,11 +421,51 @@ fn response_view(files: &SampleFiles) -> (String, Option<String>) {
         }
         (s, note)
     } else {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(v) if cut_note.is_none() => (json_html(&v, None), None),
-            _ => (text(&String::from_utf8_lossy(shown)), cut_note),
+        // As received: the calls and the output the scorer read from it are shown pretty above.
+        (text(&String::from_utf8_lossy(shown)), cut_note)
+    }
+}
+
+/// The prefix (or, with `suffix`, the suffix) most often shared by consecutive items, at least
+/// 16 bytes long and cut at a character boundary, or `""` when no pair shares one.
+fn frequent_affix<'s>(items: &[&'s str], suffix: bool) -> &'s str {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for w in items.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let affix = if suffix {
+            let n = a
+                .bytes()
+                .rev()
+                .zip(b.bytes().rev())
+                .take_while(|(x, y)| x == y)
+                .count();
+            let mut start = a.len() - n;
+            while !a.is_char_boundary(start) {
+                start += 1;
+            }
+            &a[start..]
+        } else {
+            let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+            while !a.is_char_boundary(n) {
+                n -= 1;
+            }
+            &a[..n]
+        };
+        // An item never disappears entirely behind its marks.
+        if affix.len() >= 16 && affix.len() < a.len() && affix.len() < b.len() {
+            *counts.entry(affix).or_default() += 1;
         }
     }
+    // The most frequent; ties go to the longer, then to the smaller string (deterministic).
+    counts
+        .into_iter()
+        .max_by(|x, y| {
+            x.1.cmp(&y.1)
+                .then(x.0.len().cmp(&y.0.len()))
+                .then(y.0.cmp(x.0))
+        })
+        .map(|(a, _)| a)
+        .unwrap_or("")
 }
 
 /// The longest common prefix of at least two strings, cut at a character boundary, or `""` when
@@ -371,6 +495,113 @@ fn common_prefix<'s>(mut items: impl Iterator<Item = &'s str>) -> &'s str {
     }
 }
 
+/// The request as the pages show it: messages, tools (by reference when they are the task's),
+/// the other fields.
+#[derive(Default)]
+struct Sent {
+    messages: Vec<MessageView>,
+    tools_same: bool,
+    tool_names: Vec<String>,
+    /// Escaped HTML, when the tools sent differ from the task's.
+    tools_sent: Option<String>,
+    /// Escaped HTML.
+    params: Option<String>,
+}
+
+fn sent_view(task: &Task, request: Option<&Value>) -> Sent {
+    let messages = request
+        .and_then(|r| r.get("messages"))
+        .and_then(Value::as_array)
+        .map(|ms| ms.iter().map(message_view).collect())
+        .unwrap_or_default();
+    let tools_sent = request.and_then(|r| r.get("tools"));
+    let tools_same = match tools_sent {
+        Some(Value::Array(t)) => *t == task.tools_json,
+        None => task.tools_json.is_empty(),
+        Some(_) => false,
+    };
+    let params = request.and_then(|r| r.as_object()).map(|o| {
+        let mut rest = o.clone();
+        rest.remove("messages");
+        rest.remove("tools");
+        json_html(&Value::Object(rest), None)
+    });
+    Sent {
+        messages,
+        tools_same,
+        tool_names: task.tools.iter().map(|t| t.name.clone()).collect(),
+        tools_sent: match tools_sent {
+            Some(t) if !tools_same => Some(json_html(t, None)),
+            _ => None,
+        },
+        params,
+    }
+}
+
+/// Everything a run's page (`t/<model>/<task>/<run>/index.html`) is made from.
+pub struct RunContext<'a> {
+    pub task: &'a Task,
+    pub cell: &'a CellInfo,
+    pub model: &'a str,
+    pub run: &'a str,
+    /// Sample folder names.
+    pub samples: &'a [String],
+    /// The sample whose request is shown (the run's first), and its bytes.
+    pub reference: &'a str,
+    pub request_raw: &'a [u8],
+    /// Whether that sample's response was a stream (for curl's `-N`).
+    pub streamed: bool,
+}
+
+#[derive(Template)]
+#[template(path = "run.html")]
+struct RunPage<'a> {
+    title: String,
+    root: String,
+    model: &'a str,
+    task: &'a str,
+    run: &'a str,
+    cell_id: String,
+    k: usize,
+    started: &'a str,
+    ended: &'a str,
+    version: &'a str,
+    samples: &'a [String],
+    reference: &'a str,
+    messages: Vec<MessageView>,
+    tools_same: bool,
+    tool_names: Vec<String>,
+    tools_sent: Option<String>,
+    curl: String,
+}
+
+/// Renders a run's page: the request its samples sent (shown once, not on each sample's page),
+/// and "copy as curl", with links to its samples.
+pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
+    let request = serde_json::from_slice::<Value>(cx.request_raw).ok();
+    let sent = sent_view(cx.task, request.as_ref());
+    RunPage {
+        title: format!("{} · {} · run {}", cx.model, cx.task.id, cx.run),
+        root: root(4),
+        model: cx.model,
+        task: &cx.task.id,
+        run: cx.run,
+        cell_id: cell_id(cx.model, &cx.task.id),
+        k: cx.samples.len(),
+        started: &cx.cell.started,
+        ended: &cx.cell.ended,
+        version: &cx.cell.callcheck_version,
+        samples: cx.samples,
+        reference: cx.reference,
+        messages: sent.messages,
+        tools_same: sent.tools_same,
+        tool_names: sent.tool_names,
+        tools_sent: sent.tools_sent,
+        curl: text(&curl(cx.cell, cx.request_raw, cx.streamed)),
+    }
+    .render()
+}
+
 /// Renders the page for one sample.
 pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let v = cx.verdict;
@@ -388,10 +619,10 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     });
     // The message content as the client sees it (prose, a call left in text, structured output
     // that did not parse). Parsed again here: the verdict keeps only what it decided on.
-    let completion = if cx.files.streamed {
-        crate::score::wire::parse_stream(&cx.files.response)
+    let completion = if cx.transcript.streamed {
+        crate::score::wire::parse_stream(&cx.transcript.body)
     } else {
-        crate::score::wire::parse_body(&cx.files.response)
+        crate::score::wire::parse_body(&cx.transcript.body)
     };
     let mut content_anchor = false;
     let content = completion
@@ -419,26 +650,12 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
     let stages = stage_rows(cx.task, v, anchor_on_stage);
 
-    let messages = cx
-        .request
-        .and_then(|r| r.get("messages"))
-        .and_then(Value::as_array)
-        .map(|ms| ms.iter().map(message_view).collect())
-        .unwrap_or_default();
-    let tools_sent = cx.request.and_then(|r| r.get("tools"));
-    let tools_same = match tools_sent {
-        Some(Value::Array(t)) => *t == cx.task.tools_json,
-        None => cx.task.tools_json.is_empty(),
-        Some(_) => false,
+    let sent = if cx.same_request {
+        Sent::default()
+    } else {
+        sent_view(cx.task, cx.transcript.request.as_ref())
     };
-    let tool_names = cx.task.tools.iter().map(|t| t.name.clone()).collect();
-    let params = cx.request.and_then(|r| r.as_object()).map(|o| {
-        let mut rest = o.clone();
-        rest.remove("messages");
-        rest.remove("tools");
-        json_html(&Value::Object(rest), None)
-    });
-    let (response, response_note) = response_view(cx.files);
+    let (response, response_note) = response_view(cx.transcript);
 
     let page = Page {
         title: format!("{} · {} · {}/{}", key.model, key.task, key.run, key.sample),
@@ -450,6 +667,11 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         label: v.outcome.label().map(|l| l.as_str()),
         stage: v.stage.map(Stage::as_str),
         detail: &v.detail,
+        summary: format!(
+            "{}: {}",
+            v.outcome.name(),
+            crate::json::clip(&v.detail, 200)
+        ),
         cell_id: cell_id(&key.model, &key.task),
         task_changed: cx.task_changed,
         stages,
@@ -461,27 +683,32 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
             .finish_reason
             .clone()
             .unwrap_or_else(|| "absent".to_string()),
-        messages,
-        tools_same,
-        tool_names,
-        tools_sent: match tools_sent {
-            Some(t) if !tools_same => Some(json_html(t, None)),
-            _ => None,
-        },
-        params,
-        meta_rows: meta_rows(cx.meta),
-        streamed: cx.files.streamed,
+        same_request: cx.same_request,
+        messages: sent.messages,
+        tools_same: sent.tools_same,
+        tool_names: sent.tool_names,
+        tools_sent: sent.tools_sent,
+        params: sent.params,
+        meta_rows: meta_rows(cx.transcript.meta.as_ref()),
+        streamed: cx.transcript.streamed,
         response,
         response_note,
-        curl: text(&curl(cx.cell, &cx.files.request)),
+        curl: if cx.same_request {
+            String::new()
+        } else {
+            text(&curl(cx.cell, cx.request_raw, cx.transcript.streamed))
+        },
     };
     page.render()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::key_variable;
-    use serde_json::json;
+    use super::{curl, key_variable};
+    use crate::runs::{CellInfo, TaskRef};
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use std::process::Command;
 
     #[test]
     fn the_curl_block_names_only_the_key_variable_collect_records() {
@@ -494,5 +721,218 @@ mod tests {
         // Nor is a value that is not a variable name.
         assert_eq!(key_variable(&json!({"api_key_env": "sk-abc 123"})), None);
         assert_eq!(key_variable(&json!({"api_key_env": "1KEY"})), None);
+    }
+
+    fn cell(model: Value) -> CellInfo {
+        CellInfo {
+            format_version: 1,
+            callcheck_version: "0".into(),
+            model,
+            task: TaskRef {
+                id: "t".into(),
+                sha256: String::new(),
+            },
+            k: 1,
+            run_id: "r".into(),
+            server: Value::Null,
+            started: String::new(),
+            ended: String::new(),
+        }
+    }
+
+    /// A `curl` that records what it was given: each argument on its own, so the test can
+    /// check the body arrived whole (a broken continuation would leave it out, or run it as a
+    /// command of its own).
+    const STUB: &str = r#"#!/usr/bin/env bash
+out="$STUB_OUT"
+mkdir -p "$out"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data-binary) shift; printf '%s' "$1" > "$out/body" ;;
+    -H) shift; printf '%s\n' "$1" >> "$out/headers" ;;
+    -sS|-N) ;;
+    *) printf '%s\n' "$1" >> "$out/urls" ;;
+  esac
+  shift
+done
+"#;
+
+    fn run_in_bash(snippet: &str, dir: &Path) -> (Vec<u8>, String, String) {
+        let check = Command::new("bash")
+            .arg("-n")
+            .arg("-c")
+            .arg(snippet)
+            .output()
+            .expect("bash runs");
+        assert!(
+            check.status.success(),
+            "bash -n rejects the snippet: {}\n{snippet}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let stub = bin.join("curl");
+        std::fs::write(&stub, STUB).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = dir.join("out");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let run = Command::new("bash")
+            .arg("-c")
+            .arg(snippet)
+            .env("PATH", path)
+            .env("STUB_OUT", &out)
+            .env("VLLM_API_KEY", "k-123")
+            .env("BASE_URL", "http://example.test/v1")
+            .output()
+            .expect("bash runs");
+        assert!(
+            run.status.success(),
+            "the snippet fails: {}\n{snippet}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let read = |n: &str| std::fs::read(out.join(n)).unwrap_or_default();
+        (
+            read("body"),
+            String::from_utf8_lossy(&read("headers")).into_owned(),
+            String::from_utf8_lossy(&read("urls")).into_owned(),
+        )
+    }
+
+    #[test]
+    fn copy_as_curl_is_valid_bash_and_sends_the_whole_body() {
+        let hostile = "{\n  \"messages\": [{\"role\": \"user\", \"content\": \"it's $HOME `id` \\\\ \\\"q\\\" ! #x\\n\"}],\n  \"tools\": [] \n}\n";
+        let plain = "{\"model\":\"m\",\"stream\":true}";
+        let cases = [
+            // key, base URL, streamed, body
+            (
+                json!({"api_key_env": "VLLM_API_KEY", "base_url": "http://127.0.0.1:8000/v1"}),
+                false,
+                hostile,
+            ),
+            (
+                json!({"base_url": "http://127.0.0.1:8000/v1/"}),
+                false,
+                hostile,
+            ),
+            (
+                json!({"base_urls": ["http://a.test/v1", "http://b.test/v1"]}),
+                true,
+                plain,
+            ),
+            (json!({}), true, plain),
+            (
+                json!({"api_key_env": "$VLLM_API_KEY", "base_url": "http://x.test/it's"}),
+                true,
+                "",
+            ),
+        ];
+        for (i, (model, streamed, body)) in cases.into_iter().enumerate() {
+            let tmp = tempfile::tempdir().unwrap();
+            let snippet = curl(&cell(model.clone()), body.as_bytes(), streamed);
+            let (got, headers, urls) = run_in_bash(&snippet, tmp.path());
+            assert_eq!(
+                got,
+                body.as_bytes(),
+                "case {i}: the body arrived altered\n{snippet}"
+            );
+            assert!(
+                headers.contains("Content-Type: application/json"),
+                "case {i}"
+            );
+            assert_eq!(
+                headers.contains("Authorization: Bearer k-123"),
+                model.get("api_key_env").is_some(),
+                "case {i}: {headers}"
+            );
+            assert_eq!(urls.lines().count(), 1, "case {i}: {urls}");
+            assert!(
+                urls.trim_end().ends_with("/chat/completions"),
+                "case {i}: {urls}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_no_shell_argument_can_carry_is_sent_from_its_file() {
+        let snippet = curl(&cell(json!({})), b"{\"a\":\"\0\"}", false);
+        assert!(snippet.contains("--data-binary @request.json"), "{snippet}");
+        let check = Command::new("bash")
+            .args(["-n", "-c", &snippet])
+            .output()
+            .unwrap();
+        assert!(check.status.success());
+    }
+
+    #[test]
+    fn the_stream_view_elides_repeats_and_keeps_every_byte() {
+        let envelope = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":["#;
+        let pieces = ["{\\\"a", "\\\":1", ",\\\"b\\\"", ":2}"];
+        let mut datas = vec![format!(
+            r#"{envelope}{{"index":0,"delta":{{"role":"assistant"}},"finish_reason":null}}]}}"#
+        )];
+        for p in pieces {
+            datas.push(format!(
+                r#"{envelope}{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{p}"}}}}]}},"logprobs":null,"finish_reason":null}}]}}"#
+            ));
+        }
+        datas.push(format!(
+            r#"{envelope}{{"index":0,"delta":{{}},"finish_reason":"tool_calls"}}]}}"#
+        ));
+        let body: String = datas
+            .iter()
+            .map(|d| format!("data: {d}\n\n"))
+            .collect::<String>()
+            + "data: [DONE]\n\n";
+        let t = crate::transcript::Transcript {
+            body: body.into_bytes(),
+            streamed: true,
+            ..Default::default()
+        };
+        let (view, _) = super::response_view(&t);
+        let view = view
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+        let legend = |mark: &str| {
+            view.lines()
+                .find_map(|l| l.strip_prefix(&format!("{mark} stands for: ")))
+                .unwrap_or("")
+                .to_string()
+        };
+        let (head, tail) = (legend("‹"), legend("›"));
+        assert!(!head.is_empty() && !tail.is_empty(), "{view}");
+        let prefix = view
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("every JSON event's data begins with: "))
+            .unwrap()
+            .to_string();
+        let expanded: Vec<String> = view
+            .lines()
+            .skip_while(|l| !l.starts_with(" offset"))
+            .skip(1)
+            .map(|l| {
+                let d = l.trim_start().split_once("  ").unwrap().1;
+                let d = d.replacen('…', &prefix, 1).replacen('‹', &head, 1);
+                match d.strip_suffix('›') {
+                    Some(x) => format!("{x}{tail}"),
+                    None => d,
+                }
+            })
+            .collect();
+        let mut want = datas.clone();
+        want.push("[DONE]".into());
+        assert_eq!(expanded, want);
+        // Most lines lost most of their bytes.
+        assert!(
+            view.len() < datas.iter().map(String::len).sum::<usize>() / 2,
+            "{view}"
+        );
     }
 }

@@ -1,0 +1,85 @@
+//! Stage 3, aggregate: scored samples → the [`Matrix`] (cells, totals, intervals), what the
+//! runs' `cell.json` files say about each model, and what changed since the previous build.
+
+use super::read::RunInput;
+use crate::cli::IntervalKind;
+use crate::report::{self, Matrix, Scored, TaskInfo};
+use crate::site::ModelInfo;
+use crate::site::export::{self, Changes};
+use crate::task::Task;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Everything the summary pages are rendered from, apart from the inputs themselves.
+#[derive(Debug)]
+pub struct Aggregates {
+    pub matrix: Matrix,
+    pub models: BTreeMap<String, ModelInfo>,
+    /// Present only when some sample moved, appeared or disappeared since the previous build.
+    pub changes: Option<Changes>,
+    /// Task id → sha256 of its file, for the manifest.
+    pub task_hashes: BTreeMap<String, String>,
+}
+
+/// Aggregates the scored samples (in any order: the matrix sorts them).
+pub fn aggregate(
+    scored: Vec<Scored>,
+    tasks: &[Task],
+    runs: &[RunInput],
+    previous: Option<&BTreeMap<String, String>>,
+    interval: IntervalKind,
+) -> Aggregates {
+    let infos: Vec<TaskInfo> = tasks
+        .iter()
+        .map(|t| TaskInfo {
+            id: t.id.clone(),
+            title: t.title.clone(),
+            tags: t.tags.clone(),
+        })
+        .collect();
+    let matrix = report::aggregate(scored, infos, interval);
+    let changes = previous
+        .map(|p| export::changes(p, &matrix))
+        .filter(|c| !c.is_empty());
+    Aggregates {
+        models: model_info(runs),
+        changes,
+        task_hashes: tasks
+            .iter()
+            .map(|t| (t.id.clone(), t.sha256.clone()))
+            .collect(),
+        matrix,
+    }
+}
+
+/// What the runs' `cell.json` files say about each model: its entries, servers, versions, runs.
+pub fn model_info(runs: &[RunInput]) -> BTreeMap<String, ModelInfo> {
+    let mut out: BTreeMap<String, ModelInfo> = BTreeMap::new();
+    let mut versions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in runs.iter().map(|r| &r.run) {
+        let info = out.entry(r.model.clone()).or_default();
+        if !info.entries.contains(&r.cell.model) {
+            info.entries.push(r.cell.model.clone());
+        }
+        if !r.cell.server.is_null() && !info.servers.contains(&r.cell.server) {
+            info.servers.push(r.cell.server.clone());
+        }
+        versions
+            .entry(r.model.clone())
+            .or_default()
+            .insert(r.cell.callcheck_version.clone());
+        info.runs.push((
+            r.task_id.clone(),
+            r.run_id.clone(),
+            r.cell.k,
+            r.cell.started.clone(),
+            r.cell.ended.clone(),
+        ));
+    }
+    for (m, v) in versions {
+        if let Some(i) = out.get_mut(&m) {
+            i.versions = v.into_iter().collect();
+            i.runs.sort();
+        }
+    }
+    out
+}

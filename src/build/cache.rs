@@ -1,0 +1,327 @@
+//! The verdict cache (`build --cache DIR`): what the previous build learnt about each sample, so
+//! that a rebuild after a collect re-reads, re-scores and re-renders only the samples that are
+//! new or changed, and rewrites only the pages whose bytes changed.
+//!
+//! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
+//! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
+//! renderer: [`identity`]) are all unchanged. Reading a transcript to hash it is skipped when
+//! the sample's folder and files have the same size, modification time and inode as when they
+//! were hashed (what `git status` trusts for its index); a fresh clone of `runs/` changes those,
+//! and then the files are read and hashed, and the verdicts still reused.
+//!
+//! The cache lives outside the published site (never under `--out`); losing it only costs time.
+
+use crate::report::{SampleKey, Scored};
+use crate::taxonomy::{Label, Outcome, Stage};
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The cache file inside the cache folder.
+const FILE: &str = "verdicts.json";
+
+/// The sources whose change invalidates every cached verdict and page: the scoring rules (their
+/// hash is published in the manifest) and everything that renders a sample's page.
+const RENDERER: &[&str] = &[
+    env!("CARGO_PKG_VERSION"),
+    include_str!("../site/transcript.rs"),
+    include_str!("../site/html.rs"),
+    include_str!("../../templates/transcript.html"),
+    include_str!("../../templates/base.html"),
+    include_str!("read.rs"),
+    include_str!("score.rs"),
+    include_str!("../hitec.rs"),
+];
+
+/// What a cached verdict was computed with: the scoring rules and the page renderer.
+pub fn identity() -> String {
+    let mut all = crate::site::export::rules_sha256().into_bytes();
+    for s in RENDERER {
+        all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());
+    }
+    crate::task::sha256_hex(&all)
+}
+
+/// The cache as read at the start of a build and written at its end.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CacheFile {
+    pub identity: String,
+    /// The site the previous build wrote, when it wrote one.
+    pub site: Option<CachedSite>,
+    /// By run folder, relative to the runs root.
+    pub runs: BTreeMap<String, CachedRun>,
+}
+
+/// The site a build left in `--out`: a rebuild updates it in place only when its manifest is
+/// still the one written then (nobody replaced or half-rewrote the site since).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedSite {
+    pub out: PathBuf,
+    pub manifest_sha256: String,
+    /// Every file of the site that is not a sample's page, with its size.
+    pub summary_files: BTreeMap<String, u64>,
+}
+
+/// One run folder's samples, valid for one `cell.json` and one version of the task file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CachedRun {
+    pub cell_sha256: String,
+    pub task_sha256: String,
+    /// sha256 of the run's listing, as in the manifest.
+    pub listing_sha256: String,
+    /// The size of the run's page (`index.html`), when it has one.
+    pub run_page: Option<u64>,
+    /// By sample folder name.
+    pub samples: BTreeMap<String, CachedSample>,
+}
+
+/// One sample: how its files looked, what they hashed to, its verdict and its page. Kept small:
+/// a build holds one of these per sample.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedSample {
+    /// A hash of the size, modification time and inode of the sample's folder and files
+    /// ([`signature`]).
+    #[serde(rename = "g")]
+    pub signature: u64,
+    /// The response was `response.sse` (else `response.json`), and there was a `meta.json`.
+    #[serde(rename = "s")]
+    pub streamed: bool,
+    #[serde(rename = "m")]
+    pub meta: bool,
+    /// sha256 over the sample's file hashes.
+    #[serde(rename = "t")]
+    pub transcript_sha256: Sha256,
+    #[serde(rename = "b")]
+    pub bytes: u64,
+    #[serde(rename = "l")]
+    pub page_len: u64,
+    /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
+    #[serde(rename = "v")]
+    pub scored: Option<CachedScored>,
+}
+
+/// [`Scored`] without its key (the key is where the sample sits). Short field names: the cache
+/// holds one per sample.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedScored {
+    /// `pass`, `error` or the label.
+    #[serde(rename = "o")]
+    pub outcome: String,
+    #[serde(rename = "st")]
+    pub stage: Option<Stage>,
+    #[serde(rename = "d")]
+    pub detail: String,
+    /// F1 counts: name (true positives, emitted, gold), then name and parameters.
+    #[serde(rename = "f")]
+    pub metrics: [u64; 6],
+    #[serde(rename = "h")]
+    pub hitec: Option<crate::hitec::HitecError>,
+    #[serde(rename = "vm")]
+    pub value_match: Option<bool>,
+    #[serde(rename = "xp")]
+    pub extra_prose: bool,
+    #[serde(rename = "tc")]
+    pub task_changed: bool,
+}
+
+impl CachedScored {
+    pub fn of(s: &Scored) -> CachedScored {
+        CachedScored {
+            outcome: s.outcome.name().to_string(),
+            stage: s.stage,
+            detail: s.detail.clone(),
+            metrics: {
+                let (a, b) = (&s.metrics.name, &s.metrics.name_and_parameters);
+                [
+                    a.true_positives,
+                    a.emitted,
+                    a.gold,
+                    b.true_positives,
+                    b.emitted,
+                    b.gold,
+                ]
+            },
+            hitec: s.hitec,
+            value_match: s.value_match,
+            extra_prose: s.extra_prose,
+            task_changed: s.task_changed,
+        }
+    }
+
+    /// Back to a [`Scored`]; `None` when the outcome is not one this build knows.
+    pub fn into_scored(self, key: SampleKey) -> Option<Scored> {
+        let outcome = match self.outcome.as_str() {
+            "pass" => Outcome::Pass,
+            "error" => Outcome::Error,
+            l => Outcome::Fail(Label::parse(l)?),
+        };
+        Some(Scored {
+            key,
+            outcome,
+            stage: self.stage,
+            detail: self.detail,
+            metrics: {
+                let f = |i: usize| crate::hitec::F1 {
+                    true_positives: self.metrics[i],
+                    emitted: self.metrics[i + 1],
+                    gold: self.metrics[i + 2],
+                };
+                crate::hitec::Metrics {
+                    name: f(0),
+                    name_and_parameters: f(3),
+                }
+            },
+            hitec: self.hitec,
+            value_match: self.value_match,
+            extra_prose: self.extra_prose,
+            task_changed: self.task_changed,
+        })
+    }
+}
+
+/// A sha256 held as its 32 bytes (a cache holds one per sample), written as hex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sha256(pub [u8; 32]);
+
+impl Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut hex = String::with_capacity(64);
+        for b in self.0 {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        s.serialize_str(&hex)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(d)?;
+        let mut out = [0u8; 32];
+        if hex.len() != 64 {
+            return Err(serde::de::Error::custom("a sha256 is 64 hex digits"));
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+                .map_err(|_| serde::de::Error::custom("a sha256 is 64 hex digits"))?;
+        }
+        Ok(Sha256(out))
+    }
+}
+
+/// sha256 over a sample's file hashes, in order: the transcript's identity.
+pub fn transcript_sha256(files: &[(String, String)]) -> Sha256 {
+    let mut h = sha2::Sha256::new();
+    for (name, sha) in files {
+        h.update(name.as_bytes());
+        h.update(b" ");
+        h.update(sha.as_bytes());
+        h.update(b"\n");
+    }
+    Sha256(h.finalize().into())
+}
+
+/// The files a sample holds, relative to its run folder.
+pub fn sample_files(name: &str, streamed: bool, meta: bool) -> Vec<String> {
+    let mut files = vec![format!("samples/{name}/request.json")];
+    files.push(format!(
+        "samples/{name}/{}",
+        if streamed {
+            "response.sse"
+        } else {
+            "response.json"
+        }
+    ));
+    if meta {
+        files.push(format!("samples/{name}/meta.json"));
+    }
+    files
+}
+
+/// A hash of the size, modification time (ns) and inode of the sample folder and of each of its
+/// files; `None` when one of them cannot be read.
+pub fn signature(run_dir: &Path, name: &str, streamed: bool, meta: bool) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut all = Vec::with_capacity(96);
+    let mut add = |p: &Path| -> Option<()> {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        for x in [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino()] {
+            all.extend_from_slice(&x.to_le_bytes());
+        }
+        Some(())
+    };
+    add(&run_dir.join("samples").join(name))?;
+    for f in sample_files(name, streamed, meta) {
+        add(&run_dir.join(f))?;
+    }
+    let digest = sha2::Sha256::digest(&all);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    Some(u64::from_le_bytes(first))
+}
+
+/// Reads the cache in `dir`; a missing, unreadable or outdated cache is an empty one (said on
+/// stderr when it exists but cannot be used).
+pub fn load(dir: &Path) -> CacheFile {
+    let path = dir.join(FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(_) => return CacheFile::default(),
+    };
+    match serde_json::from_slice::<CacheFile>(&bytes) {
+        Ok(c) if c.identity == identity() => c,
+        Ok(_) => {
+            eprintln!(
+                "note: the cache in {} was made by another version of the scoring rules or pages: everything is scored again",
+                dir.display()
+            );
+            CacheFile::default()
+        }
+        Err(e) => {
+            eprintln!(
+                "note: the cache {} is not readable ({e}): everything is scored again",
+                path.display()
+            );
+            CacheFile::default()
+        }
+    }
+}
+
+/// Writes the cache into `dir` (atomically: a temporary file renamed over the old one).
+pub fn save(dir: &Path, cache: &CacheFile) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
+    let file =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut w, cache).context("cannot serialise the cache")?;
+    std::io::Write::flush(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join(FILE))
+        .with_context(|| format!("cannot write {}", dir.join(FILE).display()))?;
+    Ok(())
+}
+
+/// True when `cache` lies inside the site folder `out` (it would be published).
+pub fn inside(cache: &Path, out: &Path) -> bool {
+    let abs = |p: &Path| {
+        std::path::absolute(p)
+            .map(|a| normalise(&a))
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    abs(cache).starts_with(abs(out))
+}
+
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}

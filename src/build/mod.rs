@@ -1,0 +1,437 @@
+//! The build pipeline, one stage per module, in the order data flows: [`read`] the corpus and
+//! `runs/` → [`score`] each transcript → [`aggregate`] into the matrix → [`render`] the pages →
+//! [`write`] the site. Never touches the network; the same inputs give a byte-identical site
+//! whatever the thread count.
+//!
+//! Samples stream: each run folder is read, scored and its pages rendered and queued for the
+//! writer while other runs are in flight, so only the aggregates' share of each sample (a
+//! [`Scored`]) outlives its run.
+
+pub mod aggregate;
+pub mod cache;
+pub mod read;
+pub mod render;
+pub mod score;
+pub mod write;
+
+use crate::cli::BuildOpts;
+use crate::report::Scored;
+use crate::site::export::SkippedInput;
+use crate::task::Task;
+use anyhow::{Result, bail};
+use rayon::prelude::*;
+use read::{Inputs, RunInput};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::mpsc::SyncSender;
+use write::{Page, SiteWriter};
+
+/// What a build did, for the summary line.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub runs: usize,
+    pub samples: usize,
+    pub passes: u64,
+    pub fails: u64,
+    pub errors: u64,
+    pub cells: usize,
+    pub skipped: usize,
+    pub files: usize,
+    pub bytes: u64,
+    /// Bytes of transcript files read.
+    pub read_bytes: u64,
+    /// Samples whose verdict came from the cache (`--cache`), and whether the site was updated
+    /// in place rather than rebuilt beside it.
+    pub reused: usize,
+    pub in_place: bool,
+}
+
+/// `p` relative to `root`, `/`-separated (published: never a local path).
+pub fn rel(root: &Path, p: &Path) -> String {
+    let r = p.strip_prefix(root).unwrap_or(p);
+    let parts: Vec<String> = r
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
+}
+
+/// One run folder after scoring: what the aggregates, the manifest and the cache keep of it.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    pub scored: Vec<Scored>,
+    /// sha256 of the run folder's listing (cell.json and every sample file read, with their
+    /// sha256), for the manifest.
+    pub listing_sha256: String,
+    /// Samples taken from the cache.
+    pub reused: usize,
+    pub skipped: Vec<SkippedInput>,
+    /// Bytes of transcripts read (or, for a sample taken from the cache, that it holds).
+    pub bytes: u64,
+    /// Pages of the run's samples, and their bytes.
+    pub pages: (usize, u64),
+    /// What the cache keeps of the run for the next build.
+    pub cached: cache::CachedRun,
+}
+
+/// How a run's samples are taken: all read and scored, or from the previous build where
+/// nothing changed.
+pub struct Reuse {
+    /// The previous build's record of this run, when its `cell.json` and task are unchanged and
+    /// its pages are in the site being written (an in-place update): an unchanged sample then
+    /// needs neither scoring, nor its page rendered or written.
+    pub prior: Option<cache::CachedRun>,
+    /// Keep a record of the run for the next build.
+    pub record: bool,
+}
+
+/// Reads, scores and renders the samples of one run folder, queueing each page for the writer;
+/// samples the cache vouches for are taken from it instead.
+pub fn run_samples(
+    runs_root: &Path,
+    input: &RunInput,
+    task: &Task,
+    reuse: Reuse,
+    pages: &SyncSender<Page>,
+) -> Result<RunOutcome> {
+    let run = &input.run;
+    let key = |name: &str| crate::report::SampleKey {
+        model: run.model.clone(),
+        task: run.task_id.clone(),
+        run: run.run_id.clone(),
+        sample: name.to_string(),
+    };
+    let Reuse { mut prior, record } = reuse;
+    // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
+    // read, and the listing and the run's page stand.
+    if let Some(p) = &prior
+        && p.run_page.is_some()
+        && p.samples.len() == run.samples.len()
+        && run.samples.iter().all(|n| {
+            p.samples.get(n).is_some_and(|c| {
+                cache::signature(&run.dir, n, c.streamed, c.meta) == Some(c.signature)
+            })
+        })
+        && let Some(mut p) = prior.take()
+    {
+        let mut out = RunOutcome {
+            listing_sha256: p.listing_sha256.clone(),
+            ..RunOutcome::default()
+        };
+        let samples = std::mem::take(&mut p.samples);
+        out.cached = p;
+        for (name, mut c) in samples {
+            let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(&name))) else {
+                bail!("the cache's record of {} cannot be read", run.dir.display());
+            };
+            out.reused += 1;
+            out.keep(scored, c);
+        }
+        out.pages.0 += 1;
+        out.pages.1 += out.cached.run_page.unwrap_or(0);
+        if !record {
+            out.cached.samples.clear();
+        }
+        return Ok(out);
+    }
+
+    let mut out = RunOutcome::default();
+    out.cached.cell_sha256 = run.cell_sha256.clone();
+    out.cached.task_sha256 = task.sha256.clone();
+    // The run's request, from its first sample: each page whose request is the same bytes links
+    // to it on the run's page instead of repeating it.
+    let reference: Option<render::RunRequest> = run.samples.first().and_then(|first| {
+        let dir = run.sample_dir(first);
+        Some(render::RunRequest {
+            sample: first.clone(),
+            bytes: std::fs::read(dir.join("request.json")).ok()?,
+            streamed: dir.join("response.sse").is_file(),
+        })
+    });
+    let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
+    for name in &run.samples {
+        let sample = match read::read_sample(runs_root, run, name) {
+            Ok(s) => s,
+            Err(skipped) => {
+                out.skipped.push(skipped);
+                continue;
+            }
+        };
+        let transcript_sha256 = cache::transcript_sha256(&sample.files);
+        let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
+        let signature = if record {
+            cache::signature(&run.dir, name, streamed, meta).unwrap_or_default()
+        } else {
+            0
+        };
+        listing.extend(sample.files.iter().cloned());
+        let prior_sample = prior.as_mut().and_then(|p| p.samples.remove(name));
+        // Same bytes (read again, e.g. after a fresh clone of runs/): the same verdict and page.
+        if let Some(mut c) = prior_sample.filter(|c| c.transcript_sha256 == transcript_sha256)
+            && let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(name)))
+        {
+            c.signature = signature;
+            out.reused += 1;
+            out.keep(scored, c);
+            continue;
+        }
+        let (verdict, scored) = score::score_sample(task, input.task_changed, &sample);
+        let same_request = reference
+            .as_ref()
+            .is_some_and(|r| r.bytes == sample.request_raw);
+        let (path, html) = render::sample_page(
+            task,
+            &run.cell,
+            input.task_changed,
+            &sample,
+            same_request,
+            &verdict,
+        )?;
+        let page_len = html.len() as u64;
+        pages
+            .send((path, html.into_bytes()))
+            .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
+        let record = cache::CachedSample {
+            signature,
+            streamed,
+            meta,
+            transcript_sha256,
+            bytes: sample.bytes,
+            page_len,
+            scored: None,
+        };
+        out.keep(scored, record);
+    }
+    if let Some(r) = &reference {
+        let (path, html) = render::run_page(task, run, r)?;
+        out.cached.run_page = Some(html.len() as u64);
+        out.pages.0 += 1;
+        out.pages.1 += html.len() as u64;
+        pages
+            .send((path, html.into_bytes()))
+            .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
+    }
+    let listing =
+        crate::site::export::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
+    out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
+    out.cached.listing_sha256 = out.listing_sha256.clone();
+    if !record {
+        out.cached.samples.clear();
+    }
+    Ok(out)
+}
+
+impl RunOutcome {
+    fn keep(&mut self, scored: Scored, record: cache::CachedSample) {
+        self.bytes += record.bytes;
+        self.pages.0 += 1;
+        self.pages.1 += record.page_len;
+        self.cached
+            .samples
+            .insert(scored.key.sample.clone(), record);
+        self.scored.push(scored);
+    }
+}
+
+/// Runs the whole build and reports what it read and skipped on stderr.
+pub fn build(opts: &BuildOpts) -> Result<Summary> {
+    let inputs = read::read(opts)?;
+    if !write::replaceable(&opts.out)? {
+        bail!(
+            "--out {} holds files that are not a callcheck site; refusing to replace it (choose an empty or new folder)",
+            opts.out.display()
+        );
+    }
+    if let Some(c) = &opts.cache
+        && cache::inside(c, &opts.out)
+    {
+        bail!(
+            "--cache {} is inside --out {}: it would be published; put it beside the site",
+            c.display(),
+            opts.out.display()
+        );
+    }
+    say_what_was_read(opts, &inputs);
+    let Inputs {
+        tasks,
+        runs,
+        mut skipped,
+        previous,
+        changed_tasks: _,
+    } = inputs;
+
+    let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    // The previous build's pages can be kept where they are only when the site in --out is
+    // still exactly the one it wrote.
+    let in_place = prior.site.as_ref().is_some_and(|s| {
+        s.out == opts.out
+            && std::fs::read(opts.out.join("data").join("manifest.json"))
+                .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
+    });
+    // In place, every page the previous build wrote; those this build does not write again are
+    // removed at the end.
+    let prior_pages: Vec<String> = if in_place {
+        let mut pages = Vec::new();
+        for (path, run) in &prior.runs {
+            if run.run_page.is_some() {
+                pages.push(format!("t/{path}/index.html"));
+            }
+            pages.extend(run.samples.keys().map(|n| format!("t/{path}/{n}.html")));
+        }
+        pages
+    } else {
+        Vec::new()
+    };
+    let mut site = if in_place {
+        SiteWriter::in_place(&opts.out)
+    } else {
+        SiteWriter::begin(&opts.out)?
+    };
+    let tx = site.sender()?;
+    let record = opts.cache.is_some();
+    // Each run takes its own record out of the previous cache, so the records are dropped as the
+    // runs are done rather than all held to the end.
+    let jobs: Vec<(&RunInput, Reuse)> = runs
+        .iter()
+        .map(|r| {
+            let task = &tasks[r.task];
+            let prior = prior.runs.remove(&rel(&opts.runs, &r.run.dir)).filter(|c| {
+                in_place && c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256
+            });
+            (r, Reuse { prior, record })
+        })
+        .collect();
+    drop(prior.runs);
+    let outcomes: Vec<Result<RunOutcome>> = jobs
+        .into_par_iter()
+        .map_with(tx, |tx, (r, reuse)| {
+            run_samples(&opts.runs, r, &tasks[r.task], reuse, tx)
+        })
+        .collect();
+    // All senders are gone once the map is done; the writer drains and ends.
+    site.drain()?;
+    let mut scored = Vec::new();
+    let mut transcripts = BTreeMap::new();
+    let mut read_bytes = 0u64;
+    let mut pages = (0usize, 0u64);
+    let mut reused = 0;
+    let mut next = cache::CacheFile {
+        identity: cache::identity(),
+        ..Default::default()
+    };
+    for (o, r) in outcomes.into_iter().zip(&runs) {
+        let o = o?;
+        scored.extend(o.scored);
+        transcripts.insert(rel(&opts.runs, &r.run.dir), o.listing_sha256);
+        skipped.extend(o.skipped);
+        read_bytes += o.bytes;
+        reused += o.reused;
+        pages.0 += o.pages.0;
+        pages.1 += o.pages.1;
+        if record {
+            next.runs.insert(rel(&opts.runs, &r.run.dir), o.cached);
+        }
+    }
+    skipped.sort();
+    for s in &skipped {
+        eprintln!("skipped {}: {}", s.path, s.reason);
+    }
+    let n_samples = scored.len();
+    let agg = aggregate::aggregate(scored, &tasks, &runs, previous.as_ref(), opts.interval);
+    let files = render::summary(&agg, &tasks, &skipped, &transcripts)?;
+    // In place, the previous build's files this one does not have are removed.
+    let stale: Vec<String> = if in_place {
+        let now: std::collections::BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();
+        let mut stale: Vec<String> = prior
+            .site
+            .iter()
+            .flat_map(|s| s.summary_files.keys())
+            .filter(|f| !now.contains(f.as_str()))
+            .cloned()
+            .collect();
+        for page in prior_pages {
+            let Some((dir, name)) = page.rsplit_once('/') else {
+                continue;
+            };
+            let run = next.runs.get(dir.strip_prefix("t/").unwrap_or(dir));
+            let alive = match name.strip_suffix(".html") {
+                Some("index") => run.is_some_and(|r| r.run_page.is_some()),
+                Some(sample) => run.is_some_and(|r| r.samples.contains_key(sample)),
+                None => false,
+            };
+            if !alive {
+                stale.push(page);
+            }
+        }
+        stale
+    } else {
+        Vec::new()
+    };
+    let (carried, carried_bytes) = site.finish(&files, &stale)?;
+    if let Some(dir) = &opts.cache {
+        for sc in &agg.matrix.samples {
+            let k = &sc.key;
+            if let Some(c) = next
+                .runs
+                .get_mut(&format!("{}/{}/{}", k.model, k.task, k.run))
+                .and_then(|r| r.samples.get_mut(&k.sample))
+            {
+                c.scored = Some(cache::CachedScored::of(sc));
+            }
+        }
+        let manifest = files
+            .iter()
+            .find(|f| f.0 == "data/manifest.json")
+            .map(|f| crate::task::sha256_hex(&f.1))
+            .unwrap_or_default();
+        next.site = Some(cache::CachedSite {
+            out: opts.out.clone(),
+            manifest_sha256: manifest,
+            summary_files: files
+                .iter()
+                .map(|f| (f.0.clone(), f.1.len() as u64))
+                .collect(),
+        });
+        cache::save(dir, &next)?;
+    }
+    let (passes, fails, errors) = agg.matrix.outcome_counts();
+    Ok(Summary {
+        runs: runs.len(),
+        samples: n_samples,
+        passes,
+        fails,
+        errors,
+        cells: agg.matrix.cells.len(),
+        skipped: skipped.len(),
+        files: pages.0 + files.len() + carried,
+        bytes: pages.1 + files.iter().map(|f| f.1.len() as u64).sum::<u64>() + carried_bytes,
+        read_bytes,
+        reused,
+        in_place,
+    })
+}
+
+/// The "read …" lines: run folders, samples, models, and tasks whose file changed.
+fn say_what_was_read(opts: &BuildOpts, inputs: &Inputs) {
+    let models: BTreeSet<&str> = inputs.runs.iter().map(|r| r.run.model.as_str()).collect();
+    eprintln!(
+        "read {} run director{} from {}: {} samples, {} model{}",
+        inputs.runs.len(),
+        if inputs.runs.len() == 1 { "y" } else { "ies" },
+        opts.runs.display(),
+        inputs.samples(),
+        models.len(),
+        if models.len() == 1 { "" } else { "s" }
+    );
+    for (t, n) in &inputs.changed_tasks {
+        eprintln!(
+            "note: task {t} changed since {n} of its run{} {} collected: scored against the tools as sent, flagged on its pages",
+            if *n == 1 { "" } else { "s" },
+            if *n == 1 { "was" } else { "were" }
+        );
+    }
+}

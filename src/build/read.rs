@@ -1,0 +1,209 @@
+//! Stage 1, read: the task corpus, the finished run folders under `runs/`, the previous build's
+//! outcomes, and then (one run at a time, while scoring) each sample's files, parsed once.
+
+use super::rel;
+use crate::cli::BuildOpts;
+use crate::report::SampleKey;
+use crate::runs::{self, RunDir, SampleFiles};
+use crate::site::export::{self, SkippedInput};
+use crate::task::Task;
+use crate::transcript::{Meta, Transcript};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Everything the build starts from, before any sample is read.
+#[derive(Debug)]
+pub struct Inputs {
+    /// The corpus, sorted by id.
+    pub tasks: Vec<Task>,
+    /// The run folders to score, in `runs/` order, each with the index of its task in `tasks`.
+    pub runs: Vec<RunInput>,
+    /// Inputs that were not read, and why (paths relative to the runs root).
+    pub skipped: Vec<SkippedInput>,
+    /// The previous build's outcome per permalink, for the changes page.
+    pub previous: Option<BTreeMap<String, String>>,
+    /// Task id → how many of its runs were collected for an earlier version of its file.
+    pub changed_tasks: BTreeMap<String, usize>,
+}
+
+/// One run folder to score.
+#[derive(Debug)]
+pub struct RunInput {
+    pub run: RunDir,
+    /// Index into [`Inputs::tasks`].
+    pub task: usize,
+    /// The task file changed since the run was collected.
+    pub task_changed: bool,
+}
+
+impl Inputs {
+    /// Samples in all the runs to score.
+    pub fn samples(&self) -> usize {
+        self.runs.iter().map(|r| r.run.samples.len()).sum()
+    }
+}
+
+/// Reads the corpus and scans `runs/`; no sample file is opened yet.
+pub fn read(opts: &BuildOpts) -> Result<Inputs> {
+    let mut tasks = crate::task::load(&opts.tasks)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot load the tasks from {}", opts.tasks.display()))?;
+    tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    eprintln!(
+        "read {} task{} from {}",
+        tasks.len(),
+        if tasks.len() == 1 { "" } else { "s" },
+        opts.tasks.display()
+    );
+    if !opts.runs.is_dir() {
+        bail!(
+            "no runs folder at {} (run `callcheck collect` first, or pass --runs)",
+            opts.runs.display()
+        );
+    }
+    let previous = read_previous(opts)?;
+    let scan = runs::scan(&opts.runs);
+    let mut skipped: Vec<SkippedInput> = scan
+        .skipped
+        .iter()
+        .map(|s| SkippedInput {
+            path: rel(&opts.runs, &s.path),
+            reason: s.reason.clone(),
+        })
+        .collect();
+    let by_id: BTreeMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let mut runs = Vec::new();
+    let mut changed_tasks: BTreeMap<String, usize> = BTreeMap::new();
+    for run in scan.runs {
+        let Some(&task) = by_id.get(run.task_id.as_str()) else {
+            skipped.push(SkippedInput {
+                path: rel(&opts.runs, &run.dir),
+                // No local path here: the reason is published on the site.
+                reason: format!("task {:?} is not in the task corpus", run.task_id),
+            });
+            continue;
+        };
+        let task_changed = run.cell.task.sha256 != tasks[task].sha256;
+        if task_changed {
+            *changed_tasks.entry(run.task_id.clone()).or_default() += 1;
+        }
+        runs.push(RunInput {
+            run,
+            task,
+            task_changed,
+        });
+    }
+    Ok(Inputs {
+        tasks,
+        runs,
+        skipped,
+        previous,
+        changed_tasks,
+    })
+}
+
+/// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
+/// `samples.csv` already in `--out` (silently absent, or a warning when unreadable).
+fn read_previous(opts: &BuildOpts) -> Result<Option<BTreeMap<String, String>>> {
+    let path = match &opts.previous {
+        Some(p) => p.clone(),
+        None => opts.out.join("data").join("samples.csv"),
+    };
+    Ok(match std::fs::read(&path) {
+        Ok(bytes) => match export::read_previous(&bytes) {
+            Ok(p) => Some(p),
+            Err(e) if opts.previous.is_some() => {
+                bail!(
+                    "--previous {}: not a samples.csv this build can read: {e}",
+                    path.display()
+                )
+            }
+            Err(e) => {
+                eprintln!(
+                    "warning: {} is not a samples.csv this build can read ({e}); no changes page",
+                    path.display()
+                );
+                None
+            }
+        },
+        Err(e) if opts.previous.is_some() => {
+            bail!("--previous {}: cannot read: {e}", path.display())
+        }
+        Err(_) => None,
+    })
+}
+
+/// One sample's files, read and parsed once: the raw bytes stay for display and hashing, the
+/// parsed request and meta serve the scorer and the page.
+#[derive(Debug)]
+pub struct Sample {
+    pub key: SampleKey,
+    /// What the scorer reads: the parsed request and meta, and the response bytes.
+    pub transcript: Transcript,
+    /// `request.json` exactly as sent (the curl block shows it).
+    pub request_raw: Vec<u8>,
+    /// The files read, relative to the run folder (`samples/000/request.json`…), with their
+    /// sha256, for the run's listing in the manifest.
+    pub files: Vec<(String, String)>,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
+pub fn read_sample(
+    runs_root: &Path,
+    run: &RunDir,
+    name: &str,
+) -> std::result::Result<Sample, SkippedInput> {
+    let files = run.read_sample(name).map_err(|e| SkippedInput {
+        path: rel(runs_root, &run.sample_dir(name)),
+        reason: format!("sample not readable: {e}"),
+    })?;
+    Ok(parse_sample(run, name, files))
+}
+
+/// Parses the files of one sample. A request or meta that does not parse is left out (scoring
+/// then falls back to the task), never an error: the sample is still data.
+pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
+    let SampleFiles {
+        request,
+        response,
+        streamed,
+        meta,
+    } = files;
+    let base = format!("samples/{name}");
+    let sha = crate::task::sha256_hex;
+    let mut listed = vec![(format!("{base}/request.json"), sha(&request))];
+    let response_name = if streamed {
+        "response.sse"
+    } else {
+        "response.json"
+    };
+    listed.push((format!("{base}/{response_name}"), sha(&response)));
+    if !meta.is_empty() {
+        listed.push((format!("{base}/meta.json"), sha(&meta)));
+    }
+    let bytes = (request.len() + response.len() + meta.len()) as u64;
+    Sample {
+        key: SampleKey {
+            model: run.model.clone(),
+            task: run.task_id.clone(),
+            run: run.run_id.clone(),
+            sample: name.to_string(),
+        },
+        transcript: Transcript {
+            request: serde_json::from_slice(&request).ok(),
+            body: response,
+            streamed,
+            meta: serde_json::from_slice::<Meta>(&meta).ok(),
+        },
+        request_raw: request,
+        files: listed,
+        bytes,
+    }
+}

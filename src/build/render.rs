@@ -1,0 +1,83 @@
+//! Stage 4, render: a sample's permalink page (while its verdict is alive), and the summary pages
+//! and exports from the aggregates. Pure: data in, (relative path, bytes) out.
+
+use super::aggregate::Aggregates;
+use super::read::Sample;
+use crate::runs::{CellInfo, RunDir};
+use crate::score::Verdict;
+use crate::site::export::SkippedInput;
+use crate::site::{self, File, SiteInput, transcript};
+use crate::task::Task;
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+
+/// The permalink page of one scored sample: its path relative to the site root, and its HTML.
+pub fn sample_page(
+    task: &Task,
+    cell: &CellInfo,
+    task_changed: bool,
+    sample: &Sample,
+    same_request: bool,
+    verdict: &Verdict,
+) -> Result<(String, String)> {
+    let html = transcript::render(&transcript::SampleContext {
+        key: &sample.key,
+        task,
+        cell,
+        transcript: &sample.transcript,
+        request_raw: &sample.request_raw,
+        same_request,
+        verdict,
+        task_changed,
+    })
+    .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
+    Ok((sample.key.permalink(), html))
+}
+
+/// The request every sample of a run sent, as its first sample has it: the bytes, and whether
+/// its response was a stream.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub sample: String,
+    pub bytes: Vec<u8>,
+    pub streamed: bool,
+}
+
+/// A run's page (`t/<model>/<task>/<run>/index.html`): the request shown once for its samples.
+pub fn run_page(task: &Task, run: &RunDir, request: &RunRequest) -> Result<(String, String)> {
+    let html = transcript::render_run(&transcript::RunContext {
+        task,
+        cell: &run.cell,
+        model: &run.model,
+        run: &run.run_id,
+        samples: &run.samples,
+        reference: &request.sample,
+        request_raw: &request.bytes,
+        streamed: request.streamed,
+    })
+    .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
+    Ok((run_page_path(run), html))
+}
+
+/// Where a run's page goes, relative to the site root.
+pub fn run_page_path(run: &RunDir) -> String {
+    format!("t/{}/{}/{}/index.html", run.model, run.task_id, run.run_id)
+}
+
+/// Every other file of the site: summary pages, charts, exports, the manifest.
+pub fn summary(
+    agg: &Aggregates,
+    tasks: &[Task],
+    skipped: &[SkippedInput],
+    transcripts: &BTreeMap<String, String>,
+) -> Result<Vec<File>> {
+    Ok(site::render_site(&SiteInput {
+        matrix: &agg.matrix,
+        tasks,
+        models: &agg.models,
+        skipped,
+        changes: agg.changes.as_ref(),
+        task_hashes: &agg.task_hashes,
+        transcripts,
+    })?)
+}

@@ -1,0 +1,287 @@
+//! Stage 5, write: pages go into a temporary folder beside `--out`, written by one thread while
+//! the others score and render, and the folder is swapped into place at the end, so a failed
+//! build leaves the previous site as it was.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+/// Files a publisher keeps in the site folder by hand; they are carried into each new build.
+pub const CARRIED: [&str; 4] = ["CNAME", "README.md", ".gitignore", ".gitkeep"];
+
+/// Pages waiting for the writer thread at most; bounds the memory held by rendered pages.
+const QUEUE: usize = 512;
+
+/// A rendered page on its way to the writer thread: where it goes (relative to the site root),
+/// and its bytes.
+pub type Page = (String, Vec<u8>);
+
+/// True when `dir` may be replaced: absent, empty, a previous build, or holding only the
+/// carried files.
+pub fn replaceable(dir: &Path) -> Result<bool> {
+    if !dir.exists() {
+        return Ok(true);
+    }
+    if !dir.is_dir() {
+        bail!("--out {} exists and is not a folder", dir.display());
+    }
+    if dir.join("data").join("manifest.json").is_file() {
+        return Ok(true);
+    }
+    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if !CARRIED.contains(&name.as_str()) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A site being written: where its files go and the thread that writes them.
+pub struct SiteWriter {
+    out: PathBuf,
+    /// The temporary folder swapped into place at the end; `None` when updating `out` in place.
+    tmp: Option<(PathBuf, PathBuf, String)>,
+    tx: Option<SyncSender<Page>>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl SiteWriter {
+    /// Starts a site that will replace `out`. A previous build's pages (when `out` is one) are
+    /// reused where identical (see [`write_pages`]).
+    pub fn begin(out: &Path) -> Result<SiteWriter> {
+        let previous = out
+            .join("data")
+            .join("manifest.json")
+            .is_file()
+            .then(|| out.to_path_buf());
+        let (tmp, parent, name) = temp_dir(out)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(QUEUE);
+        let root = tmp.clone();
+        let thread = std::thread::spawn(move || write_pages(&root, previous.as_deref(), false, rx));
+        Ok(SiteWriter {
+            out: out.to_path_buf(),
+            tmp: Some((tmp, parent, name)),
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Updates the site in `out` in place (an incremental build over the site the previous build
+    /// wrote): each file is replaced atomically, and only the files sent are touched.
+    pub fn in_place(out: &Path) -> SiteWriter {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(QUEUE);
+        let root = out.to_path_buf();
+        let thread = std::thread::spawn(move || write_pages(&root, None, true, rx));
+        SiteWriter {
+            out: out.to_path_buf(),
+            tmp: None,
+            tx: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// True when the site is updated in place.
+    pub fn is_in_place(&self) -> bool {
+        self.tmp.is_none()
+    }
+
+    /// A handle the scoring threads send their pages through.
+    pub fn sender(&self) -> Result<SyncSender<Page>> {
+        self.tx
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("the page writer has stopped"))
+    }
+
+    /// Waits for every queued page to be written.
+    pub fn drain(&mut self) -> Result<()> {
+        self.tx = None;
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the page writer panicked"),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the summary files (in place: only those whose bytes changed), removes `stale`
+    /// files (in place: the previous build's files this one does not have), carries the
+    /// publisher's files over, and swaps the new site into place. Returns the carried files'
+    /// count and bytes.
+    pub fn finish(mut self, files: &[(String, Vec<u8>)], stale: &[String]) -> Result<(usize, u64)> {
+        self.drain()?;
+        let Some((tmp, parent, name)) = self.tmp.take() else {
+            for (path, bytes) in files {
+                let p = self.out.join(path);
+                if std::fs::read(&p).is_ok_and(|old| old == *bytes) {
+                    continue;
+                }
+                write_atomic(&p, bytes)?;
+            }
+            for path in stale {
+                let p = self.out.join(path);
+                match std::fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("cannot remove {}", p.display()));
+                    }
+                }
+            }
+            return Ok(carried_size(&self.out));
+        };
+        let result = (|| {
+            for (path, bytes) in files {
+                let p = tmp.join(path);
+                if let Some(d) = p.parent() {
+                    std::fs::create_dir_all(d)
+                        .with_context(|| format!("cannot create {}", d.display()))?;
+                }
+                std::fs::write(&p, bytes)
+                    .with_context(|| format!("cannot write {}", p.display()))?;
+            }
+            for c in CARRIED {
+                let from = self.out.join(c);
+                if from.is_file() {
+                    std::fs::copy(&from, tmp.join(c))
+                        .with_context(|| format!("cannot carry {} over", from.display()))?;
+                }
+            }
+            Ok(carried_size(&tmp))
+        })();
+        let size = match result {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        if let Err(e) = swap(&tmp, &self.out, &parent, &name) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        Ok(size)
+    }
+}
+
+impl Drop for SiteWriter {
+    /// A build that failed half-way leaves no temporary folder behind.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some((tmp, _, _)) = &self.tmp {
+            let _ = std::fs::remove_dir_all(tmp);
+        }
+    }
+}
+
+/// The publisher's files carried in `dir`: count and bytes.
+fn carried_size(dir: &Path) -> (usize, u64) {
+    CARRIED
+        .iter()
+        .filter_map(|c| std::fs::metadata(dir.join(c)).ok().filter(|m| m.is_file()))
+        .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
+}
+
+/// Replaces `path` with `bytes` through a temporary file and a rename, so that a reader (or a
+/// crash) never sees it half-written.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes pages one at a time. On this kind of machine (and on many network or virtualised file
+/// systems) creating files from several threads at once is several times *slower* than from
+/// one: the creates serialise on the directory and journal locks and the threads then fight
+/// over them. So scoring and rendering run on all cores and a single thread does the writes.
+///
+/// A page identical to the previous site's is hard-linked rather than written: the new site's
+/// bytes are the same either way, but a link allocates no inode now and frees no data block
+/// when the previous site is removed after the swap, which on ext4 is most of the cost of
+/// rebuilding a large site (its inode allocator slows down after mass deletions, and freeing
+/// blocks waits on the journal). Where links are not supported, the page is written.
+fn write_pages(
+    root: &Path,
+    previous: Option<&Path>,
+    in_place: bool,
+    rx: Receiver<Page>,
+) -> Result<()> {
+    // Only to skip redundant mkdir calls; its order never reaches the output.
+    let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    for (rel, bytes) in rx {
+        let path = root.join(&rel);
+        if let Some(parent) = path.parent()
+            && !made.contains(parent)
+        {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+            made.insert(parent.to_path_buf());
+        }
+        if let Some(old) = previous.map(|p| p.join(&rel))
+            && std::fs::read(&old).is_ok_and(|b| b == bytes)
+            && std::fs::hard_link(&old, &path).is_ok()
+        {
+            continue;
+        }
+        if in_place {
+            write_atomic(&path, &bytes)?;
+        } else {
+            std::fs::write(&path, bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The temporary folder beside `out` (same file system, so the final rename is atomic), emptied
+/// if a crashed build left one behind.
+fn temp_dir(out: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "site".into());
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).with_context(|| format!("cannot clear {}", tmp.display()))?;
+    }
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    Ok((tmp, parent, name))
+}
+
+fn swap(tmp: &Path, out: &Path, parent: &Path, name: &str) -> Result<()> {
+    if out.exists() {
+        let old = parent.join(format!(".{name}.old-{}", std::process::id()));
+        if old.exists() {
+            std::fs::remove_dir_all(&old)
+                .with_context(|| format!("cannot clear {}", old.display()))?;
+        }
+        std::fs::rename(out, &old)
+            .with_context(|| format!("cannot move the previous site {} aside", out.display()))?;
+        if let Err(e) = std::fs::rename(tmp, out) {
+            // Put the previous site back: never leave no site at all.
+            let _ = std::fs::rename(&old, out);
+            return Err(e)
+                .with_context(|| format!("cannot move the new site into {}", out.display()));
+        }
+        std::fs::remove_dir_all(&old)
+            .with_context(|| format!("cannot remove the previous site at {}", old.display()))?;
+    } else {
+        std::fs::rename(tmp, out)
+            .with_context(|| format!("cannot move the new site into {}", out.display()))?;
+    }
+    Ok(())
+}

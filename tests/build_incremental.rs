@@ -1,0 +1,140 @@
+//! `callcheck build --cache DIR`: a rebuild after a new run folder arrives takes the unchanged
+//! samples' verdicts from the cache, leaves their pages untouched, and gives exactly the site a
+//! fresh build of the same runs gives; the cache never lands in the site.
+
+mod site_support;
+
+use site_support::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+fn inodes(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    tree(dir)
+        .into_keys()
+        .map(|k| {
+            let ino = std::fs::metadata(dir.join(&k)).unwrap().ino();
+            (k, ino)
+        })
+        .collect()
+}
+
+#[test]
+fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    // The run folder that arrives later, as a collect would add it.
+    let later = "gamma/weather-parallel-3/r0001";
+    let held = tmp.path().join("held");
+    std::fs::rename(runs.join(later), &held).unwrap();
+
+    let out = tmp.path().join("site");
+    let cache = tmp.path().join("cache");
+    let cache_arg = cache.to_str().unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains("0 of 33 samples' verdicts reused; site written afresh"),
+        "{err}"
+    );
+    assert!(cache.join("verdicts.json").is_file());
+    let before = inodes(&out);
+    let previous_csv = tmp.path().join("previous.csv");
+    std::fs::copy(out.join("data/samples.csv"), &previous_csv).unwrap();
+
+    std::fs::rename(&held, runs.join(later)).unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains("33 of 36 samples' verdicts reused; site updated in place"),
+        "{err}"
+    );
+    let incremental = tree(&out);
+
+    // A fresh build of the same runs, against the same previous samples.csv (so both write the
+    // same changes page: three samples were added).
+    let fresh_out = tmp.path().join("fresh");
+    build_ok(
+        &fixture_tasks(),
+        &runs,
+        &fresh_out,
+        &["--previous", previous_csv.to_str().unwrap()],
+        &[],
+    );
+    let fresh = tree(&fresh_out);
+    assert_eq!(
+        incremental.keys().collect::<Vec<_>>(),
+        fresh.keys().collect::<Vec<_>>()
+    );
+    for (path, bytes) in &fresh {
+        assert!(incremental[path] == *bytes, "{path} differs");
+    }
+    assert!(fresh.contains_key("changes.html"));
+
+    // The unchanged samples' pages were not rewritten; the new run's were written.
+    let after = inodes(&out);
+    let kept = before
+        .iter()
+        .filter(|(k, _)| k.starts_with("t/"))
+        .filter(|(k, ino)| after.get(*k) == Some(ino))
+        .count();
+    let sample_pages = before.keys().filter(|k| k.starts_with("t/")).count();
+    assert_eq!(kept, sample_pages, "an unchanged page was rewritten");
+    assert!(after.keys().any(|k| k.starts_with(&format!("t/{later}/"))));
+    // The cache is beside the site, never in it.
+    assert!(!incremental.keys().any(|k| k.contains("verdicts")));
+
+    // Files rewritten with the same bytes (as a fresh clone of runs/ would give): read and
+    // hashed again, their verdicts still reused, the site unchanged.
+    let previous_csv2 = tmp.path().join("previous2.csv");
+    std::fs::copy(out.join("data/samples.csv"), &previous_csv2).unwrap();
+    let f = runs.join("alpha/contact-card/r0001/samples/000/response.json");
+    let same = std::fs::read(&f).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, &same).unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains("36 of 36 samples' verdicts reused; site updated in place"),
+        "{err}"
+    );
+    let fresh2 = tmp.path().join("fresh2");
+    build_ok(
+        &fixture_tasks(),
+        &runs,
+        &fresh2,
+        &["--previous", previous_csv2.to_str().unwrap()],
+        &[],
+    );
+    let (a, b) = (tree(&out), tree(&fresh2));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "a rebuild over touched files differs: {differ:?}"
+    );
+
+    // A removed run folder disappears from an in-place rebuild too.
+    std::fs::remove_dir_all(runs.join(later)).unwrap();
+    build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        !tree(&out)
+            .keys()
+            .any(|k| k.starts_with(&format!("t/{later}/")))
+    );
+}
+
+#[test]
+fn a_cache_inside_the_site_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    let o = build(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &out,
+        &["--cache", out.join("cache").to_str().unwrap()],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("would be published"));
+}
