@@ -3,6 +3,7 @@
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
 pub mod interval;
+pub mod pooled;
 
 use crate::cli::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
@@ -237,6 +238,11 @@ pub struct ModelView {
     pub hitec: [u64; 8],
     pub metrics: Metrics,
     pub reroll: BTreeMap<Label, Reroll>,
+    /// Per tag, pass@1 pooled over the tag's tasks with an interval by task (the models × tags
+    /// table), sorted by tag.
+    pub pooled: BTreeMap<String, pooled::Pooled>,
+    /// The same over all of the model's tasks.
+    pub pooled_total: pooled::Pooled,
 }
 
 /// Everything the site shows, computed once.
@@ -358,6 +364,8 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             hitec: [0; 8],
             metrics: Metrics::default(),
             reroll: BTreeMap::new(),
+            pooled: BTreeMap::new(),
+            pooled_total: pooled::Pooled::default(),
         });
         m.total.add(c);
         for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
@@ -389,6 +397,22 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         for t in m.tags.values_mut() {
             t.finish(kind);
         }
+        let row = cells
+            .range((m.name.clone(), String::new())..)
+            .take_while(|(k, _)| k.0 == m.name);
+        let mut by_tag: BTreeMap<&str, Vec<&Cell>> = BTreeMap::new();
+        let mut all = Vec::new();
+        for (_, c) in row {
+            all.push(c);
+            for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
+                by_tag.entry(tag.as_str()).or_default().push(c);
+            }
+        }
+        m.pooled = by_tag
+            .into_iter()
+            .map(|(tag, cs)| (tag.to_string(), pooled::pool(cs)))
+            .collect();
+        m.pooled_total = pooled::pool(all);
     }
 
     Matrix {

@@ -42,6 +42,20 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
+/// A pooled rate whose interval takes the task as its unit (report::pooled).
+fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
+    json!({
+        "unit": "task",
+        "tasks": p.tasks, "scored": p.scored, "passes": p.passes,
+        "rate": opt_num(p.rate()),
+        "design_effect": num(p.deff),
+        "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        "verdict": p.reliability().as_str(),
+        "all_passed_cells": p.all_passed,
+        "flaky_cells": p.flaky,
+    })
+}
+
 /// A skipped input, as the exports and the index page show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
@@ -128,8 +142,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "verdict": t.reliability().as_str(),
                             "pass_at_1": opt_num(t.pass_at_1()),
                             "pass_all_k": opt_num(t.pass_all_k()),
-                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                             "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                            "by_task": mv.pooled.get(tag).map(pooled_json),
                         }),
                     )
                 })
@@ -148,6 +162,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "pass_all_k": opt_num(t.pass_all_k()),
                 "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                 "flaky_cells": t.flaky_cells,
+                "by_task": pooled_json(&mv.pooled_total),
                 "tags": tags,
                 "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({
                     "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
