@@ -23,6 +23,7 @@ fn pages_match_their_snapshots() {
     insta::assert_snapshot!("build_stderr", normalise(&err, tmp.path()));
     insta::assert_snapshot!("index", read(&out, "index.html"));
     insta::assert_snapshot!("model_beta", read(&out, "models/beta.html"));
+    insta::assert_snapshot!("tag_enum", read(&out, "tags/enum.html"));
     // missing_required: the failing object is marked in place.
     insta::assert_snapshot!(
         "transcript_missing_required",

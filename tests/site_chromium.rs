@@ -197,7 +197,7 @@ fn the_demo_site_shows_all_eleven_labels_in_chromium() {
     let (_, missing) = missing_targets(&site, "index.html", &dom);
     assert!(missing.is_empty(), "links to missing files: {missing:?}");
     let doc = Html::parse_document(&dom);
-    let marks = Selector::parse("table.matrix a.d").unwrap();
+    let marks = Selector::parse("table.matrix .d").unwrap();
     let shown: std::collections::BTreeSet<String> = doc
         .select(&marks)
         .filter_map(|a| a.value().attr("title"))

@@ -6,10 +6,14 @@
 pub mod charts;
 pub mod export;
 pub mod html;
+pub mod samples;
+pub mod tags;
 pub mod transcript;
 
 use crate::hitec::HitecError;
+use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
+use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ModelView, Scored, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
@@ -62,6 +66,7 @@ pub type File = (String, Vec<u8>);
 
 const STYLE: &str = include_str!("style.css");
 const SORT_JS: &str = include_str!("sort.js");
+const SAMPLES_JS: &str = include_str!("samples.js");
 
 /// A one-character mark per outcome, so dots read without colour (the legend explains them).
 pub fn glyph(o: Outcome) -> &'static str {
@@ -97,28 +102,73 @@ fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
     }
 }
 
-/// The dots of a cell: one link per sample to its permalink, marked by glyph, class and title.
-fn dots(m: &Matrix, c: &Cell, root: &str, out: &mut String) {
+/// Cells with more samples than this show label counts instead of one mark per sample, so a
+/// summary page grows with the cells it shows, not with k.
+const MAX_MARKS: usize = 12;
+
+/// The dots of a cell, marked by glyph and class. With `links`, one link per sample to its
+/// permalink (task and tag pages); without, compact unlinked marks (the index's matrix, whose
+/// size must not grow with samples), or label counts when there are more than [`MAX_MARKS`].
+fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
     out.push_str("<span class=\"dots\">");
+    if !links && c.samples.len() > MAX_MARKS {
+        out.push_str(&format!("{}✓", c.passes));
+        for (l, n) in &c.labels {
+            out.push_str(&format!(
+                " <i class=\"d o-fail\" title=\"{l}\">{}</i>×{n}",
+                glyph(Outcome::Fail(*l))
+            ));
+        }
+        if c.errors > 0 {
+            out.push_str(&format!(" <i class=\"d o-error\">!</i>×{}", c.errors));
+        }
+        out.push_str("</span>");
+        return;
+    }
     for &i in &c.samples {
         let s = &m.samples[i];
         let name = s.outcome.name();
-        out.push_str("<a class=\"d o-");
-        out.push_str(s.outcome.kind());
-        out.push_str("\" href=\"");
-        out.push_str(root);
-        out.push_str(&escape(&s.key.permalink()));
-        out.push_str("\" title=\"");
-        out.push_str(&escape(&s.key.run));
-        out.push('/');
-        out.push_str(&escape(&s.key.sample));
-        out.push_str(": ");
-        out.push_str(name);
-        out.push_str("\">");
-        out.push_str(glyph(s.outcome));
-        out.push_str("</a>");
+        if links {
+            out.push_str("<a class=\"d o-");
+            out.push_str(s.outcome.kind());
+            out.push_str("\" href=\"");
+            out.push_str(root);
+            out.push_str(&escape(&s.key.permalink()));
+            out.push_str("\" title=\"");
+            out.push_str(&escape(&s.key.run));
+            out.push('/');
+            out.push_str(&escape(&s.key.sample));
+            out.push_str(": ");
+            out.push_str(name);
+            out.push_str("\">");
+            out.push_str(glyph(s.outcome));
+            out.push_str("</a>");
+        } else {
+            out.push_str("<i class=\"d o-");
+            out.push_str(s.outcome.kind());
+            out.push_str("\" title=\"");
+            out.push_str(name);
+            out.push_str("\">");
+            out.push_str(glyph(s.outcome));
+            out.push_str("</i>");
+        }
     }
     out.push_str("</span>");
+}
+
+/// The inline style that grades a cell's fill by its interval: green up to the lower bound
+/// (surely passes), yellow across the interval, red above the upper bound (surely fails). So
+/// 5/5, 3/5 and 0/5 look different at k = 5 although all three are `uncertain`, and the fill
+/// is the interval, never the bare rate.
+fn fill(iv: Option<&Interval>) -> String {
+    match iv {
+        Some(iv) => format!(
+            " style=\"--l:{}%;--u:{}%\"",
+            (crate::report::interval::round4(iv.lower) * 100.0).round() as i64,
+            (crate::report::interval::round4(iv.upper) * 100.0).round() as i64
+        ),
+        None => String::new(),
+    }
 }
 
 /// `2/3 · 67 % [21–94 %]`, or why there is no rate.
@@ -133,12 +183,14 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
     }
 }
 
-/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots.
-fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
+/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots (linked to
+/// the transcripts with `links`).
+fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
     let v = c.reliability.as_str();
-    out.push_str("<td class=\"v-");
+    out.push_str("<td class=\"iv v-");
     out.push_str(v);
     out.push('"');
+    out.push_str(&fill(c.interval.as_ref()));
     if with_id {
         out.push_str(" id=\"");
         out.push_str(&escape(&cell_id(&c.model, &c.task)));
@@ -146,11 +198,11 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
     }
     out.push_str(" data-v=\"");
     out.push_str(&format!("{:.4}", c.rate().unwrap_or(-1.0)));
-    out.push_str("\"><span class=\"rt\">");
-    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
-    out.push_str("</span> <b class=\"vt\">");
+    out.push_str("\"><b class=\"vt\">");
     out.push_str(v);
-    out.push_str("</b>");
+    out.push_str("</b> <span class=\"rt\">");
+    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
+    out.push_str("</span>");
     if c.too_few() {
         out.push_str(&format!(
             " <small class=\"few\">only {} scored</small>",
@@ -168,29 +220,65 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
         out.push_str(" <small class=\"warn\">task changed</small>");
     }
     out.push(' ');
-    dots(m, c, root, out);
+    dots(m, c, root, links, out);
     out.push_str("</td>");
+}
+
+/// A pooled (model × tag) cell as a `<td>`: verdict, passes/scored with the by-task interval,
+/// pass^k and flaky cells; graded like a matrix cell.
+fn pooled_td(p: &Pooled, out: &mut String) {
+    let v = p.reliability().as_str();
+    out.push_str("<td class=\"iv v-");
+    out.push_str(v);
+    out.push('"');
+    out.push_str(&fill(p.interval.as_ref()));
+    out.push_str(&format!(
+        " data-v=\"{:.4}\"><b class=\"vt\">{v}</b> <span class=\"rt\">{}</span><br><small>",
+        p.interval.map_or(-1.0, |iv| iv.lower),
+        escape(&rate_text(p.passes, p.scored, p.interval.as_ref()))
+    ));
+    out.push_str(&format!(
+        "{} task{} · pass^k {}/{} · flaky {}",
+        p.tasks,
+        if p.tasks == 1 { "" } else { "s" },
+        p.all_passed,
+        p.tasks,
+        p.flaky
+    ));
+    if p.errors > 0 {
+        out.push_str(&format!(" · +{} errors", p.errors));
+    }
+    out.push_str("</small></td>");
 }
 
 struct TotalRow {
     name: String,
     link: String,
+    /// Cells (tasks) rated.
     cells: u64,
+    /// Pooled pass@1 with its by-task interval.
     rate: String,
     verdict: &'static str,
+    lower: u64,
+    upper: u64,
     pass_all_k: String,
     flaky: u64,
     errors: u64,
     sort: String,
 }
 
-fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
+/// A summary row: the rate is pooled with the task as its unit (`p`); pass^k counts cells, each
+/// cell one task, with a plain interval over cells (`t`).
+fn total_row(name: &str, link: String, t: &Total, p: &Pooled) -> TotalRow {
+    let pct = |x: f64| (crate::report::interval::round4(x) * 100.0).round() as u64;
     TotalRow {
         name: name.to_string(),
         link,
-        cells: t.cells,
-        rate: rate_text(t.passes, t.scored, t.interval.as_ref()),
-        verdict: t.reliability().as_str(),
+        cells: p.tasks,
+        rate: rate_text(p.passes, p.scored, p.interval.as_ref()),
+        verdict: p.reliability().as_str(),
+        lower: p.interval.map_or(0, |iv| pct(iv.lower)),
+        upper: p.interval.map_or(0, |iv| pct(iv.upper)),
         pass_all_k: match t.all_passed_interval.as_ref() {
             Some(iv) => format!(
                 "{} cells · {} {}",
@@ -202,7 +290,7 @@ fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
         },
         flaky: t.flaky_cells,
         errors: t.errors,
-        sort: format!("{:.4}", t.rate().unwrap_or(-1.0)),
+        sort: format!("{:.4}", p.interval.map_or(-1.0, |iv| iv.lower)),
     }
 }
 
@@ -240,9 +328,31 @@ fn legend() -> Vec<LegendItem> {
     v
 }
 
-struct TagChart {
+/// One row of the models × tags table.
+struct ShapeRow {
     tag: String,
-    file: String,
+    link: String,
+    description: String,
+    tasks: usize,
+    /// Pre-rendered `<td>`s, one per model.
+    cells: String,
+}
+
+/// One task row of a matrix.
+struct MatrixRow {
+    task: String,
+    title: String,
+    /// Its other tags.
+    also: String,
+    /// Pre-rendered `<td>`s, one per model.
+    cells: String,
+}
+
+/// The tasks grouped under one tag in the index's matrix.
+struct MatrixGroup {
+    tag: String,
+    link: Option<String>,
+    rows: Vec<MatrixRow>,
 }
 
 #[derive(Template)]
@@ -259,15 +369,39 @@ struct IndexPage<'a> {
     errors: u64,
     skipped: &'a [SkippedInput],
     has_changes: bool,
-    tasks: &'a [crate::report::TaskInfo],
-    /// (model, pre-rendered cells).
-    rows: Vec<(String, String)>,
+    models: Vec<String>,
+    shapes: Vec<ShapeRow>,
+    groups: Vec<MatrixGroup>,
     labels: Vec<&'static str>,
     label_rows: Vec<LabelCountRow>,
     totals: Vec<TotalRow>,
     legend: Vec<LegendItem>,
-    tag_charts: Vec<TagChart>,
     rules: String,
+}
+
+#[derive(Template)]
+#[template(path = "samples.html")]
+struct SamplesPage {
+    title: String,
+    root: String,
+    n_samples: usize,
+    clip: usize,
+}
+
+#[derive(Template)]
+#[template(path = "tag.html")]
+struct TagPage<'a> {
+    title: String,
+    root: String,
+    tag: &'a str,
+    description: String,
+    method: &'static str,
+    models: Vec<String>,
+    /// Pre-rendered pooled `<td>`s, one per model.
+    pooled: String,
+    rows: Vec<MatrixRow>,
+    chart: Option<String>,
+    legend: Vec<LegendItem>,
 }
 
 struct TaskRow {
@@ -568,15 +702,16 @@ fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)
     }
 }
 
-fn forest_rows(items: Vec<(String, &Total)>) -> Vec<charts::ForestRow> {
+/// Chart rows from pooled rates: the interval drawn is the one by task.
+fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
     items
         .into_iter()
-        .map(|(name, t)| charts::ForestRow {
+        .map(|(name, p)| charts::ForestRow {
             name,
-            passes: t.passes,
-            scored: t.scored,
-            interval: t.interval,
-            reliability: t.reliability(),
+            passes: p.passes,
+            scored: p.scored,
+            interval: p.interval,
+            reliability: p.reliability(),
         })
         .collect()
 }
@@ -605,18 +740,78 @@ fn label_bars(mv: &ModelView) -> Vec<charts::Bar> {
     bars
 }
 
+/// The tag a task is grouped under in the matrix: its first, or none.
+fn primary_tag(t: &crate::report::TaskInfo) -> &str {
+    t.tags.first().map_or("", String::as_str)
+}
+
+/// The models × tags table's rows, one per tag with its description and one pooled cell per
+/// model (`root` leads to the site root).
+fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
+    m.tags
+        .iter()
+        .map(|tag| {
+            let tasks = m.tasks.iter().filter(|t| t.tags.contains(tag)).count();
+            let mut cells = String::new();
+            for mv in &m.models {
+                match mv.pooled.get(tag) {
+                    Some(p) => pooled_td(p, &mut cells),
+                    None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
+                }
+            }
+            ShapeRow {
+                tag: tag.clone(),
+                link: format!("{root}tags/{}.html", slug(tag)),
+                description: tags::describe(tag),
+                tasks,
+                cells,
+            }
+        })
+        .collect()
+}
+
 fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut rows = Vec::new();
-    for mv in &m.models {
-        let mut s = String::new();
-        for t in &m.tasks {
-            match m.cell(&mv.name, &t.id) {
-                Some(c) => cell_td(m, c, "", true, &mut s),
-                None => s.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
-            }
-        }
-        rows.push((mv.name.clone(), s));
+    // Tasks down the side, grouped under their first tag (tag order, then id); models across.
+    let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
+    for t in &m.tasks {
+        by_group.entry(primary_tag(t)).or_default().push(t);
+    }
+    let mut groups = Vec::new();
+    for (tag, tasks) in by_group {
+        let rows = tasks
+            .into_iter()
+            .map(|t| {
+                let mut s = String::new();
+                for mv in &m.models {
+                    match m.cell(&mv.name, &t.id) {
+                        Some(c) => cell_td(m, c, "", true, false, &mut s),
+                        None => s.push_str("<td class=\"none\">not run</td>"),
+                    }
+                }
+                MatrixRow {
+                    task: t.id.clone(),
+                    title: t.title.clone(),
+                    also: t
+                        .tags
+                        .iter()
+                        .skip(1)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    cells: s,
+                }
+            })
+            .collect();
+        groups.push(MatrixGroup {
+            tag: if tag.is_empty() {
+                "untagged".into()
+            } else {
+                tag.to_string()
+            },
+            link: (!tag.is_empty()).then(|| format!("tags/{}.html", slug(tag))),
+            rows,
+        });
     }
     let label_rows = m
         .models
@@ -634,37 +829,18 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
     let totals = m
         .models
         .iter()
-        .map(|mv| total_row(&mv.name, format!("models/{}.html", mv.name), &mv.total))
+        .map(|mv| {
+            total_row(
+                &mv.name,
+                format!("models/{}.html", mv.name),
+                &mv.total,
+                &mv.pooled_total,
+            )
+        })
         .collect();
-    let mut tag_charts = Vec::new();
-    for tag in &m.tags {
-        let items: Vec<(String, &Total)> = m
-            .models
-            .iter()
-            .filter_map(|mv| mv.tags.get(tag).map(|t| (mv.name.clone(), t)))
-            .collect();
-        if items.is_empty() {
-            continue;
-        }
-        let file = format!("charts/tags/{}.svg", slug(tag));
-        files.push((
-            file.clone(),
-            chart(
-                &file,
-                charts::forest(
-                    &format!("tag {tag}: pass rate by model"),
-                    &forest_rows(items),
-                ),
-            )?,
-        ));
-        tag_charts.push(TagChart {
-            tag: tag.clone(),
-            file,
-        });
-    }
     let (passes, fails, errors) = m.outcome_counts();
     let page = IndexPage {
-        title: "Tool-call conformance matrix".into(),
+        title: "Tool-call conformance".into(),
         root: String::new(),
         method: m.method.title(),
         n_models: m.models.len(),
@@ -675,16 +851,95 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         errors,
         skipped: input.skipped,
         has_changes: input.changes.is_some(),
-        tasks: &m.tasks,
-        rows,
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        shapes: shape_rows(m, ""),
+        groups,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
         label_rows,
         totals,
         legend: legend(),
-        tag_charts,
         rules: export::rules_sha256()[..12].to_string(),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
+    Ok(())
+}
+
+/// `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, and its
+/// tasks × models with every sample linked.
+fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let r = root(1);
+    let tasks: Vec<&crate::report::TaskInfo> = m
+        .tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|x| x == tag))
+        .collect();
+    let rows = tasks
+        .iter()
+        .map(|t| {
+            let mut s = String::new();
+            for mv in &m.models {
+                match m.cell(&mv.name, &t.id) {
+                    Some(c) => cell_td(m, c, &r, false, true, &mut s),
+                    None => s.push_str("<td class=\"none\">not run</td>"),
+                }
+            }
+            MatrixRow {
+                task: t.id.clone(),
+                title: t.title.clone(),
+                also: t
+                    .tags
+                    .iter()
+                    .filter(|x| *x != tag)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                cells: s,
+            }
+        })
+        .collect();
+    let mut pooled = String::new();
+    for mv in &m.models {
+        match mv.pooled.get(tag) {
+            Some(p) => pooled_td(p, &mut pooled),
+            None => pooled.push_str("<td class=\"none\">not run</td>"),
+        }
+    }
+    let items: Vec<(String, &Pooled)> = m
+        .models
+        .iter()
+        .filter_map(|mv| mv.pooled.get(tag).map(|p| (mv.name.clone(), p)))
+        .collect();
+    let chart_file = format!("charts/tags/{}.svg", slug(tag));
+    let has_chart = !items.is_empty();
+    if has_chart {
+        files.push((
+            chart_file.clone(),
+            chart(
+                &chart_file,
+                charts::forest(
+                    &format!("tag {tag}: pass rate by model"),
+                    &forest_rows(items),
+                ),
+            )?,
+        ));
+    }
+    let page = TagPage {
+        title: format!("tag {tag}"),
+        root: r,
+        tag,
+        description: tags::describe(tag),
+        method: m.method.title(),
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        pooled,
+        rows,
+        chart: has_chart.then_some(chart_file),
+        legend: legend(),
+    };
+    files.push((
+        format!("tags/{}.html", slug(tag)),
+        render("tag page", &page)?,
+    ));
     Ok(())
 }
 
@@ -697,7 +952,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             continue;
         };
         let mut td = String::new();
-        cell_td(m, c, &r, false, &mut td);
+        cell_td(m, c, &r, false, true, &mut td);
         tasks.push(TaskRow {
             task: t.id.clone(),
             title: t.title.clone(),
@@ -721,10 +976,17 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
     let tags = mv
         .tags
         .iter()
-        .map(|(tag, t)| total_row(tag, format!("#tag-{}", slug(tag)), t))
+        .map(|(tag, t)| {
+            total_row(
+                tag,
+                format!("{r}tags/{}.html", slug(tag)),
+                t,
+                mv.pooled.get(tag).unwrap_or(&Pooled::default()),
+            )
+        })
         .collect();
-    let mut forest_items: Vec<(String, &Total)> = vec![("all tasks".into(), &mv.total)];
-    forest_items.extend(mv.tags.iter().map(|(t, x)| (format!("tag {t}"), x)));
+    let mut forest_items: Vec<(String, &Pooled)> = vec![("all tasks".into(), &mv.pooled_total)];
+    forest_items.extend(mv.pooled.iter().map(|(t, x)| (format!("tag {t}"), x)));
     let forest_file = format!("charts/models/{}.tags.svg", mv.name);
     files.push((
         forest_file.clone(),
@@ -786,7 +1048,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         title: mv.name.clone(),
         root: r.clone(),
         name: &mv.name,
-        total: total_row(&mv.name, String::new(), &mv.total),
+        total: total_row(&mv.name, String::new(), &mv.total, &mv.pooled_total),
         method: m.method.title(),
         tasks,
         tags,
@@ -830,7 +1092,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
-            cell_td(m, c, &r, false, &mut td);
+            cell_td(m, c, &r, false, true, &mut td);
             results.push(ResultRow {
                 model: mv.name.clone(),
                 td,
@@ -1005,6 +1267,9 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     for t in input.tasks {
         task_page(input, t, &mut files)?;
     }
+    for tag in &m.tags {
+        tag_page(input, tag, &mut files)?;
+    }
     label_pages(input, &mut files)?;
     if let Some(c) = input.changes {
         let moves = c
@@ -1032,6 +1297,20 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     ));
     files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
+    files.push(("samples.js".into(), SAMPLES_JS.as_bytes().to_vec()));
+    files.push(("data/samples.js".into(), samples::samples_js(m)));
+    files.push((
+        "samples.html".into(),
+        render(
+            "samples.html",
+            &SamplesPage {
+                title: "every sample".into(),
+                root: String::new(),
+                n_samples: m.samples.len(),
+                clip: samples::DETAIL_CHARS,
+            },
+        )?,
+    ));
     files.push((".nojekyll".into(), Vec::new()));
     files.push((
         "data/matrix.json".into(),
