@@ -227,14 +227,31 @@ fn exports_are_complete_and_csv_is_quoted() {
             "outcome",
             "label",
             "stage",
-            "detail"
+            "detail",
+            "ttfb_ms",
+            "total_ms",
+            "completion_tokens"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
     assert_eq!(rows.len(), 36);
+    // alpha/contact-card/r0001/000: meta.json has ttfb_ms 95.0 and total_ms 357.0; the
+    // response's usage says 15 completion tokens.
+    assert_eq!(
+        rows[0].iter().skip(9).collect::<Vec<_>>(),
+        ["95.0", "357.0", "15"]
+    );
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 9);
+        assert_eq!(row.len(), 12);
+        // Times from meta.json and tokens from the response's usage, or empty when absent.
+        for col in 9..12 {
+            assert!(
+                row[col].is_empty() || row[col].parse::<f64>().is_ok(),
+                "column {col}: {:?}",
+                &row[col]
+            );
+        }
         assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
         assert_eq!(
             row[0],

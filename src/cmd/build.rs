@@ -195,6 +195,18 @@ fn process(
         .send((tmp.join(&permalink), html, same))
         .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
     let metrics = crate::hitec::sample_metrics(job.task, &verdict);
+    // Latency and size for the reports: times from meta.json, tokens from the response's usage.
+    let completion_tokens = if files.streamed {
+        crate::score::wire::parse_stream(&files.response)
+    } else {
+        crate::score::wire::parse_body(&files.response)
+    }
+    .ok()
+    .and_then(|c| c.completion_tokens);
+    let (ttfb_ms, total_ms) = t
+        .meta
+        .as_ref()
+        .map_or((None, None), |m| (m.ttfb_ms, m.total_ms));
     Ok(Ok(Done {
         scored: Scored {
             key,
@@ -206,6 +218,9 @@ fn process(
             task_changed: job.task_changed,
             metrics,
             detail: verdict.detail,
+            ttfb_ms,
+            total_ms,
+            completion_tokens,
         },
         hashes,
         bytes,

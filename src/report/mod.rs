@@ -3,6 +3,7 @@
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
 pub mod interval;
+pub mod latency;
 pub mod pooled;
 
 use crate::cli::IntervalKind;
@@ -50,6 +51,12 @@ pub struct Scored {
     pub extra_prose: bool,
     /// The task file changed since this sample was collected (sha256 differs from cell.json).
     pub task_changed: bool,
+    /// Milliseconds to the first byte of the response body (meta.json), when recorded.
+    pub ttfb_ms: Option<f64>,
+    /// Milliseconds from sending to the last byte (meta.json), when recorded.
+    pub total_ms: Option<f64>,
+    /// `usage.completion_tokens` of the response, when the server reported it.
+    pub completion_tokens: Option<u64>,
 }
 
 /// What the site needs to know about a task.
@@ -243,6 +250,10 @@ pub struct ModelView {
     pub pooled: BTreeMap<String, pooled::Pooled>,
     /// The same over all of the model's tasks.
     pub pooled_total: pooled::Pooled,
+    /// Time to first byte, total time and completion tokens over the model's scored samples.
+    pub latency: latency::Latency,
+    /// The same per tag, sorted by tag.
+    pub latency_by_tag: BTreeMap<String, latency::Latency>,
 }
 
 /// Everything the site shows, computed once.
@@ -366,6 +377,8 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             reroll: BTreeMap::new(),
             pooled: BTreeMap::new(),
             pooled_total: pooled::Pooled::default(),
+            latency: latency::Latency::default(),
+            latency_by_tag: BTreeMap::new(),
         });
         m.total.add(c);
         for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
@@ -379,6 +392,28 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             // failure itself, so all of the cell's passes are among them.
             r.trials += n * (c.scored - 1);
             r.successes += n * c.passes;
+        }
+    }
+    let mut lat: BTreeMap<&str, (latency::Accumulator, BTreeMap<&str, latency::Accumulator>)> =
+        BTreeMap::new();
+    for s in &samples {
+        let (all, by_tag) = lat.entry(s.key.model.as_str()).or_default();
+        all.add(s);
+        for tag in tags_of
+            .get(s.key.task.as_str())
+            .copied()
+            .unwrap_or_default()
+        {
+            by_tag.entry(tag.as_str()).or_default().add(s);
+        }
+    }
+    for (model, (all, by_tag)) in lat {
+        if let Some(m) = models.get_mut(model) {
+            m.latency = all.finish();
+            m.latency_by_tag = by_tag
+                .into_iter()
+                .map(|(t, a)| (t.to_string(), a.finish()))
+                .collect();
         }
     }
     for s in &samples {
@@ -445,6 +480,9 @@ mod tests {
             value_match: None,
             extra_prose: false,
             task_changed: false,
+            ttfb_ms: None,
+            total_ms: None,
+            completion_tokens: None,
         }
     }
 

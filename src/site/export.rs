@@ -192,7 +192,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 9] = [
+pub const CSV_COLUMNS: [&str; 12] = [
     "permalink",
     "model",
     "task",
@@ -202,6 +202,9 @@ pub const CSV_COLUMNS: [&str; 9] = [
     "label",
     "stage",
     "detail",
+    "ttfb_ms",
+    "total_ms",
+    "completion_tokens",
 ];
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
@@ -221,6 +224,11 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
             s.outcome.label().map(Label::as_str).unwrap_or(""),
             s.stage.map(|x| x.as_str()).unwrap_or(""),
             &s.detail,
+            &s.ttfb_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            &s.total_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            &s.completion_tokens
+                .map(|x| x.to_string())
+                .unwrap_or_default(),
         ])?;
     }
     w.into_inner().map_err(|e| e.into_error().into())
@@ -249,7 +257,8 @@ pub fn manifest_json(
 /// One row of a previous build's `samples.csv`: the permalink and what the sample was then
 /// (`pass`, `error` or the label).
 pub fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
-    let mut r = csv::ReaderBuilder::new().from_reader(bytes);
+    // Flexible: a row only needs the columns read here (a previous build may have fewer).
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let headers = r.headers().map_err(|e| e.to_string())?.clone();
     let col = |name: &str| {
         headers

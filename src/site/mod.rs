@@ -13,6 +13,7 @@ pub mod transcript;
 use crate::hitec::HitecError;
 use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
+use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ModelView, Scored, Total};
 use crate::task::{Expect, Order, Task};
@@ -251,8 +252,34 @@ fn pooled_td(p: &Pooled, out: &mut String) {
     out.push_str("</small></td>");
 }
 
+/// Latency and size as three short texts for a table row.
+struct LatencyText {
+    ttfb: String,
+    total: String,
+    tokens: String,
+}
+
+/// `120 / 340 ms`: median / p95, or "–" when nothing recorded it.
+fn spread_text(s: Option<Spread>, unit: &str) -> String {
+    match s {
+        Some(s) => format!("{:.0} / {:.0}{unit}", s.median, s.p95),
+        None => "–".into(),
+    }
+}
+
+fn latency_text(l: Option<&Latency>) -> LatencyText {
+    let l = l.cloned().unwrap_or_default();
+    LatencyText {
+        ttfb: spread_text(l.ttfb_ms, " ms"),
+        total: spread_text(l.total_ms, " ms"),
+        tokens: spread_text(l.completion_tokens, ""),
+    }
+}
+
 struct TotalRow {
     name: String,
+    /// Median / p95 time to first byte, total time, completion tokens.
+    latency: LatencyText,
     link: String,
     /// Cells (tasks) rated.
     cells: u64,
@@ -269,10 +296,17 @@ struct TotalRow {
 
 /// A summary row: the rate is pooled with the task as its unit (`p`); pass^k counts cells, each
 /// cell one task, with a plain interval over cells (`t`).
-fn total_row(name: &str, link: String, t: &Total, p: &Pooled) -> TotalRow {
+fn total_row(
+    name: &str,
+    link: String,
+    t: &Total,
+    p: &Pooled,
+    latency: Option<&Latency>,
+) -> TotalRow {
     let pct = |x: f64| (crate::report::interval::round4(x) * 100.0).round() as u64;
     TotalRow {
         name: name.to_string(),
+        latency: latency_text(latency),
         link,
         cells: p.tasks,
         rate: rate_text(p.passes, p.scored, p.interval.as_ref()),
@@ -399,6 +433,8 @@ struct TagPage<'a> {
     models: Vec<String>,
     /// Pre-rendered pooled `<td>`s, one per model.
     pooled: String,
+    /// Per model, in the same order.
+    latency: Vec<LatencyText>,
     rows: Vec<MatrixRow>,
     chart: Option<String>,
     legend: Vec<LegendItem>,
@@ -835,6 +871,7 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
                 format!("models/{}.html", mv.name),
                 &mv.total,
                 &mv.pooled_total,
+                Some(&mv.latency),
             )
         })
         .collect();
@@ -924,8 +961,14 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             )?,
         ));
     }
+    let latency = m
+        .models
+        .iter()
+        .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
+        .collect();
     let page = TagPage {
         title: format!("tag {tag}"),
+        latency,
         root: r,
         tag,
         description: tags::describe(tag),
@@ -982,6 +1025,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
                 format!("{r}tags/{}.html", slug(tag)),
                 t,
                 mv.pooled.get(tag).unwrap_or(&Pooled::default()),
+                mv.latency_by_tag.get(tag),
             )
         })
         .collect();
@@ -1048,7 +1092,13 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         title: mv.name.clone(),
         root: r.clone(),
         name: &mv.name,
-        total: total_row(&mv.name, String::new(), &mv.total, &mv.pooled_total),
+        total: total_row(
+            &mv.name,
+            String::new(),
+            &mv.total,
+            &mv.pooled_total,
+            Some(&mv.latency),
+        ),
         method: m.method.title(),
         tasks,
         tags,
