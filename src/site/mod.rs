@@ -510,10 +510,10 @@ struct TaskPage<'a> {
     tool_choice: Option<String>,
     response_format: Option<String>,
     request: Option<String>,
-    expect_kind: &'static str,
+    /// A sentence, as HTML (tool names escaped, in `<code>`).
+    expect_kind: String,
     expected: Vec<ExpectedView>,
     across: Vec<String>,
-    order: &'static str,
     results: Vec<ResultRow>,
 }
 
@@ -1119,6 +1119,44 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
     Ok(())
 }
 
+/// What a call task expects, as a sentence: "3 calls to `get_weather`, in any order", "2 calls:
+/// 1 to `a` and 1 to `b`, in this order". HTML, with the tool names escaped.
+fn expected_sentence<'a>(tools: impl Iterator<Item = &'a str>, order: Order) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    let mut n = 0;
+    for t in tools {
+        n += 1;
+        match counts.iter_mut().find(|(x, _)| *x == t) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((t, 1)),
+        }
+    }
+    let plural = |k: usize| if k == 1 { "call" } else { "calls" };
+    let code = |t: &str| format!("<code>{}</code>", escape(t));
+    let mut out = match counts.as_slice() {
+        [] => return "No call is listed.".into(),
+        [(t, k)] => format!("{k} {} to {}", plural(*k), code(t)),
+        many => {
+            let parts: Vec<String> = many
+                .iter()
+                .map(|(t, k)| format!("{k} to {}", code(t)))
+                .collect();
+            let (last, rest) = parts
+                .split_last()
+                .map_or((String::new(), &[][..]), |(l, r)| (l.clone(), r));
+            format!("{n} calls: {} and {last}", rest.join(", "))
+        }
+    };
+    if n > 1 {
+        out.push_str(match order {
+            Order::Any => ", in any order",
+            Order::Strict => ", in this order",
+        });
+    }
+    out.push('.');
+    out
+}
+
 /// Renders task markdown and sanitises it: raw HTML, event handlers and `javascript:` links in a
 /// task description never reach the page. Images are dropped too: the site stays
 /// self-contained (no fetches a reader did not ask for, no links that can break).
@@ -1150,19 +1188,18 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
             });
         }
     }
-    let (expect_kind, expected, across, order) = match &task.expect {
+    let (expect_kind, expected, across) = match &task.expect {
         Expect::NoCall => (
-            "no tool call is needed: any call is spurious_call",
+            "No tool call is needed: any call is <code>spurious_call</code>.".to_string(),
             vec![],
             vec![],
-            "",
         ),
         Expect::Calls {
             calls,
             across,
             order,
         } => (
-            "calls",
+            expected_sentence(calls.iter().map(|c| c.tool.as_str()), *order),
             calls
                 .iter()
                 .map(|c| ExpectedView {
@@ -1172,20 +1209,15 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                 })
                 .collect(),
             across.iter().map(|p| p.describe()).collect(),
-            match order {
-                Order::Any => "any order",
-                Order::Strict => "strict order",
-            },
         ),
         Expect::StructuredOutput { gold, where_, .. } => (
-            "structured output in content (schema from response_format)",
+            "Structured output: JSON in the message content, valid against the schema sent in <code>response_format</code>.".to_string(),
             vec![ExpectedView {
                 tool: "structured output".into(),
                 gold: json_html(gold, None),
                 predicates: where_.iter().map(|p| p.describe()).collect(),
             }],
             vec![],
-            "",
         ),
     };
     let page = TaskPage {
@@ -1207,7 +1239,6 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         expect_kind,
         expected,
         across,
-        order,
         results,
     };
     files.push((
@@ -1269,7 +1300,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
         let hitec = HitecError::ALL
             .iter()
             .filter(|h| h.labels().contains(l.as_str()))
-            .map(|h| format!("{} {}", h.number(), h.name()))
+            .map(|h| format!("type {} (\u{201c}{}\u{201d})", h.number(), h.name()))
             .collect::<Vec<_>>()
             .join("; ");
         index_rows.push(LabelIndexRow {
@@ -1373,4 +1404,30 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     ));
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_calls_read_as_a_sentence() {
+        let s = |tools: &[&str], o| expected_sentence(tools.iter().copied(), o);
+        assert_eq!(
+            s(&["get_weather"; 3], Order::Any),
+            "3 calls to <code>get_weather</code>, in any order."
+        );
+        assert_eq!(
+            s(&["get_weather"], Order::Any),
+            "1 call to <code>get_weather</code>."
+        );
+        assert_eq!(
+            s(&["a", "b<", "a"], Order::Strict),
+            "3 calls: 2 to <code>a</code> and 1 to <code>b&lt;</code>, in this order."
+        );
+        assert_eq!(
+            s(&["a", "b", "c"], Order::Any),
+            "3 calls: 1 to <code>a</code>, 1 to <code>b</code> and 1 to <code>c</code>, in any order."
+        );
+    }
 }
