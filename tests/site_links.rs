@@ -322,6 +322,18 @@ fn model_written_text_never_survives_as_markup() {
         model.contains("served &lt;script&gt;"),
         "the served id is shown escaped"
     );
+    // The hostile tag has its own page (a slug for a file name), its text escaped there and in
+    // the index's shape table; the samples index carries it as JSON data, shown as text.
+    let tag = format!("tag {}", PAYLOADS[1]);
+    let tag_page = read(
+        &out,
+        &format!("tags/{}.html", callcheck::site::html::slug(&tag)),
+    );
+    let escaped = "&#60;img src=x onerror=alert(1)&#62;";
+    assert!(tag_page.contains(escaped), "{tag_page}");
+    assert!(read(&out, "index.html").contains(escaped));
+    let data = read(&out, "data/samples.js");
+    assert!(data.starts_with("window.CALLCHECK_SAMPLES = {") && data.ends_with("};\n"));
     let task_page = read(&out, "tasks/hostile-task.html");
     assert!(
         task_page.contains("click me"),
