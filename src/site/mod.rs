@@ -995,7 +995,8 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             continue;
         };
         let mut td = String::new();
-        cell_td(m, c, &r, false, true, &mut td);
+        // A summary: compact marks, no per-sample links (the task and tag pages have them).
+        cell_td(m, c, &r, false, false, &mut td);
         tasks.push(TaskRow {
             task: t.id.clone(),
             title: t.title.clone(),
