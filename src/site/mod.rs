@@ -1337,6 +1337,27 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
     Ok(())
 }
 
+/// The triage page and what it loads: `samples.html`, `samples.js` and `data/samples.js` (a
+/// function of its own so the page benchmark, examples/samples_page.rs, renders exactly it).
+pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
+    Ok(vec![
+        ("samples.js".into(), SAMPLES_JS.as_bytes().to_vec()),
+        ("data/samples.js".into(), samples::samples_js(m)),
+        (
+            "samples.html".into(),
+            render(
+                "samples.html",
+                &SamplesPage {
+                    title: "every sample".into(),
+                    root: String::new(),
+                    n_samples: m.samples.len(),
+                    clip: samples::DETAIL_CHARS,
+                },
+            )?,
+        ),
+    ])
+}
+
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
 /// it scores, so that no more than a handful of verdicts are alive at once).
 pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
@@ -1379,20 +1400,7 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     ));
     files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
-    files.push(("samples.js".into(), SAMPLES_JS.as_bytes().to_vec()));
-    files.push(("data/samples.js".into(), samples::samples_js(m)));
-    files.push((
-        "samples.html".into(),
-        render(
-            "samples.html",
-            &SamplesPage {
-                title: "every sample".into(),
-                root: String::new(),
-                n_samples: m.samples.len(),
-                clip: samples::DETAIL_CHARS,
-            },
-        )?,
-    ));
+    files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
     files.push((
         "data/matrix.json".into(),
