@@ -116,6 +116,19 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
     assert!(model("mock-good")["rate"].as_f64().unwrap() > 0.95);
     assert!(model("mock-sloppy")["rate"].as_f64().unwrap() < 0.8);
     assert!(model("mock-flaky-stream")["errors"].as_u64().unwrap() > 0);
+    // At k = 5 no single cell can be `reliable` (5/5 is [57–100 %]), but a call shape pooled
+    // over its tasks can: the models × tags table shows both ends.
+    let pooled: BTreeSet<String> = matrix["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tags"].as_object().unwrap().values())
+        .map(|t| t["by_task"]["verdict"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        pooled.contains("reliable") && pooled.contains("broken"),
+        "pooled verdicts on the demo: {pooled:?}"
+    );
     // The preflight ran against the mock and is on the model's page.
     assert!(
         std::fs::read_to_string(site.join("models/mock-good.html"))

@@ -23,6 +23,7 @@ fn pages_match_their_snapshots() {
     insta::assert_snapshot!("build_stderr", normalise(&err, tmp.path()));
     insta::assert_snapshot!("index", read(&out, "index.html"));
     insta::assert_snapshot!("model_beta", read(&out, "models/beta.html"));
+    insta::assert_snapshot!("tag_enum", read(&out, "tags/enum.html"));
     // missing_required: the failing object is marked in place.
     insta::assert_snapshot!(
         "transcript_missing_required",
@@ -238,14 +239,31 @@ fn exports_are_complete_and_csv_is_quoted() {
             "label",
             "stage",
             "detail",
-            "value_match"
+            "value_match",
+            "ttfb_ms",
+            "total_ms",
+            "completion_tokens"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
     assert_eq!(rows.len(), 36);
+    // alpha/contact-card/r0001/000: meta.json has ttfb_ms 95.0 and total_ms 357.0; the
+    // response's usage says 15 completion tokens.
+    assert_eq!(
+        rows[0].iter().skip(10).collect::<Vec<_>>(),
+        ["95.0", "357.0", "15"]
+    );
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 10);
+        assert_eq!(row.len(), 13);
+        // Times from meta.json and tokens from the response's usage, or empty when absent.
+        for col in 10..13 {
+            assert!(
+                row[col].is_empty() || row[col].parse::<f64>().is_ok(),
+                "column {col}: {:?}",
+                &row[col]
+            );
+        }
         assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
         // value_match is set on passes only (empty where there was no gold value to compare).
         assert!(&row[5] == "pass" || row[9].is_empty(), "{:?}", row);

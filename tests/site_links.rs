@@ -279,7 +279,8 @@ fn model_written_text_never_survives_as_markup() {
                     let body = e.text().collect::<String>();
                     // The one inline script is the 404 page's own, byte for byte as the
                     // template has it (a relative src would not load at a deep missing
-                    // address); every other script is the sort.js file, with no body.
+                    // address); every other script is one of the site's files (sort.js, the samples
+                    // page's samples.js and its data), with no body.
                     if path.ends_with("404.html") && el.attr("src").is_none() {
                         assert!(
                             template_404_script.contains(body.trim()) && !body.trim().is_empty(),
@@ -288,7 +289,9 @@ fn model_written_text_never_survives_as_markup() {
                         continue;
                     }
                     assert!(
-                        el.attr("src").is_some_and(|s| s.ends_with("sort.js")),
+                        el.attr("src").is_some_and(|s| {
+                            s.ends_with("sort.js") || s.ends_with("samples.js")
+                        }),
                         "{path}: inline script"
                     );
                     assert!(body.trim().is_empty(), "{path}: script body");
@@ -319,6 +322,18 @@ fn model_written_text_never_survives_as_markup() {
         model.contains("served &lt;script&gt;"),
         "the served id is shown escaped"
     );
+    // The hostile tag has its own page (a slug for a file name), its text escaped there and in
+    // the index's shape table; the samples index carries it as JSON data, shown as text.
+    let tag = format!("tag {}", PAYLOADS[1]);
+    let tag_page = read(
+        &out,
+        &format!("tags/{}.html", callcheck::site::html::slug(&tag)),
+    );
+    let escaped = "&#60;img src=x onerror=alert(1)&#62;";
+    assert!(tag_page.contains(escaped), "{tag_page}");
+    assert!(read(&out, "index.html").contains(escaped));
+    let data = read(&out, "data/samples.js");
+    assert!(data.starts_with("window.CALLCHECK_SAMPLES = {") && data.ends_with("};\n"));
     let task_page = read(&out, "tasks/hostile-task.html");
     assert!(
         task_page.contains("click me"),

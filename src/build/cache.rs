@@ -123,6 +123,12 @@ pub struct CachedScored {
     pub extra_prose: bool,
     #[serde(rename = "tc")]
     pub task_changed: bool,
+    #[serde(rename = "tf")]
+    pub ttfb_ms: Option<f64>,
+    #[serde(rename = "tt")]
+    pub total_ms: Option<f64>,
+    #[serde(rename = "ct")]
+    pub completion_tokens: Option<u64>,
 }
 
 impl CachedScored {
@@ -146,6 +152,9 @@ impl CachedScored {
             value_match: s.value_match,
             extra_prose: s.extra_prose,
             task_changed: s.task_changed,
+            ttfb_ms: s.ttfb_ms,
+            total_ms: s.total_ms,
+            completion_tokens: s.completion_tokens,
         }
     }
 
@@ -176,6 +185,9 @@ impl CachedScored {
             value_match: self.value_match,
             extra_prose: self.extra_prose,
             task_changed: self.task_changed,
+            ttfb_ms: self.ttfb_ms,
+            total_ms: self.total_ms,
+            completion_tokens: self.completion_tokens,
         })
     }
 }

@@ -10,6 +10,19 @@ use crate::task::Task;
 /// Scores one sample: the verdict for its page, and the little that aggregation keeps.
 pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdict, Scored) {
     let verdict = score(task, &sample.transcript);
+    // Latency and size for the reports: times from meta.json, tokens from the response's usage.
+    let t = &sample.transcript;
+    let completion_tokens = if t.streamed {
+        crate::score::wire::parse_stream(&t.body)
+    } else {
+        crate::score::wire::parse_body(&t.body)
+    }
+    .ok()
+    .and_then(|c| c.completion_tokens);
+    let (ttfb_ms, total_ms) = t
+        .meta
+        .as_ref()
+        .map_or((None, None), |m| (m.ttfb_ms, m.total_ms));
     let scored = Scored {
         key: sample.key.clone(),
         outcome: verdict.outcome,
@@ -20,6 +33,9 @@ pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdic
         task_changed,
         metrics: crate::hitec::sample_metrics(task, &verdict),
         detail: verdict.detail.clone(),
+        ttfb_ms,
+        total_ms,
+        completion_tokens,
     };
     (verdict, scored)
 }

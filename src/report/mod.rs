@@ -3,6 +3,8 @@
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
 pub mod interval;
+pub mod latency;
+pub mod pooled;
 
 use crate::cli::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
@@ -49,6 +51,12 @@ pub struct Scored {
     pub extra_prose: bool,
     /// The task file changed since this sample was collected (sha256 differs from cell.json).
     pub task_changed: bool,
+    /// Milliseconds to the first byte of the response body (meta.json), when recorded.
+    pub ttfb_ms: Option<f64>,
+    /// Milliseconds from sending to the last byte (meta.json), when recorded.
+    pub total_ms: Option<f64>,
+    /// `usage.completion_tokens` of the response, when the server reported it.
+    pub completion_tokens: Option<u64>,
 }
 
 /// What the site needs to know about a task.
@@ -237,6 +245,15 @@ pub struct ModelView {
     pub hitec: [u64; 8],
     pub metrics: Metrics,
     pub reroll: BTreeMap<Label, Reroll>,
+    /// Per tag, pass@1 pooled over the tag's tasks with an interval by task (the models × tags
+    /// table), sorted by tag.
+    pub pooled: BTreeMap<String, pooled::Pooled>,
+    /// The same over all of the model's tasks.
+    pub pooled_total: pooled::Pooled,
+    /// Time to first byte, total time and completion tokens over the model's scored samples.
+    pub latency: latency::Latency,
+    /// The same per tag, sorted by tag.
+    pub latency_by_tag: BTreeMap<String, latency::Latency>,
 }
 
 /// Everything the site shows, computed once.
@@ -358,6 +375,10 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             hitec: [0; 8],
             metrics: Metrics::default(),
             reroll: BTreeMap::new(),
+            pooled: BTreeMap::new(),
+            pooled_total: pooled::Pooled::default(),
+            latency: latency::Latency::default(),
+            latency_by_tag: BTreeMap::new(),
         });
         m.total.add(c);
         for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
@@ -371,6 +392,28 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             // failure itself, so all of the cell's passes are among them.
             r.trials += n * (c.scored - 1);
             r.successes += n * c.passes;
+        }
+    }
+    let mut lat: BTreeMap<&str, (latency::Accumulator, BTreeMap<&str, latency::Accumulator>)> =
+        BTreeMap::new();
+    for s in &samples {
+        let (all, by_tag) = lat.entry(s.key.model.as_str()).or_default();
+        all.add(s);
+        for tag in tags_of
+            .get(s.key.task.as_str())
+            .copied()
+            .unwrap_or_default()
+        {
+            by_tag.entry(tag.as_str()).or_default().add(s);
+        }
+    }
+    for (model, (all, by_tag)) in lat {
+        if let Some(m) = models.get_mut(model) {
+            m.latency = all.finish();
+            m.latency_by_tag = by_tag
+                .into_iter()
+                .map(|(t, a)| (t.to_string(), a.finish()))
+                .collect();
         }
     }
     for s in &samples {
@@ -389,6 +432,22 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         for t in m.tags.values_mut() {
             t.finish(kind);
         }
+        let row = cells
+            .range((m.name.clone(), String::new())..)
+            .take_while(|(k, _)| k.0 == m.name);
+        let mut by_tag: BTreeMap<&str, Vec<&Cell>> = BTreeMap::new();
+        let mut all = Vec::new();
+        for (_, c) in row {
+            all.push(c);
+            for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
+                by_tag.entry(tag.as_str()).or_default().push(c);
+            }
+        }
+        m.pooled = by_tag
+            .into_iter()
+            .map(|(tag, cs)| (tag.to_string(), pooled::pool(cs)))
+            .collect();
+        m.pooled_total = pooled::pool(all);
     }
 
     Matrix {
@@ -421,6 +480,9 @@ mod tests {
             value_match: None,
             extra_prose: false,
             task_changed: false,
+            ttfb_ms: None,
+            total_ms: None,
+            completion_tokens: None,
         }
     }
 

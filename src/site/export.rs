@@ -66,6 +66,20 @@ fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
     })
 }
 
+/// A pooled rate whose interval takes the task as its unit (report::pooled).
+fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
+    json!({
+        "unit": "task",
+        "tasks": p.tasks, "scored": p.scored, "passes": p.passes,
+        "rate": opt_num(p.rate()),
+        "design_effect": num(p.deff),
+        "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        "verdict": p.reliability().as_str(),
+        "all_passed_cells": p.all_passed,
+        "flaky_cells": p.flaky,
+    })
+}
+
 /// A skipped input, as the exports and the index page show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
@@ -167,8 +181,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "verdict": t.reliability().as_str(),
                             "pass_at_1": opt_num(t.pass_at_1()),
                             "pass_all_k": opt_num(t.pass_all_k()),
-                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                             "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+                            "by_task": mv.pooled.get(tag).map(pooled_json),
                         }),
                     )
                 })
@@ -187,6 +201,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "pass_all_k": opt_num(t.pass_all_k()),
                 "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                 "flaky_cells": t.flaky_cells,
+                "by_task": pooled_json(&mv.pooled_total),
                 "tags": tags,
                 "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({
                     "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
@@ -235,7 +250,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 10] = [
+pub const CSV_COLUMNS: [&str; 13] = [
     "permalink",
     "model",
     "task",
@@ -246,6 +261,9 @@ pub const CSV_COLUMNS: [&str; 10] = [
     "stage",
     "detail",
     "value_match",
+    "ttfb_ms",
+    "total_ms",
+    "completion_tokens",
 ];
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
@@ -270,6 +288,11 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
                 Some(false) => "false",
                 None => "",
             },
+            &s.ttfb_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            &s.total_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
+            &s.completion_tokens
+                .map(|x| x.to_string())
+                .unwrap_or_default(),
         ])?;
     }
     w.into_inner().map_err(|e| e.into_error().into())
@@ -320,7 +343,8 @@ pub fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> S
 /// One row of a previous build's `samples.csv`: the permalink and what the sample was then
 /// (`pass`, `error` or the label).
 pub fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
-    let mut r = csv::ReaderBuilder::new().from_reader(bytes);
+    // Flexible: a row only needs the columns read here (a previous build may have fewer).
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let headers = r.headers().map_err(|e| e.to_string())?.clone();
     let col = |name: &str| {
         headers

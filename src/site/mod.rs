@@ -6,10 +6,15 @@
 pub mod charts;
 pub mod export;
 pub mod html;
+pub mod samples;
+pub mod tags;
 pub mod transcript;
 
 use crate::hitec::HitecError;
+use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
+use crate::report::latency::{Latency, Spread};
+use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ModelView, Scored, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
@@ -63,6 +68,7 @@ pub type File = (String, Vec<u8>);
 
 const STYLE: &str = include_str!("style.css");
 const SORT_JS: &str = include_str!("sort.js");
+const SAMPLES_JS: &str = include_str!("samples.js");
 
 /// A one-character mark per outcome, so dots read without colour (the legend explains them).
 pub fn glyph(o: Outcome) -> &'static str {
@@ -98,28 +104,73 @@ fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
     }
 }
 
-/// The dots of a cell: one link per sample to its permalink, marked by glyph, class and title.
-fn dots(m: &Matrix, c: &Cell, root: &str, out: &mut String) {
+/// Cells with more samples than this show label counts instead of one mark per sample, so a
+/// summary page grows with the cells it shows, not with k.
+const MAX_MARKS: usize = 12;
+
+/// The dots of a cell, marked by glyph and class. With `links`, one link per sample to its
+/// permalink (task and tag pages); without, compact unlinked marks (the index's matrix, whose
+/// size must not grow with samples), or label counts when there are more than [`MAX_MARKS`].
+fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
     out.push_str("<span class=\"dots\">");
+    if !links && c.samples.len() > MAX_MARKS {
+        out.push_str(&format!("{}✓", c.passes));
+        for (l, n) in &c.labels {
+            out.push_str(&format!(
+                " <i class=\"d o-fail\" title=\"{l}\">{}</i>×{n}",
+                glyph(Outcome::Fail(*l))
+            ));
+        }
+        if c.errors > 0 {
+            out.push_str(&format!(" <i class=\"d o-error\">!</i>×{}", c.errors));
+        }
+        out.push_str("</span>");
+        return;
+    }
     for &i in &c.samples {
         let s = &m.samples[i];
         let name = s.outcome.name();
-        out.push_str("<a class=\"d o-");
-        out.push_str(s.outcome.kind());
-        out.push_str("\" href=\"");
-        out.push_str(root);
-        out.push_str(&escape(&s.key.permalink()));
-        out.push_str("\" title=\"");
-        out.push_str(&escape(&s.key.run));
-        out.push('/');
-        out.push_str(&escape(&s.key.sample));
-        out.push_str(": ");
-        out.push_str(name);
-        out.push_str("\">");
-        out.push_str(glyph(s.outcome));
-        out.push_str("</a>");
+        if links {
+            out.push_str("<a class=\"d o-");
+            out.push_str(s.outcome.kind());
+            out.push_str("\" href=\"");
+            out.push_str(root);
+            out.push_str(&escape(&s.key.permalink()));
+            out.push_str("\" title=\"");
+            out.push_str(&escape(&s.key.run));
+            out.push('/');
+            out.push_str(&escape(&s.key.sample));
+            out.push_str(": ");
+            out.push_str(name);
+            out.push_str("\">");
+            out.push_str(glyph(s.outcome));
+            out.push_str("</a>");
+        } else {
+            out.push_str("<i class=\"d o-");
+            out.push_str(s.outcome.kind());
+            out.push_str("\" title=\"");
+            out.push_str(name);
+            out.push_str("\">");
+            out.push_str(glyph(s.outcome));
+            out.push_str("</i>");
+        }
     }
     out.push_str("</span>");
+}
+
+/// The inline style that grades a cell's fill by its interval: green up to the lower bound
+/// (surely passes), yellow across the interval, red above the upper bound (surely fails). So
+/// 5/5, 3/5 and 0/5 look different at k = 5 although all three are `uncertain`, and the fill
+/// is the interval, never the bare rate.
+fn fill(iv: Option<&Interval>) -> String {
+    match iv {
+        Some(iv) => format!(
+            " style=\"--l:{}%;--u:{}%\"",
+            (crate::report::interval::round4(iv.lower) * 100.0).round() as i64,
+            (crate::report::interval::round4(iv.upper) * 100.0).round() as i64
+        ),
+        None => String::new(),
+    }
 }
 
 /// `2/3 · 67 % [21–94 %]`, or why there is no rate.
@@ -134,12 +185,14 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
     }
 }
 
-/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots.
-fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
+/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots (linked to
+/// the transcripts with `links`).
+fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
     let v = c.reliability.as_str();
-    out.push_str("<td class=\"v-");
+    out.push_str("<td class=\"iv v-");
     out.push_str(v);
     out.push('"');
+    out.push_str(&fill(c.interval.as_ref()));
     if with_id {
         out.push_str(" id=\"");
         out.push_str(&escape(&cell_id(&c.model, &c.task)));
@@ -147,11 +200,11 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
     }
     out.push_str(" data-v=\"");
     out.push_str(&format!("{:.4}", c.rate().unwrap_or(-1.0)));
-    out.push_str("\"><span class=\"rt\">");
-    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
-    out.push_str("</span> <b class=\"vt\">");
+    out.push_str("\"><b class=\"vt\">");
     out.push_str(v);
-    out.push_str("</b>");
+    out.push_str("</b> <span class=\"rt\">");
+    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
+    out.push_str("</span>");
     if c.too_few() {
         out.push_str(&format!(
             " <small class=\"few\">only {} scored</small>",
@@ -169,29 +222,98 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, out: &mut String) {
         out.push_str(" <small class=\"warn\">task changed</small>");
     }
     out.push(' ');
-    dots(m, c, root, out);
+    dots(m, c, root, links, out);
     out.push_str("</td>");
+}
+
+/// A pooled (model × tag) cell as a `<td>`: verdict, passes/scored with the by-task interval,
+/// pass^k and flaky cells; graded like a matrix cell.
+fn pooled_td(p: &Pooled, out: &mut String) {
+    let v = p.reliability().as_str();
+    out.push_str("<td class=\"iv v-");
+    out.push_str(v);
+    out.push('"');
+    out.push_str(&fill(p.interval.as_ref()));
+    out.push_str(&format!(
+        " data-v=\"{:.4}\"><b class=\"vt\">{v}</b> <span class=\"rt\">{}</span><br><small>",
+        p.interval.map_or(-1.0, |iv| iv.lower),
+        escape(&rate_text(p.passes, p.scored, p.interval.as_ref()))
+    ));
+    out.push_str(&format!(
+        "{} task{} · pass^k {}/{} · flaky {}",
+        p.tasks,
+        if p.tasks == 1 { "" } else { "s" },
+        p.all_passed,
+        p.tasks,
+        p.flaky
+    ));
+    if p.errors > 0 {
+        out.push_str(&format!(" · +{} errors", p.errors));
+    }
+    out.push_str("</small></td>");
+}
+
+/// Latency and size as three short texts for a table row.
+struct LatencyText {
+    ttfb: String,
+    total: String,
+    tokens: String,
+}
+
+/// `120 / 340 ms`: median / p95, or "–" when nothing recorded it.
+fn spread_text(s: Option<Spread>, unit: &str) -> String {
+    match s {
+        Some(s) => format!("{:.0} / {:.0}{unit}", s.median, s.p95),
+        None => "–".into(),
+    }
+}
+
+fn latency_text(l: Option<&Latency>) -> LatencyText {
+    let l = l.cloned().unwrap_or_default();
+    LatencyText {
+        ttfb: spread_text(l.ttfb_ms, " ms"),
+        total: spread_text(l.total_ms, " ms"),
+        tokens: spread_text(l.completion_tokens, ""),
+    }
 }
 
 struct TotalRow {
     name: String,
+    /// Median / p95 time to first byte, total time, completion tokens.
+    latency: LatencyText,
     link: String,
+    /// Cells (tasks) rated.
     cells: u64,
+    /// Pooled pass@1 with its by-task interval.
     rate: String,
     verdict: &'static str,
+    lower: u64,
+    upper: u64,
     pass_all_k: String,
     flaky: u64,
     errors: u64,
     sort: String,
 }
 
-fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
+/// A summary row: the rate is pooled with the task as its unit (`p`); pass^k counts cells, each
+/// cell one task, with a plain interval over cells (`t`).
+fn total_row(
+    name: &str,
+    link: String,
+    t: &Total,
+    p: &Pooled,
+    latency: Option<&Latency>,
+) -> TotalRow {
+    let pct = |x: f64| (crate::report::interval::round4(x) * 100.0).round() as u64;
     TotalRow {
         name: name.to_string(),
+        latency: latency_text(latency),
         link,
-        cells: t.cells,
-        rate: rate_text(t.passes, t.scored, t.interval.as_ref()),
-        verdict: t.reliability().as_str(),
+        cells: p.tasks,
+        rate: rate_text(p.passes, p.scored, p.interval.as_ref()),
+        verdict: p.reliability().as_str(),
+        lower: p.interval.map_or(0, |iv| pct(iv.lower)),
+        upper: p.interval.map_or(0, |iv| pct(iv.upper)),
         pass_all_k: match t.all_passed_interval.as_ref() {
             Some(iv) => format!(
                 "{} cells · {} {}",
@@ -203,7 +325,7 @@ fn total_row(name: &str, link: String, t: &Total) -> TotalRow {
         },
         flaky: t.flaky_cells,
         errors: t.errors,
-        sort: format!("{:.4}", t.rate().unwrap_or(-1.0)),
+        sort: format!("{:.4}", p.interval.map_or(-1.0, |iv| iv.lower)),
     }
 }
 
@@ -241,9 +363,31 @@ fn legend() -> Vec<LegendItem> {
     v
 }
 
-struct TagChart {
+/// One row of the models × tags table.
+struct ShapeRow {
     tag: String,
-    file: String,
+    link: String,
+    description: String,
+    tasks: usize,
+    /// Pre-rendered `<td>`s, one per model.
+    cells: String,
+}
+
+/// One task row of a matrix.
+struct MatrixRow {
+    task: String,
+    title: String,
+    /// Its other tags.
+    also: String,
+    /// Pre-rendered `<td>`s, one per model.
+    cells: String,
+}
+
+/// The tasks grouped under one tag in the index's matrix.
+struct MatrixGroup {
+    tag: String,
+    link: Option<String>,
+    rows: Vec<MatrixRow>,
 }
 
 #[derive(Template)]
@@ -260,15 +404,41 @@ struct IndexPage<'a> {
     errors: u64,
     skipped: &'a [SkippedInput],
     has_changes: bool,
-    tasks: &'a [crate::report::TaskInfo],
-    /// (model, pre-rendered cells).
-    rows: Vec<(String, String)>,
+    models: Vec<String>,
+    shapes: Vec<ShapeRow>,
+    groups: Vec<MatrixGroup>,
     labels: Vec<&'static str>,
     label_rows: Vec<LabelCountRow>,
     totals: Vec<TotalRow>,
     legend: Vec<LegendItem>,
-    tag_charts: Vec<TagChart>,
     rules: String,
+}
+
+#[derive(Template)]
+#[template(path = "samples.html")]
+struct SamplesPage {
+    title: String,
+    root: String,
+    n_samples: usize,
+    clip: usize,
+}
+
+#[derive(Template)]
+#[template(path = "tag.html")]
+struct TagPage<'a> {
+    title: String,
+    root: String,
+    tag: &'a str,
+    description: String,
+    method: &'static str,
+    models: Vec<String>,
+    /// Pre-rendered pooled `<td>`s, one per model.
+    pooled: String,
+    /// Per model, in the same order.
+    latency: Vec<LatencyText>,
+    rows: Vec<MatrixRow>,
+    chart: Option<String>,
+    legend: Vec<LegendItem>,
 }
 
 struct TaskRow {
@@ -341,10 +511,10 @@ struct TaskPage<'a> {
     tool_choice: Option<String>,
     response_format: Option<String>,
     request: Option<String>,
-    expect_kind: &'static str,
+    /// A sentence, as HTML (tool names escaped, in `<code>`).
+    expect_kind: String,
     expected: Vec<ExpectedView>,
     across: Vec<String>,
-    order: &'static str,
     results: Vec<ResultRow>,
 }
 
@@ -575,15 +745,16 @@ fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)
     }
 }
 
-fn forest_rows(items: Vec<(String, &Total)>) -> Vec<charts::ForestRow> {
+/// Chart rows from pooled rates: the interval drawn is the one by task.
+fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
     items
         .into_iter()
-        .map(|(name, t)| charts::ForestRow {
+        .map(|(name, p)| charts::ForestRow {
             name,
-            passes: t.passes,
-            scored: t.scored,
-            interval: t.interval,
-            reliability: t.reliability(),
+            passes: p.passes,
+            scored: p.scored,
+            interval: p.interval,
+            reliability: p.reliability(),
         })
         .collect()
 }
@@ -612,18 +783,78 @@ fn label_bars(mv: &ModelView) -> Vec<charts::Bar> {
     bars
 }
 
+/// The tag a task is grouped under in the matrix: its first, or none.
+fn primary_tag(t: &crate::report::TaskInfo) -> &str {
+    t.tags.first().map_or("", String::as_str)
+}
+
+/// The models × tags table's rows, one per tag with its description and one pooled cell per
+/// model (`root` leads to the site root).
+fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
+    m.tags
+        .iter()
+        .map(|tag| {
+            let tasks = m.tasks.iter().filter(|t| t.tags.contains(tag)).count();
+            let mut cells = String::new();
+            for mv in &m.models {
+                match mv.pooled.get(tag) {
+                    Some(p) => pooled_td(p, &mut cells),
+                    None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
+                }
+            }
+            ShapeRow {
+                tag: tag.clone(),
+                link: format!("{root}tags/{}.html", slug(tag)),
+                description: tags::describe(tag),
+                tasks,
+                cells,
+            }
+        })
+        .collect()
+}
+
 fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut rows = Vec::new();
-    for mv in &m.models {
-        let mut s = String::new();
-        for t in &m.tasks {
-            match m.cell(&mv.name, &t.id) {
-                Some(c) => cell_td(m, c, "", true, &mut s),
-                None => s.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
-            }
-        }
-        rows.push((mv.name.clone(), s));
+    // Tasks down the side, grouped under their first tag (tag order, then id); models across.
+    let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
+    for t in &m.tasks {
+        by_group.entry(primary_tag(t)).or_default().push(t);
+    }
+    let mut groups = Vec::new();
+    for (tag, tasks) in by_group {
+        let rows = tasks
+            .into_iter()
+            .map(|t| {
+                let mut s = String::new();
+                for mv in &m.models {
+                    match m.cell(&mv.name, &t.id) {
+                        Some(c) => cell_td(m, c, "", true, false, &mut s),
+                        None => s.push_str("<td class=\"none\">not run</td>"),
+                    }
+                }
+                MatrixRow {
+                    task: t.id.clone(),
+                    title: t.title.clone(),
+                    also: t
+                        .tags
+                        .iter()
+                        .skip(1)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    cells: s,
+                }
+            })
+            .collect();
+        groups.push(MatrixGroup {
+            tag: if tag.is_empty() {
+                "untagged".into()
+            } else {
+                tag.to_string()
+            },
+            link: (!tag.is_empty()).then(|| format!("tags/{}.html", slug(tag))),
+            rows,
+        });
     }
     let label_rows = m
         .models
@@ -641,37 +872,19 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
     let totals = m
         .models
         .iter()
-        .map(|mv| total_row(&mv.name, format!("models/{}.html", mv.name), &mv.total))
+        .map(|mv| {
+            total_row(
+                &mv.name,
+                format!("models/{}.html", mv.name),
+                &mv.total,
+                &mv.pooled_total,
+                Some(&mv.latency),
+            )
+        })
         .collect();
-    let mut tag_charts = Vec::new();
-    for tag in &m.tags {
-        let items: Vec<(String, &Total)> = m
-            .models
-            .iter()
-            .filter_map(|mv| mv.tags.get(tag).map(|t| (mv.name.clone(), t)))
-            .collect();
-        if items.is_empty() {
-            continue;
-        }
-        let file = format!("charts/tags/{}.svg", slug(tag));
-        files.push((
-            file.clone(),
-            chart(
-                &file,
-                charts::forest(
-                    &format!("tag {tag}: pass rate by model"),
-                    &forest_rows(items),
-                ),
-            )?,
-        ));
-        tag_charts.push(TagChart {
-            tag: tag.clone(),
-            file,
-        });
-    }
     let (passes, fails, errors) = m.outcome_counts();
     let page = IndexPage {
-        title: "Tool-call conformance matrix".into(),
+        title: "Tool-call conformance".into(),
         root: String::new(),
         method: m.method.title(),
         n_models: m.models.len(),
@@ -682,16 +895,101 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         errors,
         skipped: input.skipped,
         has_changes: input.changes.is_some(),
-        tasks: &m.tasks,
-        rows,
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        shapes: shape_rows(m, ""),
+        groups,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
         label_rows,
         totals,
         legend: legend(),
-        tag_charts,
         rules: export::rules_sha256()[..12].to_string(),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
+    Ok(())
+}
+
+/// `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, and its
+/// tasks × models with every sample linked.
+fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let r = root(1);
+    let tasks: Vec<&crate::report::TaskInfo> = m
+        .tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|x| x == tag))
+        .collect();
+    let rows = tasks
+        .iter()
+        .map(|t| {
+            let mut s = String::new();
+            for mv in &m.models {
+                match m.cell(&mv.name, &t.id) {
+                    Some(c) => cell_td(m, c, &r, false, true, &mut s),
+                    None => s.push_str("<td class=\"none\">not run</td>"),
+                }
+            }
+            MatrixRow {
+                task: t.id.clone(),
+                title: t.title.clone(),
+                also: t
+                    .tags
+                    .iter()
+                    .filter(|x| *x != tag)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                cells: s,
+            }
+        })
+        .collect();
+    let mut pooled = String::new();
+    for mv in &m.models {
+        match mv.pooled.get(tag) {
+            Some(p) => pooled_td(p, &mut pooled),
+            None => pooled.push_str("<td class=\"none\">not run</td>"),
+        }
+    }
+    let items: Vec<(String, &Pooled)> = m
+        .models
+        .iter()
+        .filter_map(|mv| mv.pooled.get(tag).map(|p| (mv.name.clone(), p)))
+        .collect();
+    let chart_file = format!("charts/tags/{}.svg", slug(tag));
+    let has_chart = !items.is_empty();
+    if has_chart {
+        files.push((
+            chart_file.clone(),
+            chart(
+                &chart_file,
+                charts::forest(
+                    &format!("tag {tag}: pass rate by model"),
+                    &forest_rows(items),
+                ),
+            )?,
+        ));
+    }
+    let latency = m
+        .models
+        .iter()
+        .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
+        .collect();
+    let page = TagPage {
+        title: format!("tag {tag}"),
+        latency,
+        root: r,
+        tag,
+        description: tags::describe(tag),
+        method: m.method.title(),
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        pooled,
+        rows,
+        chart: has_chart.then_some(chart_file),
+        legend: legend(),
+    };
+    files.push((
+        format!("tags/{}.html", slug(tag)),
+        render("tag page", &page)?,
+    ));
     Ok(())
 }
 
@@ -704,7 +1002,8 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             continue;
         };
         let mut td = String::new();
-        cell_td(m, c, &r, false, &mut td);
+        // A summary: compact marks, no per-sample links (the task and tag pages have them).
+        cell_td(m, c, &r, false, false, &mut td);
         tasks.push(TaskRow {
             task: t.id.clone(),
             title: t.title.clone(),
@@ -728,10 +1027,18 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
     let tags = mv
         .tags
         .iter()
-        .map(|(tag, t)| total_row(tag, format!("#tag-{}", slug(tag)), t))
+        .map(|(tag, t)| {
+            total_row(
+                tag,
+                format!("{r}tags/{}.html", slug(tag)),
+                t,
+                mv.pooled.get(tag).unwrap_or(&Pooled::default()),
+                mv.latency_by_tag.get(tag),
+            )
+        })
         .collect();
-    let mut forest_items: Vec<(String, &Total)> = vec![("all tasks".into(), &mv.total)];
-    forest_items.extend(mv.tags.iter().map(|(t, x)| (format!("tag {t}"), x)));
+    let mut forest_items: Vec<(String, &Pooled)> = vec![("all tasks".into(), &mv.pooled_total)];
+    forest_items.extend(mv.pooled.iter().map(|(t, x)| (format!("tag {t}"), x)));
     let forest_file = format!("charts/models/{}.tags.svg", mv.name);
     files.push((
         forest_file.clone(),
@@ -793,7 +1100,13 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         title: mv.name.clone(),
         root: r.clone(),
         name: &mv.name,
-        total: total_row(&mv.name, String::new(), &mv.total),
+        total: total_row(
+            &mv.name,
+            String::new(),
+            &mv.total,
+            &mv.pooled_total,
+            Some(&mv.latency),
+        ),
         method: m.method.title(),
         tasks,
         tags,
@@ -812,6 +1125,44 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         render("model page", &page)?,
     ));
     Ok(())
+}
+
+/// What a call task expects, as a sentence: "3 calls to `get_weather`, in any order", "2 calls:
+/// 1 to `a` and 1 to `b`, in this order". HTML, with the tool names escaped.
+fn expected_sentence<'a>(tools: impl Iterator<Item = &'a str>, order: Order) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    let mut n = 0;
+    for t in tools {
+        n += 1;
+        match counts.iter_mut().find(|(x, _)| *x == t) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((t, 1)),
+        }
+    }
+    let plural = |k: usize| if k == 1 { "call" } else { "calls" };
+    let code = |t: &str| format!("<code>{}</code>", escape(t));
+    let mut out = match counts.as_slice() {
+        [] => return "No call is listed.".into(),
+        [(t, k)] => format!("{k} {} to {}", plural(*k), code(t)),
+        many => {
+            let parts: Vec<String> = many
+                .iter()
+                .map(|(t, k)| format!("{k} to {}", code(t)))
+                .collect();
+            let (last, rest) = parts
+                .split_last()
+                .map_or((String::new(), &[][..]), |(l, r)| (l.clone(), r));
+            format!("{n} calls: {} and {last}", rest.join(", "))
+        }
+    };
+    if n > 1 {
+        out.push_str(match order {
+            Order::Any => ", in any order",
+            Order::Strict => ", in this order",
+        });
+    }
+    out.push('.');
+    out
 }
 
 /// Renders task markdown and sanitises it: raw HTML, event handlers and `javascript:` links in a
@@ -837,7 +1188,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
-            cell_td(m, c, &r, false, &mut td);
+            cell_td(m, c, &r, false, true, &mut td);
             results.push(ResultRow {
                 model: mv.name.clone(),
                 td,
@@ -845,19 +1196,18 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
             });
         }
     }
-    let (expect_kind, expected, across, order) = match &task.expect {
+    let (expect_kind, expected, across) = match &task.expect {
         Expect::NoCall => (
-            "no tool call is needed: any call is spurious_call",
+            "No tool call is needed: any call is <code>spurious_call</code>.".to_string(),
             vec![],
             vec![],
-            "",
         ),
         Expect::Calls {
             calls,
             across,
             order,
         } => (
-            "calls",
+            expected_sentence(calls.iter().map(|c| c.tool.as_str()), *order),
             calls
                 .iter()
                 .map(|c| ExpectedView {
@@ -867,20 +1217,15 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                 })
                 .collect(),
             across.iter().map(|p| p.describe()).collect(),
-            match order {
-                Order::Any => "any order",
-                Order::Strict => "strict order",
-            },
         ),
         Expect::StructuredOutput { gold, where_, .. } => (
-            "structured output in content (schema from response_format)",
+            "Structured output: JSON in the message content, valid against the schema sent in <code>response_format</code>.".to_string(),
             vec![ExpectedView {
                 tool: "structured output".into(),
                 gold: json_html(gold, None),
                 predicates: where_.iter().map(|p| p.describe()).collect(),
             }],
             vec![],
-            "",
         ),
     };
     let page = TaskPage {
@@ -902,7 +1247,6 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         expect_kind,
         expected,
         across,
-        order,
         results,
     };
     files.push((
@@ -964,7 +1308,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
         let hitec = HitecError::ALL
             .iter()
             .filter(|h| h.labels().contains(l.as_str()))
-            .map(|h| format!("{} {}", h.number(), h.name()))
+            .map(|h| format!("type {} (\u{201c}{}\u{201d})", h.number(), h.name()))
             .collect::<Vec<_>>()
             .join("; ");
         index_rows.push(LabelIndexRow {
@@ -1000,6 +1344,27 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
     Ok(())
 }
 
+/// The triage page and what it loads: `samples.html`, `samples.js` and `data/samples.js` (a
+/// function of its own so the page benchmark, examples/samples_page.rs, renders exactly it).
+pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
+    Ok(vec![
+        ("samples.js".into(), SAMPLES_JS.as_bytes().to_vec()),
+        ("data/samples.js".into(), samples::samples_js(m)),
+        (
+            "samples.html".into(),
+            render(
+                "samples.html",
+                &SamplesPage {
+                    title: "every sample".into(),
+                    root: String::new(),
+                    n_samples: m.samples.len(),
+                    clip: samples::DETAIL_CHARS,
+                },
+            )?,
+        ),
+    ])
+}
+
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
 /// it scores, so that no more than a handful of verdicts are alive at once).
 pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
@@ -1011,6 +1376,9 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     }
     for t in input.tasks {
         task_page(input, t, &mut files)?;
+    }
+    for tag in &m.tags {
+        tag_page(input, tag, &mut files)?;
     }
     label_pages(input, &mut files)?;
     if let Some(c) = input.changes {
@@ -1052,6 +1420,7 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     ));
     files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
+    files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
     files.push((
         "data/matrix.json".into(),
@@ -1064,4 +1433,30 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     ));
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_calls_read_as_a_sentence() {
+        let s = |tools: &[&str], o| expected_sentence(tools.iter().copied(), o);
+        assert_eq!(
+            s(&["get_weather"; 3], Order::Any),
+            "3 calls to <code>get_weather</code>, in any order."
+        );
+        assert_eq!(
+            s(&["get_weather"], Order::Any),
+            "1 call to <code>get_weather</code>."
+        );
+        assert_eq!(
+            s(&["a", "b<", "a"], Order::Strict),
+            "3 calls: 2 to <code>a</code> and 1 to <code>b&lt;</code>, in this order."
+        );
+        assert_eq!(
+            s(&["a", "b", "c"], Order::Any),
+            "3 calls: 1 to <code>a</code>, 1 to <code>b</code> and 1 to <code>c</code>, in any order."
+        );
+    }
 }
