@@ -263,6 +263,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         Err(_) => None,
     };
 
+    // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
+    let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
+    let baseline = match &opts.baseline {
+        Some(p) => Some(crate::cmd::compare::load_baseline(
+            p,
+            &tasks,
+            opts.interval,
+        )?),
+        None => None,
+    };
     let by_id: BTreeMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let scan = runs::scan(&opts.runs);
     let mut skipped: Vec<SkippedInput> = scan
@@ -369,6 +379,13 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .map(|p| export::changes(p, &matrix))
             .filter(|c| !c.is_empty());
         let model_info = model_info(&used_runs);
+        let comparisons = crate::cmd::compare::comparisons(
+            &matrix,
+            &crate::cmd::compare::row_settings(&model_info),
+            &explicit,
+            baseline.as_ref(),
+            &matrix.tasks,
+        )?;
         let task_hashes: BTreeMap<String, String> = tasks
             .iter()
             .map(|t| (t.id.clone(), t.sha256.clone()))
@@ -381,6 +398,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             changes: changes.as_ref(),
             task_hashes: &task_hashes,
             transcripts: &transcripts,
+            comparisons: &comparisons,
         })?;
         for (path, bytes) in &files {
             let p = tmp.join(path);

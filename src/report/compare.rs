@@ -354,6 +354,8 @@ pub struct Comparison {
     pub b_linked: bool,
     /// Why these two are compared: `same model id`, `variant_of`, `--compare`, `baseline`.
     pub why: String,
+    /// Both sides' settings are known (a baseline read from a samples.csv records none).
+    pub settings_known: bool,
     pub settings: Vec<SettingDiff>,
     pub overall: Option<PooledRow>,
     pub tags: Vec<PooledRow>,
@@ -414,7 +416,7 @@ pub fn compare(
     tasks: &[TaskInfo],
     page: String,
     why: &str,
-    settings: Vec<SettingDiff>,
+    settings: Option<Vec<SettingDiff>>,
 ) -> Comparison {
     let mut cells = Vec::new();
     let mut by_tag: BTreeMap<&str, Vec<TaskPair>> = BTreeMap::new();
@@ -470,7 +472,8 @@ pub fn compare(
         a_linked: a.linked,
         b_linked: b.linked,
         why: why.to_string(),
-        settings,
+        settings_known: settings.is_some(),
+        settings: settings.unwrap_or_default(),
         overall: pooled_row("overall", &all, &format!("{key}\u{0}overall")),
         tags: by_tag
             .iter()
@@ -577,24 +580,26 @@ impl RowSettings {
 }
 
 /// The settings in which A and B differ, in name order; a setting one side lacks reads
-/// `(not set)`. Empty when either side's settings are unknown (a baseline read from a
+/// `(not set)`. `None` when either side's settings are unknown (a baseline read from a
 /// samples.csv records none).
-pub fn settings_diff(a: Option<&RowSettings>, b: Option<&RowSettings>) -> Vec<SettingDiff> {
+pub fn settings_diff(a: Option<&RowSettings>, b: Option<&RowSettings>) -> Option<Vec<SettingDiff>> {
     let (Some(a), Some(b)) = (a, b) else {
-        return Vec::new();
+        return None;
     };
     let (fa, fb) = (a.flat(), b.flat());
     let names: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
     let unset = || "(not set)".to_string();
-    names
-        .into_iter()
-        .filter(|n| fa.get(*n) != fb.get(*n))
-        .map(|n| SettingDiff {
-            setting: n.clone(),
-            a: fa.get(n).cloned().unwrap_or_else(unset),
-            b: fb.get(n).cloned().unwrap_or_else(unset),
-        })
-        .collect()
+    Some(
+        names
+            .into_iter()
+            .filter(|n| fa.get(*n) != fb.get(*n))
+            .map(|n| SettingDiff {
+                setting: n.clone(),
+                a: fa.get(n).cloned().unwrap_or_else(unset),
+                b: fb.get(n).cloned().unwrap_or_else(unset),
+            })
+            .collect(),
+    )
 }
 
 /// Two rows of one collection to compare: A the baseline, B the change.
@@ -846,7 +851,7 @@ mod tests {
                 ("q", "q-stream", "same model id"),
             ]
         );
-        let d = settings_diff(Some(&rows["q"]), Some(&rows["q-stream"]));
+        let d = settings_diff(Some(&rows["q"]), Some(&rows["q-stream"])).unwrap();
         assert_eq!(
             d,
             [SettingDiff {
@@ -855,17 +860,17 @@ mod tests {
                 b: "true".into()
             }]
         );
-        let d = settings_diff(Some(&rows["q"]), Some(&rows["checklist"]));
+        let d = settings_diff(Some(&rows["q"]), Some(&rows["checklist"])).unwrap();
         let names: Vec<&str> = d.iter().map(|s| s.setting.as_str()).collect();
         assert_eq!(names, ["params.temperature", "system"]);
         assert_eq!(d[1].a, "(not set)");
         let mut newer = rows["q"].clone();
         newer.server = json!({"endpoints": [{"version": {"version": "0.12.0"}}]});
-        let d = settings_diff(Some(&rows["q"]), Some(&newer));
+        let d = settings_diff(Some(&rows["q"]), Some(&newer)).unwrap();
         assert_eq!(
             (d[0].setting.as_str(), d[0].b.as_str()),
             ("server version", "0.12.0")
         );
-        assert!(settings_diff(None, Some(&newer)).is_empty());
+        assert_eq!(settings_diff(None, Some(&newer)), None);
     }
 }

@@ -4,6 +4,7 @@
 //! GitHub Pages project path.
 
 pub mod charts;
+pub mod compare;
 pub mod export;
 pub mod html;
 pub mod transcript;
@@ -55,6 +56,8 @@ pub struct SiteInput<'a> {
     pub task_hashes: &'a BTreeMap<String, String>,
     /// Transcript file (relative to the runs root) → sha256, for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
+    /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
+    pub comparisons: &'a [crate::report::compare::Comparison],
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -268,6 +271,8 @@ struct IndexPage<'a> {
     legend: Vec<LegendItem>,
     tag_charts: Vec<TagChart>,
     rules: String,
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 struct TaskRow {
@@ -313,6 +318,8 @@ struct ModelPage<'a> {
     preflight: Vec<Vec<PreflightRow>>,
     versions: String,
     runs: &'a [(String, String, u32, String, String)],
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 struct ExpectedView {
@@ -345,6 +352,8 @@ struct TaskPage<'a> {
     across: Vec<String>,
     order: &'static str,
     results: Vec<ResultRow>,
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 struct LabelSample {
@@ -683,6 +692,7 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         legend: legend(),
         tag_charts,
         rules: export::rules_sha256()[..12].to_string(),
+        comparisons: compare::block(input.comparisons, 0, None, None),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
@@ -783,6 +793,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .collect();
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
     let page = ModelPage {
+        comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
         title: mv.name.clone(),
         root: r.clone(),
         name: &mv.name,
@@ -877,6 +888,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         ),
     };
     let page = TaskPage {
+        comparisons: compare::block(input.comparisons, 1, None, Some(&task.id)),
         title: format!("{} · {}", task.id, task.title),
         root: r,
         task,
@@ -1006,6 +1018,7 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
         task_page(input, t, &mut files)?;
     }
     label_pages(input, &mut files)?;
+    compare::files(input.comparisons, &mut files)?;
     if let Some(c) = input.changes {
         let moves = c
             .moves
