@@ -41,6 +41,39 @@ pub enum Command {
         #[command(subcommand)]
         command: ImportCommand,
     },
+    /// Did B help or hurt against A: the per-tag table of two rows, or of every row against a
+    /// baseline collection (exit 1 with --fail-on regression when one is significantly worse).
+    Compare(CompareOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareOpts {
+    /// The baseline row (A).
+    #[arg(value_name = "A")]
+    pub a: Option<String>,
+    /// The row compared with it (B).
+    #[arg(value_name = "B")]
+    pub b: Option<String>,
+    /// Compare every row with the same-named row of this collection instead: a runs/ folder, a
+    /// site folder or its data/samples.csv.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+    /// Exit 1 when a tag or the overall rate is significantly worse (Holm-corrected).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub fail_on: Option<FailOn>,
+    /// The task corpus.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// The runs/ tree written by collect.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+}
+
+/// What fails `callcheck compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// A tag or the overall rate significantly worse after Holm's correction.
+    Regression,
 }
 
 #[derive(Debug, Subcommand)]
@@ -244,6 +277,14 @@ pub struct BuildOpts {
     /// rebuild re-scores and rewrites only what changed. Without it, every build is a full one.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Also compare row B against row A (repeatable); rows serving the same model id and
+    /// `variant_of` rows are compared without it.
+    #[arg(long, value_name = "A:B")]
+    pub compare: Vec<String>,
+    /// Compare every row with the same-named row of this collection: a runs/ folder, a site
+    /// folder or its data/samples.csv.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

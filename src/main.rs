@@ -16,6 +16,14 @@ fn main() {
         Command::Demo(o) => cmd::demo::run(o),
         Command::Export { command } => cmd::export::run(command),
         Command::Import { command } => cmd::import::run(command),
+        Command::Compare(o) => match cmd::compare::run(o) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                // A regression is exit 1; a command that could not compare is a usage error.
+                eprintln!("error: {e:#}");
+                std::process::exit(2);
+            }
+        },
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,5 +1,5 @@
 //! `callcheck demo`, the real binary: the mock on loopback, a collection of the whole corpus at
-//! k = 5 for three scripted models, a build; then a second demo that resumes (nothing left to
+//! k = 5 for four rows (three scripted models, one of them also streamed), a build; then a second demo that resumes (nothing left to
 //! ask) and rebuilds the same site, byte for byte.
 
 use serde_json::Value;
@@ -79,19 +79,24 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
             .entry((r.model.clone(), r.task_id.clone()))
             .or_default() += r.samples.len();
     }
-    assert_eq!(per_cell.len(), 3 * n_tasks);
+    assert_eq!(per_cell.len(), 4 * n_tasks);
     assert!(per_cell.values().all(|&n| n == 5), "{per_cell:?}");
     let models: BTreeSet<&str> = per_cell.keys().map(|(m, _)| m.as_str()).collect();
     assert_eq!(
         models,
-        BTreeSet::from(["mock-flaky-stream", "mock-good", "mock-sloppy"])
+        BTreeSet::from([
+            "mock-flaky-stream",
+            "mock-good",
+            "mock-good-stream",
+            "mock-sloppy"
+        ])
     );
 
     // Every label occurs in the matrix, and the near-perfect model is near perfect.
     let matrix: Value =
         serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
     let cells = matrix["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 3 * n_tasks);
+    assert_eq!(cells.len(), 4 * n_tasks);
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for c in cells {
         for (label, n) in c["label_counts"].as_object().unwrap() {

@@ -288,3 +288,44 @@ fn the_sloppy_model_spans_every_applicable_label_and_the_good_one_mostly_passes(
     assert_eq!(seen, applicable);
     assert!(good_gold as f64 / (n as usize * tasks.len()) as f64 > 0.9);
 }
+
+/// mock-good's streaming path drops every parallel call after the first (a server bug the demo
+/// compares against the same model unstreamed); its JSON path keeps them all, and the scorer
+/// calls the streamed sample what a client sees: parallel_collapse.
+#[tokio::test]
+async fn mock_good_streams_only_the_first_of_parallel_calls() {
+    let tasks = callcheck::task::load(&corpus()).unwrap();
+    let task = tasks.iter().find(|t| t.id == "weather-parallel-3").unwrap();
+    let mock = start(MockConfig::builtin()).await;
+    let c = client();
+    let mut labels = Vec::new();
+    for stream in [false, true] {
+        let a = Asking {
+            model: "mock-good".into(),
+            stream,
+            ..Asking::default()
+        };
+        let request = chat_request(task, &a);
+        let body = serde_json::to_vec(&request).unwrap();
+        // Sample 0 is gold for mock-good (checked by the unstreamed pass below).
+        let h = format!("{}/0/0", task.id);
+        let (status, bytes) = ask(&c, &mock.base_url(), &body, Some(h)).await.unwrap();
+        assert_eq!(status, 200);
+        let t = callcheck::transcript::Transcript {
+            request: Some(request),
+            body: bytes,
+            streamed: stream,
+            meta: None,
+        };
+        let v = callcheck::score::score(task, &t);
+        labels.push((v.outcome.name().to_string(), v.calls.len()));
+    }
+    mock.shutdown().await;
+    assert_eq!(
+        labels,
+        [
+            ("pass".to_string(), 3),
+            ("parallel_collapse".to_string(), 1)
+        ]
+    );
+}

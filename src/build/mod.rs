@@ -256,6 +256,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         );
     }
     say_what_was_read(opts, &inputs);
+    // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
+    let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
+    let baseline = match &opts.baseline {
+        Some(p) => Some(crate::cmd::compare::load_baseline(
+            p,
+            &inputs.tasks,
+            opts.interval,
+        )?),
+        None => None,
+    };
     let Inputs {
         tasks,
         runs,
@@ -342,7 +352,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     }
     let n_samples = scored.len();
     let agg = aggregate::aggregate(scored, &tasks, &runs, previous.as_ref(), opts.interval);
-    let files = render::summary(&agg, &tasks, &skipped, &transcripts)?;
+    let comparisons = crate::cmd::compare::comparisons(
+        &agg.matrix,
+        &crate::cmd::compare::row_settings(&agg.models),
+        &explicit,
+        baseline.as_ref(),
+        &agg.matrix.tasks,
+    )?;
+    let files = render::summary(&agg, &tasks, &skipped, &transcripts, &comparisons)?;
     // In place, the previous build's files this one does not have are removed.
     let stale: Vec<String> = if in_place {
         let now: std::collections::BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();

@@ -70,6 +70,7 @@ pub fn summary(
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
+    comparisons: &[crate::report::compare::Comparison],
 ) -> Result<Vec<File>> {
     Ok(site::render_site(&SiteInput {
         matrix: &agg.matrix,
@@ -79,5 +80,6 @@ pub fn summary(
         changes: agg.changes.as_ref(),
         task_hashes: &agg.task_hashes,
         transcripts,
+        comparisons,
     })?)
 }

@@ -1,5 +1,5 @@
 //! `callcheck demo`: the whole product offline — the in-repo mock server on an ephemeral
-//! loopback port with three scripted models, a collection of the task corpus, a build of the
+//! loopback port with three scripted models served as four rows, a collection of the task corpus, a build of the
 //! site. No GPU, no network. A second run resumes the collection (nothing left to ask) and
 //! rebuilds the same site.
 
@@ -11,12 +11,18 @@ use anyhow::{Context, Result, bail};
 use std::path::Path;
 
 /// The demo's models: (row name, served model id on the mock, streamed, what it is).
-const ROWS: [(&str, &str, bool, &str); 3] = [
+const ROWS: [(&str, &str, bool, &str); 4] = [
     (
         "mock-good",
         "mock-good",
         false,
         "near-perfect: a failure now and then",
+    ),
+    (
+        "mock-good-stream",
+        "mock-good",
+        true,
+        "the same model streamed: the mock's streaming path drops every parallel call after the first (a server bug; the build compares it with mock-good)",
     ),
     (
         "mock-sloppy",
@@ -32,11 +38,12 @@ const ROWS: [(&str, &str, bool, &str); 3] = [
     ),
 ];
 
-/// The demo's models config: three rows on the mock, one per scripted model. The mock decides
-/// what each served model does (see `MockConfig::builtin`).
+/// The demo's models config: four rows on the mock, one per scripted model and `mock-good`
+/// streamed too. The mock decides what each served model does (see `MockConfig::builtin`).
 pub fn demo_config(base_url: &str) -> String {
-    let mut toml =
-        String::from("# callcheck demo: three scripted models on the in-repo mock server.\n");
+    let mut toml = String::from(
+        "# callcheck demo: three scripted models on the in-repo mock server, four rows.\n",
+    );
     for (name, model, stream, what) in ROWS {
         toml.push_str(&format!(
             r#"
@@ -127,6 +134,8 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         interval: Default::default(),
         previous: None,
         cache: None,
+        compare: Vec::new(),
+        baseline: None,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");
@@ -147,7 +156,7 @@ fn display(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_demo_config_parses_into_its_three_rows() {
+    fn the_demo_config_parses_into_its_four_rows() {
         let text = super::demo_config("http://127.0.0.1:9/v1");
         let c = crate::collect::config::parse("demo.toml".as_ref(), &text).unwrap();
         let rows: Vec<(&str, &str, bool)> = c
@@ -159,6 +168,7 @@ mod tests {
             rows,
             [
                 ("mock-good", "mock-good", false),
+                ("mock-good-stream", "mock-good", true),
                 ("mock-sloppy", "mock-sloppy", false),
                 ("mock-flaky-stream", "mock-flaky", true)
             ]

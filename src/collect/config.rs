@@ -44,6 +44,10 @@ pub struct ModelEntry {
     /// Extra request body fields.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
+    /// The row this one is a variant of: the build compares the two (SPEC §9), this row as the
+    /// change and the named one as its baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_of: Option<String>,
 }
 
 fn default_concurrency() -> usize {
@@ -301,6 +305,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         }
         models.push(m);
     }
+    // `variant_of` names another row of this file, so a typo is caught before collecting.
+    for (i, m) in models.iter().enumerate() {
+        if let Some(v) = &m.variant_of
+            && (v == &m.name || !models.iter().any(|o| &o.name == v))
+        {
+            return Err(ConfigError {
+                file: file.clone(),
+                entry: format!("model[{i}] {:?}", m.name),
+                key: "variant_of".into(),
+                problem: format!(
+                    "{v:?} is not the name of another [[model]] entry of this file (it names the row this one is compared with)"
+                ),
+            });
+        }
+    }
     Ok(Config { file, models })
 }
 
@@ -314,6 +333,21 @@ fn field_in(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variant_of_names_another_row_and_is_kept_in_the_entry() {
+        let base = "[[model]]\nname = \"a\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n";
+        let good = format!(
+            "{base}[[model]]\nname = \"b\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\nvariant_of = \"a\"\n"
+        );
+        let c = parse(Path::new("c.toml"), &good).unwrap();
+        assert_eq!(c.models[1].redacted()["variant_of"], "a");
+        assert!(c.models[0].redacted().get("variant_of").is_none());
+        let typo = good.replace("variant_of = \"a\"", "variant_of = \"z\"");
+        let e = parse(Path::new("c.toml"), &typo).unwrap_err();
+        assert_eq!(e.key, "variant_of");
+        assert!(e.to_string().contains("\"z\""), "{e}");
+    }
 
     #[test]
     fn a_missing_config_says_how_to_get_one() {

@@ -53,6 +53,11 @@ pub struct MockModel {
     /// `--enable-auto-tool-choice`: any of `auto`, `required`, `none`, `named`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refuse_tool_choice: Vec<String>,
+    /// Emulate a server whose streaming path loses parallel calls: a streamed reply carries only
+    /// the first of its tool calls (the JSON path is unaffected). A real class of server bug,
+    /// and what the demo's `mock-good-stream` row shows next to `mock-good`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream_drops_parallel: bool,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -103,8 +108,9 @@ pub struct MockConfigError {
 }
 
 impl MockConfig {
-    /// Three models for the demo: near-perfect, sloppy across every label, and flaky on the
-    /// wire (latency, 429/500/503, dropped connections, cut streams, garbage).
+    /// Three models for the demo: near-perfect (whose streaming path drops every parallel call
+    /// after the first), sloppy across every label, and flaky on the wire (latency,
+    /// 429/500/503, dropped connections, cut streams, garbage).
     pub fn builtin() -> MockConfig {
         let labels = |pairs: &[(Label, f64)]| {
             pairs
@@ -119,6 +125,7 @@ impl MockConfig {
                 MockModel {
                     name: "mock-good".into(),
                     labels: labels(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
+                    stream_drops_parallel: true,
                     ..MockModel::default()
                 },
                 MockModel {

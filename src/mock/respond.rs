@@ -449,6 +449,17 @@ pub fn plan(
                 &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null))
                     .unwrap_or_default(),
             );
+            let (reply, what) =
+                if stream && model.stream_drops_parallel && reply.tool_calls.len() > 1 {
+                    let mut r = reply;
+                    r.tool_calls.truncate(1);
+                    (
+                        r,
+                        format!("{what}; the stream dropped every call after the first"),
+                    )
+                } else {
+                    (reply, what)
+                };
             if stream {
                 let usage = request
                     .pointer("/stream_options/include_usage")

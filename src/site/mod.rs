@@ -4,6 +4,7 @@
 //! GitHub Pages project path.
 
 pub mod charts;
+pub mod compare;
 pub mod export;
 pub mod html;
 pub mod samples;
@@ -61,6 +62,8 @@ pub struct SiteInput<'a> {
     /// Run folder (relative to the runs root) → sha256 of its listing (every file in it with
     /// its sha256: [`export::run_listing`]), for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
+    /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
+    pub comparisons: &'a [crate::report::compare::Comparison],
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -412,6 +415,8 @@ struct IndexPage<'a> {
     totals: Vec<TotalRow>,
     legend: Vec<LegendItem>,
     rules: String,
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 #[derive(Template)]
@@ -484,6 +489,8 @@ struct ModelPage<'a> {
     preflight: Vec<Vec<PreflightRow>>,
     versions: String,
     runs: &'a [(String, String, u32, String, String)],
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 struct ExpectedView {
@@ -516,6 +523,8 @@ struct TaskPage<'a> {
     expected: Vec<ExpectedView>,
     across: Vec<String>,
     results: Vec<ResultRow>,
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
 }
 
 struct LabelSample {
@@ -903,6 +912,7 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         totals,
         legend: legend(),
         rules: export::rules_sha256()[..12].to_string(),
+        comparisons: compare::block(input.comparisons, 0, None, None),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
@@ -1097,6 +1107,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .collect();
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
     let page = ModelPage {
+        comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
         title: mv.name.clone(),
         root: r.clone(),
         name: &mv.name,
@@ -1229,6 +1240,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         ),
     };
     let page = TaskPage {
+        comparisons: compare::block(input.comparisons, 1, None, Some(&task.id)),
         title: format!("{} · {}", task.id, task.title),
         root: r,
         task,
@@ -1381,6 +1393,7 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
         tag_page(input, tag, &mut files)?;
     }
     label_pages(input, &mut files)?;
+    compare::files(input.comparisons, &mut files)?;
     if let Some(c) = input.changes {
         let moves = c
             .moves

@@ -1,0 +1,308 @@
+//! Comparison pages (SPEC §9): `compare/<a>--<b>.html` and `compare/baseline/<row>.html`, the
+//! `data/compare.json` export, and the small "Comparisons" blocks the index, model and task
+//! pages carry. Pure: comparisons in, files and HTML out.
+
+use super::html::{depth_of, escape, root};
+use super::{File, SiteError, glyph, render};
+use crate::report::compare::{
+    self, CELL_METHOD, Comparison, Direction, Mark, POOLED_METHOD, REPLICATES,
+};
+use askama::Template;
+use serde_json::json;
+
+/// Percent with one decimal.
+fn pct(x: f64) -> String {
+    format!("{:.1} %", (x * 1000.0).round() / 10.0)
+}
+
+/// Signed percentage points with one decimal and a real minus sign: `−8.5`.
+fn pts(x: f64) -> String {
+    let v = (x * 1000.0).round() / 10.0;
+    if v == 0.0 {
+        "0.0".into()
+    } else if v < 0.0 {
+        format!("−{:.1}", -v)
+    } else {
+        format!("+{v:.1}")
+    }
+}
+
+/// `−8.5 points [−14.0, −3.1]`.
+fn difference(d: f64, iv: &crate::report::interval::Interval) -> String {
+    format!("{} points [{}, {}]", pts(d), pts(iv.lower), pts(iv.upper))
+}
+
+struct PooledView {
+    scope: String,
+    tasks: usize,
+    a: String,
+    b: String,
+    diff: String,
+    verdict: &'static str,
+    class: &'static str,
+    holm: String,
+    regression: bool,
+    /// The bootstrap interval has no width: every task moved by the same amount.
+    flat: bool,
+}
+
+struct CellView {
+    task: String,
+    a: String,
+    b: String,
+    diff: String,
+    verdict: &'static str,
+    class: &'static str,
+    /// Pre-rendered marks (links to transcripts, or plain marks for a baseline).
+    a_marks: String,
+    b_marks: String,
+}
+
+#[derive(Template)]
+#[template(path = "compare.html")]
+struct ComparePage {
+    title: String,
+    root: String,
+    a: String,
+    b: String,
+    a_link: Option<String>,
+    b_link: Option<String>,
+    why: String,
+    lead: String,
+    lead_class: &'static str,
+    settings: Vec<(String, String, String)>,
+    settings_known: bool,
+    pooled: Vec<PooledView>,
+    cells: Vec<CellView>,
+    gained: Vec<String>,
+    lost: Vec<String>,
+    n_pooled: usize,
+    n_cells: usize,
+    any_flat: bool,
+    family: usize,
+    pooled_method: &'static str,
+    cell_method: &'static str,
+}
+
+fn marks(list: &[Mark], root: &str, linked: bool) -> String {
+    let mut out = String::from("<span class=\"dots\">");
+    for m in list {
+        let title = format!("{}/{}: {}", m.key.run, m.key.sample, m.outcome);
+        if linked {
+            out.push_str(&format!(
+                "<a class=\"d o-{}\" href=\"{}{}\" title=\"{}\">{}</a>",
+                m.kind.kind(),
+                root,
+                escape(&m.key.permalink()),
+                escape(&title),
+                glyph(m.kind)
+            ));
+        } else {
+            out.push_str(&format!(
+                "<span class=\"d o-{}\" title=\"{}\">{}</span>",
+                m.kind.kind(),
+                escape(&title),
+                glyph(m.kind)
+            ));
+        }
+    }
+    out.push_str("</span>");
+    out
+}
+
+fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
+    let root = root(depth_of(&c.page));
+    let lead = match &c.overall {
+        Some(o) => {
+            let p = &o.pooled;
+            let how = match o.direction {
+                Direction::Better => "B passes more often than A",
+                Direction::Worse => "B passes less often than A",
+                Direction::NoEvidence => {
+                    "the interval contains 0: no evidence of a difference either way"
+                }
+            };
+            format!(
+                "Overall, over the {} tasks both rows have: A {}, B {}, B − A = {}: {} ({how}).",
+                p.tasks,
+                pct(p.a_rate),
+                pct(p.b_rate),
+                difference(p.difference, &p.interval),
+                o.direction.as_str()
+            )
+        }
+        None => "The two rows have no task in common with a scored sample on both sides: nothing to compare.".into(),
+    };
+    let mut cells: Vec<&compare::CellDiff> = c.cells.iter().collect();
+    // The answer first: the tasks that moved, worse before better, then the rest in id order.
+    cells.sort_by_key(|x| {
+        (
+            match x.direction {
+                Direction::Worse => 0,
+                Direction::Better => 1,
+                Direction::NoEvidence => 2,
+            },
+            x.task.clone(),
+        )
+    });
+    let page = ComparePage {
+        title: format!("{} against {}", c.b, c.a),
+        root: root.clone(),
+        a: c.a.clone(),
+        b: c.b.clone(),
+        a_link: c.a_linked.then(|| format!("{root}models/{}.html", c.a_row)),
+        b_link: c.b_linked.then(|| format!("{root}models/{}.html", c.b_row)),
+        why: match c.why.as_str() {
+            "same model id" => "both rows serve the same model id".into(),
+            "variant_of" => format!("{} is declared a variant of {} (variant_of)", c.b, c.a),
+            "--compare" => "asked for with build --compare".into(),
+            _ => format!(
+                "{} is this collection's row, {} the same-named row of the baseline (build --baseline)",
+                c.b, c.a
+            ),
+        },
+        lead_class: c.overall.as_ref().map_or("none", |o| o.direction.class()),
+        lead,
+        settings_known: c.settings_known,
+        settings: c
+            .settings
+            .iter()
+            .map(|s| (s.setting.clone(), s.a.clone(), s.b.clone()))
+            .collect(),
+        pooled: c
+            .pooled_rows()
+            .map(|r| PooledView {
+                scope: r.scope.clone(),
+                tasks: r.pooled.tasks,
+                a: pct(r.pooled.a_rate),
+                b: pct(r.pooled.b_rate),
+                diff: difference(r.pooled.difference, &r.pooled.interval),
+                verdict: r.direction.as_str(),
+                class: r.direction.class(),
+                holm: format!("{:.4}", r.holm_p),
+                regression: r.regression(),
+                flat: r.pooled.interval.lower == r.pooled.interval.upper
+                    && r.pooled.difference != 0.0,
+            })
+            .collect(),
+        cells: cells
+            .iter()
+            .map(|x| CellView {
+                task: x.task.clone(),
+                a: format!("{}/{}", x.a_passes, x.a_scored),
+                b: format!("{}/{}", x.b_passes, x.b_scored),
+                diff: match (x.difference, x.interval.as_ref()) {
+                    (Some(d), Some(iv)) => difference(d, iv),
+                    _ => "– (a side has no scored sample)".into(),
+                },
+                verdict: x.direction.as_str(),
+                class: x.direction.class(),
+                a_marks: marks(&x.a_marks, &root, c.a_linked),
+                b_marks: marks(&x.b_marks, &root, c.b_linked),
+            })
+            .collect(),
+        gained: c
+            .labels
+            .iter()
+            .filter(|l| l.b > l.a)
+            .map(|l| format!("{} {} ({} → {})", l.b - l.a, l.label.as_str(), l.a, l.b))
+            .collect(),
+        lost: c
+            .labels
+            .iter()
+            .filter(|l| l.b < l.a)
+            .map(|l| format!("{} {} ({} → {})", l.a - l.b, l.label.as_str(), l.a, l.b))
+            .collect(),
+        n_pooled: c.pooled_rows().count(),
+        any_flat: c.pooled_rows().any(|r| {
+            r.pooled.interval.lower == r.pooled.interval.upper && r.pooled.difference != 0.0
+        }),
+        n_cells: c.compared_cells(),
+        family,
+        pooled_method: POOLED_METHOD,
+        cell_method: CELL_METHOD,
+    };
+    render(&c.page, &page)
+}
+
+/// `data/compare.json`: the numbers of every comparison page.
+pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
+    let doc = json!({
+        "callcheck_version": env!("CARGO_PKG_VERSION"),
+        "difference": "B − A, as a proportion (A the baseline)",
+        "confidence": crate::report::interval::CONFIDENCE,
+        "pooled_method": POOLED_METHOD,
+        "bootstrap": {"replicates": REPLICATES, "seed": compare::SEED},
+        "cell_method": CELL_METHOD,
+        "gate": format!("a pooled comparison is a regression when it is `worse` and its Holm-adjusted p-value, over all {family} pooled comparisons below, is under {:.2}", compare::ALPHA),
+        "pooled_comparisons": family,
+        "comparisons": comparisons,
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// Every comparison page and `data/compare.json`; nothing when there is no comparison.
+pub fn files(comparisons: &[Comparison], files: &mut Vec<File>) -> Result<(), SiteError> {
+    if comparisons.is_empty() {
+        return Ok(());
+    }
+    let family: usize = comparisons.iter().map(|c| c.pooled_rows().count()).sum();
+    for c in comparisons {
+        files.push((c.page.clone(), page(c, family)?));
+    }
+    files.push((
+        "data/compare.json".into(),
+        compare_json(comparisons, family),
+    ));
+    Ok(())
+}
+
+/// The "Comparisons" block of a page at `depth`: a list of the comparisons that involve `row`
+/// (every one when `None`), each with its overall verdict; `anchor` points into the page (a
+/// task's row). Empty when there is none, so pages without comparisons are unchanged.
+pub fn block(
+    comparisons: &[Comparison],
+    depth: usize,
+    row: Option<&str>,
+    anchor: Option<&str>,
+) -> String {
+    let shown: Vec<&Comparison> = comparisons
+        .iter()
+        .filter(|c| {
+            row.is_none_or(|r| (c.a_linked && c.a_row == r) || (c.b_linked && c.b_row == r))
+        })
+        .filter(|c| anchor.is_none_or(|t| c.cells.iter().any(|x| x.task == t)))
+        .collect();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let root = root(depth);
+    let mut out = String::from(
+        "<section id=\"comparisons\"><h2>Comparisons</h2>\n<ul class=\"comparisons\">",
+    );
+    for c in shown {
+        let verdict = match (anchor, &c.overall) {
+            (Some(task), _) => c
+                .cells
+                .iter()
+                .find(|x| x.task == task)
+                .map_or("not run by both", |x| x.direction.as_str()),
+            (None, Some(o)) => o.direction.as_str(),
+            (None, None) => "nothing in common",
+        };
+        out.push_str(&format!(
+            "<li><a href=\"{root}{}{}\">{} against {}</a>: {}</li>",
+            escape(&c.page),
+            anchor
+                .map(|t| format!("#t~{}", escape(t)))
+                .unwrap_or_default(),
+            escape(&c.b),
+            escape(&c.a),
+            verdict
+        ));
+    }
+    out.push_str("</ul></section>\n");
+    out
+}
