@@ -157,6 +157,8 @@ pub struct Report {
     /// A failure that stopped the collection (a write that failed).
     pub fatal: Option<String>,
     pub seconds: f64,
+    /// Ctrl-C came during the preflight, before any cell was started.
+    pub preflight_interrupted: bool,
 }
 
 /// A rate for people: whole numbers when fast (a mock), two decimals when slow (a model on a
@@ -173,6 +175,10 @@ impl Report {
     /// The summary as text, one line per model.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        if self.preflight_interrupted {
+            out.push_str("collect: interrupted during the preflight; no cell was started\n");
+            return out;
+        }
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         out.push_str(&format!(
             "collect {}: {} samples in {:.1} s ({}/s){}\n",
@@ -415,26 +421,50 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         let endpoint = Endpoint::new(&entry)?;
         infos.push((entry, cells, skipped, endpoint));
     }
-    let probes = futures_util::future::join_all(infos.iter().map(|(_, cells, _, ep)| async move {
-        if cells.is_empty() {
-            Ok(Value::Null)
-        } else {
-            ep.server_info().await
-        }
-    }))
-    .await;
-    // Preflight, every row at once (each row's probes run one after the other).
-    let preflights = futures_util::future::join_all(infos.iter().zip(&probes).map(
-        |((entry, cells, _, ep), probe)| async move {
-            match probe {
-                Ok(server) if opts.preflight && !cells.is_empty() => {
-                    Some(preflight::run(ep, entry, server).await)
+    // Server info and preflight, every row at once (each row's requests one after the other),
+    // each line of progress naming its row. Ctrl-C stops it at once, like the cells.
+    let mut stop = stop_tx.subscribe();
+    let say = &say;
+    let asked = async {
+        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep)| async move {
+            if cells.is_empty() {
+                return (Ok(Value::Null), None);
+            }
+            let name = &entry.name;
+            let progress = |line: String| say(&format!("preflight {name}: {line}"));
+            let t0 = Instant::now();
+            let server = ep
+                .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
+                .await;
+            let p = match &server {
+                Ok(server) if opts.preflight => {
+                    Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
                 }
                 _ => None,
+            };
+            if opts.preflight {
+                progress(format!("done in {:.1} s", t0.elapsed().as_secs_f64()));
             }
-        },
-    ))
-    .await;
+            (server, p)
+        }))
+        .await
+    };
+    let asked = tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => None,
+        a = asked => Some(a),
+    };
+    let Some(asked) = asked else {
+        return Ok(Report {
+            run_id: String::new(),
+            models: Vec::new(),
+            interrupted: true,
+            fatal: None,
+            seconds: 0.0,
+            preflight_interrupted: true,
+        });
+    };
+    let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
     for (((entry, cells, skipped, endpoint), probe), preflight) in
         infos.into_iter().zip(probes).zip(preflights)
     {
@@ -559,6 +589,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         interrupted,
         fatal,
         seconds: shared.started.elapsed().as_secs_f64(),
+        preflight_interrupted: false,
     })
 }
 

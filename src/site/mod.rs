@@ -528,10 +528,8 @@ fn server_rows(s: &Value) -> Vec<(String, String)> {
                     v.as_str().unwrap_or_default().to_string(),
                 )),
                 "models_status" => rows.push((format!("GET /models{n}"), v.to_string())),
-                "models" => match crate::collect::preflight::listed_model_ids(e) {
-                    Some(ids) if !ids.is_empty() => {
-                        rows.push((format!("models listed{n}"), ids.join(", ")))
-                    }
+                "models" => match crate::collect::preflight::listed_models_text(e) {
+                    Some(ids) => rows.push((format!("models listed{n}"), ids)),
                     _ => flatten(v, &format!("models{n}"), 2, &mut rows),
                 },
                 _ => flatten(v, &format!("{k}{n}"), 1, &mut rows),
