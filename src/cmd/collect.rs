@@ -78,5 +78,15 @@ pub fn run(o: &CollectOpts) -> Result<()> {
     if !failed.is_empty() {
         bail!("not collected: {}", failed.join(", "));
     }
+    // A row of transport errors only has nothing to score: a success it is not.
+    let unscored: Vec<String> = report
+        .models
+        .iter()
+        .filter(|m| m.never_scored())
+        .map(|m| format!("{}: {}", m.name, m.diagnosis()))
+        .collect();
+    if !unscored.is_empty() {
+        bail!("{}", unscored.join("\n"));
+    }
     Ok(())
 }
