@@ -220,3 +220,99 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
     // Six probes of one second each, not 6 × 3 attempts.
     assert!(secs < 12.0, "took {secs:.1} s");
 }
+
+#[test]
+fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores() {
+    const KEY: &str = "sk-callcheck-test-0123456789abcdef";
+    let tmp = tempfile::tempdir().unwrap();
+    // A gateway that echoes the bearer token: in a 401 body, in a header, in a completion.
+    let server = loopback(|req| {
+        let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+        let echo = |status: u16, body: String| Reply::Full {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("x-request-id".into(), auth.clone()),
+            ],
+            body: body.into_bytes(),
+        };
+        if req.path == "/v1/models" {
+            return echo(
+                401,
+                format!(r#"{{"error":{{"message":"invalid key: {auth}"}}}}"#),
+            );
+        }
+        if req.headers.contains_key("x-callcheck-preflight") {
+            return echo(
+                400,
+                format!(r#"{{"error":{{"message":"refused for {auth}"}}}}"#),
+            );
+        }
+        let tag = req.headers.get("x-callcheck-sample").cloned().unwrap_or_default();
+        if tag.ends_with("/1/0") {
+            return echo(
+                401,
+                format!(r#"{{"error":{{"message":"invalid key: {auth}"}}}}"#),
+            );
+        }
+        let body = completion(10, None).replace("It is sunny.", &format!("Your key is {auth}"));
+        echo(200, body)
+    });
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\napi_key_env = \"CALLCHECK_TEST_KEY\"\ntimeout_secs = 10\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    let out = collect(
+        &strs(&args(&cfg, &runs, &[])),
+        &[("CALLCHECK_TEST_KEY", KEY)],
+    );
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    // The server did get the key, and did echo it.
+    assert!(
+        server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| r.headers.get("authorization").map(String::as_str)
+                == Some(&format!("Bearer {KEY}"))),
+    );
+    assert!(!printed.contains(KEY), "printed: {printed}");
+    assert!(printed.contains("[REDACTED]"), "the warnings show where: {printed}");
+    let stored = files(&runs);
+    assert!(!stored.is_empty());
+    for (name, bytes) in &stored {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(KEY),
+            "{name} holds the key"
+        );
+    }
+    let run = &runs::scan(&runs).runs[0];
+    let mut redacted = 0;
+    for s in &run.samples {
+        let dir = run.sample_dir(s);
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+        // Body, header and (for the 401) the error text each held it once.
+        let n = meta["redacted_secrets"].as_u64().unwrap_or(0);
+        assert!(n >= 2, "{meta}");
+        assert_eq!(meta["headers"]["x-request-id"], "Bearer [REDACTED]", "{meta}");
+        let body = std::fs::read_to_string(dir.join("response.json")).unwrap();
+        assert!(body.contains("[REDACTED]"), "{body}");
+        redacted += n;
+    }
+    assert!(redacted >= 6);
+    let cell = std::fs::read_to_string(run.dir.join("cell.json")).unwrap();
+    assert!(cell.contains("[REDACTED]"), "{cell}");
+}

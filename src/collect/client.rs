@@ -99,6 +99,102 @@ impl Exchange {
     }
 }
 
+/// What replaces an echoed API key in everything collect keeps or prints.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Keys shorter than this are not searched for in what servers send: a placeholder such as
+/// `none` or `EMPTY` (vLLM's documented dummy key) would otherwise be cut out of model text.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Finds the row's API key in bytes a server sent (as sent, and as it reads inside a JSON
+/// string) and replaces it with [`REDACTED`]: some gateways echo the bearer token in a 401
+/// body or a header, and callcheck promises the key never reaches runs/, logs or the terminal.
+#[derive(Clone)]
+pub struct Redactor {
+    patterns: Vec<regex::bytes::Regex>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Redactor(..)")
+    }
+}
+
+impl Redactor {
+    /// A redactor for `key`, or `None` when the key is too short to be told from text.
+    pub fn new(key: &str) -> Option<Redactor> {
+        if key.chars().count() < MIN_SECRET_LEN {
+            return None;
+        }
+        let mut forms = vec![key.to_string()];
+        if let Ok(q) = serde_json::to_string(key) {
+            let inner = q[1..q.len() - 1].to_string();
+            if inner != key {
+                forms.push(inner);
+            }
+        }
+        let patterns = forms
+            .iter()
+            .filter_map(|f| regex::bytes::Regex::new(&regex::escape(f)).ok())
+            .collect::<Vec<_>>();
+        Some(Redactor { patterns })
+    }
+
+    /// Replaces every occurrence in `bytes`; returns how many there were.
+    pub fn bytes(&self, bytes: &mut Vec<u8>) -> u64 {
+        let mut n = 0u64;
+        for re in &self.patterns {
+            let found = re.find_iter(bytes).count() as u64;
+            if found > 0 {
+                *bytes = re.replace_all(bytes, REDACTED.as_bytes()).into_owned();
+                n += found;
+            }
+        }
+        n
+    }
+
+    /// Replaces every occurrence in `text`; returns how many there were.
+    pub fn text(&self, text: &mut String) -> u64 {
+        let mut b = std::mem::take(text).into_bytes();
+        let n = self.bytes(&mut b);
+        *text = String::from_utf8_lossy(&b).into_owned();
+        n
+    }
+
+    /// Replaces every occurrence in a JSON value's strings (and object keys).
+    pub fn json(&self, v: &mut Value) -> u64 {
+        let Ok(mut text) = serde_json::to_vec(v) else {
+            return 0;
+        };
+        let n = self.bytes(&mut text);
+        if n > 0
+            && let Ok(clean) = serde_json::from_slice(&text)
+        {
+            *v = clean;
+        }
+        n
+    }
+
+    /// Redacts one exchange's kept bytes, headers and errors, recording the count in its meta.
+    fn exchange(&self, ex: &mut Exchange) {
+        let mut n = self.bytes(&mut ex.response);
+        for v in ex.meta.headers.values_mut() {
+            n += self.text(v);
+        }
+        if let Some(e) = ex.meta.error.as_mut() {
+            n += self.text(e);
+        }
+        for a in &mut ex.meta.attempts {
+            if let Some(e) = a.error.as_mut() {
+                n += self.text(e);
+            }
+        }
+        if n > 0 {
+            ex.meta.redacted_secrets = Some(n);
+        }
+    }
+}
+
 /// One model row's endpoints, with a pooled connection per replica.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -106,6 +202,8 @@ pub struct Endpoint {
     urls: Vec<String>,
     next: AtomicUsize,
     auth: Option<HeaderValue>,
+    /// The key's redactor, when the row has a key long enough to look for.
+    secret: Option<Redactor>,
     timeout: Duration,
     stream: bool,
 }
@@ -188,6 +286,7 @@ enum BodyEnd {
 impl Endpoint {
     /// Sets up the client for one model row, reading its API key from the environment.
     pub fn new(entry: &ModelEntry) -> Result<Endpoint, EndpointError> {
+        let mut secret = None;
         let auth = match &entry.api_key_env {
             None => None,
             Some(var) => {
@@ -204,6 +303,7 @@ impl Endpoint {
                     })?;
                 // Keeps the value out of any Debug output, hyper's included.
                 v.set_sensitive(true);
+                secret = Redactor::new(key.trim());
                 Some(v)
             }
         };
@@ -226,6 +326,7 @@ impl Endpoint {
             urls,
             next: AtomicUsize::new(0),
             auth,
+            secret,
             timeout: Duration::from_secs(entry.timeout_secs),
             stream: entry.stream,
         })
@@ -255,14 +356,24 @@ impl Endpoint {
     /// Sends one chat-completions request (retrying before the first body byte only) and
     /// returns what to keep. Never fails: a failure is an [`Exchange`] whose meta says why.
     /// `tag` is `<task-id>/<sample index>`, sent in [`SAMPLE_HEADER`] with the attempt number.
+    /// The row's key redactor, when it has a key worth looking for.
+    pub fn redactor(&self) -> Option<&Redactor> {
+        self.secret.as_ref()
+    }
+
     pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
         let limits = Limits {
             timeout: self.timeout,
             max_body: MAX_BODY,
             what: "timeout_secs",
         };
-        self.exchange(body, SAMPLE_HEADER, tag, self.stream, policy, limits)
-            .await
+        let mut ex = self
+            .exchange(body, SAMPLE_HEADER, tag, self.stream, policy, limits)
+            .await;
+        if let Some(r) = &self.secret {
+            r.exchange(&mut ex);
+        }
+        ex
     }
 
     /// The timeout of the preflight's requests: its own short one, or the row's when shorter.
@@ -286,8 +397,13 @@ impl Endpoint {
             max_body: PREFLIGHT_MAX_BODY,
             what: "the preflight's probe timeout",
         };
-        self.exchange(body, PREFLIGHT_HEADER, check, stream, policy, limits)
-            .await
+        let mut ex = self
+            .exchange(body, PREFLIGHT_HEADER, check, stream, policy, limits)
+            .await;
+        if let Some(r) = &self.secret {
+            r.exchange(&mut ex);
+        }
+        ex
     }
 
     async fn exchange(
@@ -466,7 +582,10 @@ impl Endpoint {
             r.insert("base_url".into(), json!(shown));
             let t0 = Instant::now();
             match self.get_bounded(&format!("{base}/models"), timeout).await {
-                Ok(got) => {
+                Ok(mut got) => {
+                    if let Some(s) = &self.secret {
+                        s.bytes(&mut got.body);
+                    }
                     reached = true;
                     r.insert("models_status".into(), json!(got.status));
                     let list = crate::collect::preflight::ModelList::read(
@@ -480,7 +599,10 @@ impl Endpoint {
                     ));
                     list.insert_into(&mut r);
                 }
-                Err(e) => {
+                Err(mut e) => {
+                    if let Some(s) = &self.secret {
+                        s.text(&mut e);
+                    }
                     progress(format!(
                         "GET {shown}/models: {e} ({:.1} s)",
                         t0.elapsed().as_secs_f64()
@@ -493,8 +615,11 @@ impl Endpoint {
             if let Ok(got) = self.get_bounded(&format!("{root}/version"), timeout).await
                 && got.status == 200
                 && !got.cut
-                && let Ok(v) = serde_json::from_slice::<Value>(&got.body)
+                && let Ok(mut v) = serde_json::from_slice::<Value>(&got.body)
             {
+                if let Some(s) = &self.secret {
+                    s.json(&mut v);
+                }
                 // A version is a few fields; anything bigger is not one worth keeping whole.
                 let v = if serde_json::to_string(&v).map_or(usize::MAX, |s| s.len()) <= 2048 {
                     v
@@ -595,6 +720,19 @@ async fn read_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echoed_key_is_redacted_as_sent_and_as_json_escapes_it() {
+        let r = Redactor::new("sk-a/b\"c-123").unwrap();
+        let mut b = br#"{"m":"sk-a/b\"c-123 and sk-a/b"c-123"}"#.to_vec();
+        assert_eq!(r.bytes(&mut b), 2);
+        assert_eq!(b, br#"{"m":"[REDACTED] and [REDACTED]"}"#.to_vec());
+        let mut v = json!({"detail": "Bearer sk-a/b\"c-123"});
+        assert_eq!(r.json(&mut v), 1);
+        assert_eq!(v, json!({"detail": "Bearer [REDACTED]"}));
+        // A placeholder key is not a secret to cut out of model text.
+        assert!(Redactor::new("EMPTY").is_none());
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {
