@@ -57,7 +57,17 @@ fn the_api_key_never_reaches_disk_or_output() {
             ("CALLCHECK_TEST_WRONG_KEY", &wrong),
         ],
     );
-    ok(&out);
+    // The wrong key's row holds 401s only: nothing of it can be scored, which fails the
+    // collection with what the server answered and what to check.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("wrong-key: no scored sample")
+            && err.contains("HTTP 401 on every request")
+            && err.contains("check the variable CALLCHECK_TEST_WRONG_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("right-key: no scored sample"), "{err}");
     let scan = callcheck::runs::scan(&runs);
     let mut checked = 0;
     for r in &scan.runs {
