@@ -8,7 +8,7 @@ mod collect_support;
 use callcheck::collect::config;
 use callcheck::mock::MockConfig;
 use callcheck::mock::respond::{self, Answer, SampleKey};
-use callcheck::request::chat_request;
+use callcheck::request::sample_request;
 use callcheck::score::score;
 use callcheck::taxonomy::{Label, Outcome};
 use callcheck::transcript::Meta;
@@ -103,7 +103,7 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
             assert_eq!(cell.task.sha256, task.sha256);
             assert_eq!(cell.model, entry.redacted());
             assert_eq!(
-                cell.server["endpoints"][0]["models"]["data"][1]["id"],
+                cell.server["endpoints"][0]["models"]["ids"][1],
                 "mock-sloppy"
             );
             assert!(
@@ -120,9 +120,9 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
                     .map(|s| s.to_string())
                     .collect()
             );
-            let request = chat_request(task, &entry.asking());
-            let request_bytes = serde_json::to_vec(&request).unwrap();
             for i in 0..3u64 {
+                let request = sample_request(task, &entry.asking(), i as u32);
+                let request_bytes = serde_json::to_vec(&request).unwrap();
                 samples += 1;
                 let sdir = rdir.join("samples").join(format!("{i:03}"));
                 let files = names(&sdir);

@@ -113,3 +113,50 @@ fn the_summary_counts_attempts_retries_and_errors_apart() {
     assert!(!err.contains("0.00/s"), "{err}");
     assert!(!err.contains("hold only transport errors"), "{err}");
 }
+
+#[test]
+fn a_row_seed_gives_each_sample_its_own_recorded_seed_reproducibly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = loopback(|req| {
+        if req.path == "/v1/models" {
+            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
+        }
+        Reply::json(200, completion(10, None))
+    });
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\n[model.params]\nseed = 7\ntemperature = 0.7\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let seeds_in = |runs: &Path| -> Vec<i64> {
+        let mut out = Vec::new();
+        for r in callcheck::runs::scan(runs).runs {
+            for s in &r.samples {
+                let req: serde_json::Value =
+                    serde_json::from_slice(&r.read_sample(s).unwrap().request).unwrap();
+                out.push(req["seed"].as_i64().unwrap());
+            }
+        }
+        out
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for runs in [&a, &b] {
+        let (ok, err) = run(&cfg, runs, &["--no-preflight"]);
+        assert!(ok, "{err}");
+    }
+    let seeds = seeds_in(&a);
+    let expected: Vec<i64> = (0..3)
+        .map(|i| callcheck::request::sample_seed(7, "basic-weather-city", i))
+        .collect();
+    assert_eq!(seeds, expected);
+    assert_eq!(
+        seeds.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        3,
+        "one seed per sample"
+    );
+    assert_eq!(seeds_in(&b), seeds, "a re-collection sends the same seeds");
+}

@@ -783,8 +783,20 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             break;
         }
         let task = &shared.tasks[plan.task];
-        let body = match serde_json::to_vec(&crate::request::chat_request(task, &asking)) {
-            Ok(b) => bytes::Bytes::from(b),
+        // One body per sample: a row that sets `seed` sends each sample its own (derived from
+        // the row's seed, the task and the sample number), so k samples are k draws.
+        let bodies: Result<Vec<bytes::Bytes>, _> = (0..plan.need)
+            .map(|i| {
+                serde_json::to_vec(&crate::request::sample_request(
+                    task,
+                    &asking,
+                    plan.first + i,
+                ))
+                .map(bytes::Bytes::from)
+            })
+            .collect();
+        let bodies = match bodies {
+            Ok(b) => b,
             Err(e) => {
                 shared.fail(
                     format!("cannot encode the request for {}: {e}", task.id),
@@ -861,7 +873,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             let shared = shared.clone();
             let stop_tx = stop_tx.clone();
             let cell = cell.clone();
-            let body = body.clone();
+            let body = bodies[i as usize].clone();
             let tag = format!("{}/{}", task.id, plan.first + i);
             tokio::spawn(async move {
                 let mut stop = shared.stop.clone();
