@@ -204,6 +204,7 @@ fn process(
             value_match: verdict.value_match,
             extra_prose: verdict.extra_prose,
             task_changed: job.task_changed,
+            response: crate::report::distinct::fingerprint(&files.response, files.streamed),
             metrics,
             detail: verdict.detail,
         },

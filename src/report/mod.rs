@@ -2,6 +2,7 @@
 //! intervals, label counts, measured reroll success and the HiTEC view. Pure: data in, a
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
+pub mod distinct;
 pub mod interval;
 
 use crate::cli::IntervalKind;
@@ -49,6 +50,8 @@ pub struct Scored {
     pub extra_prose: bool,
     /// The task file changed since this sample was collected (sha256 differs from cell.json).
     pub task_changed: bool,
+    /// What the model answered, fingerprinted ([`distinct::fingerprint`]).
+    pub response: String,
 }
 
 /// What the site needs to know about a task.
@@ -118,9 +121,17 @@ pub struct Cell {
     pub value_compared: u64,
     /// Some sample was collected for an earlier version of the task file.
     pub task_changed: bool,
+    /// Distinct answers among the scored samples ([`distinct::fingerprint`]).
+    pub distinct_responses: u64,
 }
 
 impl Cell {
+    /// Two or more scored samples, all the same answer: one observation repeated, so the
+    /// interval, which counts them as independent, overstates the evidence.
+    pub fn identical(&self) -> bool {
+        self.scored >= 2 && self.distinct_responses == 1
+    }
+
     /// pass@1: the share of scored samples that passed.
     pub fn rate(&self) -> Option<f64> {
         (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
@@ -312,6 +323,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 value_matches: 0,
                 value_compared: 0,
                 task_changed: false,
+                distinct_responses: 0,
             });
         c.samples.push(i);
         if c.runs.last() != Some(&s.key.run) {
@@ -340,6 +352,14 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         }
     }
     for c in cells.values_mut() {
+        c.distinct_responses = c
+            .samples
+            .iter()
+            .filter_map(|&i| samples.get(i))
+            .filter(|s| s.outcome != Outcome::Error)
+            .map(|s| s.response.as_str())
+            .collect::<BTreeSet<_>>()
+            .len() as u64;
         c.interval = interval::interval(kind, c.passes, c.scored);
         c.reliability = Reliability::of(c.interval.as_ref());
     }
@@ -421,6 +441,7 @@ mod tests {
             value_match: None,
             extra_prose: false,
             task_changed: false,
+            response: n.into(),
         }
     }
 

@@ -79,6 +79,8 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "value_matches": c.value_matches,
                 "value_compared": c.value_compared,
                 "task_changed": c.task_changed,
+                "distinct_responses": c.distinct_responses,
+                "identical": c.identical(),
                 "label_counts": labels,
             })
         })

@@ -313,6 +313,8 @@ struct ModelPage<'a> {
     preflight: Vec<Vec<PreflightRow>>,
     versions: String,
     runs: &'a [(String, String, u32, String, String)],
+    /// The sentence saying the row's samples look deterministic, or empty.
+    determinism: String,
 }
 
 struct ExpectedView {
@@ -797,6 +799,14 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         preflight,
         versions: info.versions.join(", "),
         runs: &runs,
+        determinism: crate::report::distinct::determinism_note(
+            input
+                .matrix
+                .cells
+                .values()
+                .filter(|c| c.model == mv.name),
+            &info.entries,
+        ),
     };
     files.push((
         format!("models/{}.html", mv.name),
