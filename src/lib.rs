@@ -11,6 +11,7 @@ pub mod corrupt;
 pub mod hitec;
 pub mod json;
 pub mod mock;
+pub mod names;
 pub mod reply;
 pub mod report;
 pub mod request;

@@ -304,3 +304,52 @@ fn shards_split_cells_and_their_trees_merge_by_copying() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shard"));
 }
+
+#[test]
+fn row_names_too_long_or_differing_only_in_case_are_refused_up_front() {
+    let row = |name: &str| {
+        format!("[[model]]\nname = \"{name}\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n")
+    };
+    let long = "r".repeat(250);
+    let (out, tmp) = run_config(&row(&long), &corpus());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("250 bytes long") && err.contains("at most 120"), "{err}");
+    assert!(!tmp.path().join("runs").exists(), "nothing written");
+    let (out, tmp) = run_config(&format!("{}{}", row("Qwen3"), row("qwen3")), &corpus());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("differs only in case"), "{err}");
+    assert!(!tmp.path().join("runs").exists(), "nothing written");
+}
+
+#[test]
+fn tasks_lint_refuses_task_ids_too_long_or_differing_only_in_case() {
+    let base: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(callcheck::task::load(&corpus()).unwrap()[0].file.clone()).unwrap(),
+    )
+    .unwrap();
+    let lint = |ids: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let tasks = tmp.path().join("tasks");
+        std::fs::create_dir(&tasks).unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            let mut t = base.clone();
+            t["id"] = serde_json::json!(id);
+            std::fs::write(tasks.join(format!("t{i}.json")), t.to_string()).unwrap();
+        }
+        let out = std::process::Command::new(BIN)
+            .args(["tasks", "lint", "--tasks"])
+            .arg(&tasks)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, err) = lint(&["weather-a", "weather-b"]);
+    assert!(ok, "control: two distinct ids lint clean: {err}");
+    let long = "t".repeat(300);
+    let (ok, err) = lint(&[&long]);
+    assert!(!ok && err.contains("300 bytes long") && err.contains("t0.json"), "{err}");
+    let (ok, err) = lint(&["Weather-A", "weather-a"]);
+    assert!(!ok && err.contains("differs only in case"), "{err}");
+}
