@@ -151,6 +151,9 @@ pub struct BuildOpts {
     /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
     #[arg(long, value_name = "SAMPLES-CSV")]
     pub previous: Option<PathBuf>,
+    /// Build even when runs/ holds no sample (an empty site); without it that is an error.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 #[derive(Debug, Subcommand)]

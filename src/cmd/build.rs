@@ -68,6 +68,8 @@ struct Done {
     scored: Scored,
     hashes: Vec<(String, String)>,
     bytes: u64,
+    /// Damaged files of the sample (scored anyway), reported like skipped inputs.
+    damaged: Vec<SkippedInput>,
 }
 
 fn rel(root: &Path, p: &Path) -> String {
@@ -168,6 +170,10 @@ fn process(
         hashes.push((format!("{base}/meta.json"), sha256_hex(&files.meta)));
     }
     let bytes = (files.request.len() + files.response.len() + files.meta.len()) as u64;
+    let damaged = files.damage().into_iter().map(|reason| SkippedInput {
+        path: base.clone(),
+        reason,
+    });
     let t = files.transcript();
     let verdict = score(job.task, &t);
     let key = SampleKey {
@@ -210,6 +216,7 @@ fn process(
         },
         hashes,
         bytes,
+        damaged: damaged.collect(),
     }))
 }
 
@@ -300,6 +307,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             });
         }
     }
+    if jobs.is_empty() && !opts.allow_empty {
+        bail!(
+            "no sample to build in {} ({} run director{} skipped): collect first, check --runs, or pass --allow-empty to build an empty site",
+            opts.runs.display(),
+            skipped.len(),
+            if skipped.len() == 1 { "y" } else { "ies" }
+        );
+    }
     let models: BTreeSet<&str> = used_runs.iter().map(|r| r.model.as_str()).collect();
     eprintln!(
         "read {} run director{} from {}: {} samples, {} model{}",
@@ -344,6 +359,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         for d in done {
             match d? {
                 Ok(d) => {
+                    skipped.extend(d.damaged);
                     scored.push(d.scored);
                     transcripts.extend(d.hashes);
                     read_bytes += d.bytes;

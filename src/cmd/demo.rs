@@ -126,6 +126,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         out: o.out.clone(),
         interval: Default::default(),
         previous: None,
+        allow_empty: false,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");
