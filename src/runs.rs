@@ -150,8 +150,9 @@ pub fn scan(root: &Path) -> Scan {
                 if !is_path_safe(&run_id) {
                     scan.skipped.push(Skipped {
                         path: rdir,
-                        reason: "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+"
-                            .into(),
+                        reason:
+                            "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+"
+                                .into(),
                     });
                     continue;
                 }

@@ -16,7 +16,10 @@ fn an_empty_runs_folder_is_an_error_unless_allowed() {
     let o = build(&fixture_tasks(), &runs, &out, &[], &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
-    assert!(err.contains("no sample to build in") && err.contains("--allow-empty"), "{err}");
+    assert!(
+        err.contains("no sample to build in") && err.contains("--allow-empty"),
+        "{err}"
+    );
     assert!(!out.exists(), "nothing built");
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--allow-empty"], &[]);
     assert!(err.contains("0 samples"), "{err}");
@@ -34,7 +37,9 @@ fn a_run_folder_with_a_name_outside_the_safe_set_is_skipped_and_never_linked() {
     let out = tmp.path().join("site");
     let err = build_ok(&fixture_tasks(), &runs, &out, &[], &[]);
     assert!(
-        err.contains(&format!("skipped alpha/convert-currency/{bad_name}: not a valid run id")),
+        err.contains(&format!(
+            "skipped alpha/convert-currency/{bad_name}: not a valid run id"
+        )),
         "{err}"
     );
     for (path, bytes) in tree(&out) {
@@ -68,7 +73,10 @@ fn damaged_meta_and_request_files_are_reported_and_the_sample_still_scored() {
         "{err}"
     );
     // Still scored: its transcript page and its row in samples.csv exist.
-    assert!(out.join("t/alpha/convert-currency/r0001/000.html").is_file());
+    assert!(
+        out.join("t/alpha/convert-currency/r0001/000.html")
+            .is_file()
+    );
     let csv = read(&out, "data/samples.csv");
     assert!(
         csv.lines()

@@ -30,15 +30,21 @@ fn config(dir: &Path, url: &str, timeout_secs: u64) -> PathBuf {
     cfg
 }
 
-fn args<'a>(cfg: &'a Path, runs: &'a Path, extra: &[&'a str]) -> Vec<String> {
-    let mut a: Vec<String> = collect_args(cfg, &corpus(), runs);
-    a.extend(
-        ["--k", "3", "--backoff-ms", "5", "--only", "basic-weather-city"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
+/// The flags every test here adds: one task at k = 3, short backoff.
+const ONE_CELL: [&str; 6] = [
+    "--k",
+    "3",
+    "--backoff-ms",
+    "5",
+    "--only",
+    "basic-weather-city",
+];
+
+/// Runs collect over one cell with `extra` flags and `env`.
+fn run(cfg: &Path, runs: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut a = ONE_CELL.to_vec();
+    a.extend_from_slice(extra);
+    collect_in(cfg, &corpus(), runs, &a, env)
 }
 
 fn cell_json_sizes(root: &Path) -> Vec<u64> {
@@ -53,7 +59,9 @@ fn cell_json_sizes(root: &Path) -> Vec<u64> {
 fn big_list(n: usize) -> Vec<u8> {
     let mut s = String::from(r#"{"object":"list","data":[{"id":"served","object":"model"}"#);
     for i in 0..n {
-        s.push_str(&format!(r#",{{"id":"junk-{i:08}","object":"model","owned_by":"x"}}"#));
+        s.push_str(&format!(
+            r#",{{"id":"junk-{i:08}","object":"model","owned_by":"x"}}"#
+        ));
     }
     s.push_str("]}");
     s.into_bytes()
@@ -95,7 +103,7 @@ fn an_oversized_model_list_is_read_up_to_the_cap_and_summarised() {
     let cfg = config(tmp.path(), &server.url, 20);
     let runs = tmp.path().join("runs");
     let t0 = Instant::now();
-    let out = collect(&strs(&args(&cfg, &runs, &[])), &[]);
+    let out = run(&cfg, &runs, &[], &[]);
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -125,7 +133,7 @@ fn an_endless_model_list_is_cut_at_the_cap_not_at_the_timeout() {
     let cfg = config(tmp.path(), &server.url, 120);
     let runs = tmp.path().join("runs");
     let t0 = Instant::now();
-    let out = collect(&strs(&args(&cfg, &runs, &[])), &[]);
+    let out = run(&cfg, &runs, &[], &[]);
     ok(&out);
     let secs = t0.elapsed().as_secs_f64();
     assert!(secs < 15.0, "took {secs:.1} s");
@@ -145,10 +153,13 @@ fn a_model_list_cut_before_the_served_id_is_a_warning_not_a_stop() {
     });
     let cfg = config(tmp.path(), &server.url, 20);
     let runs = tmp.path().join("runs");
-    let out = collect(&strs(&args(&cfg, &runs, &[])), &[]);
+    let out = run(&cfg, &runs, &[], &[]);
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot tell whether \"served\" is served"), "{err}");
+    assert!(
+        err.contains("cannot tell whether \"served\" is served"),
+        "{err}"
+    );
     assert_eq!(runs::scan(&runs).runs.len(), 1, "the row was collected");
 }
 
@@ -159,8 +170,7 @@ fn ctrl_c_stops_a_stalled_preflight_at_once() {
     let cfg = config(tmp.path(), &server.url, 120);
     let runs = tmp.path().join("runs");
     let child = Command::new(BIN)
-        .arg("collect")
-        .args(args(&cfg, &runs, &[]))
+        .args(collect_argv(&cfg, &corpus(), &runs, &ONE_CELL))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -182,7 +192,10 @@ fn ctrl_c_stops_a_stalled_preflight_at_once() {
     let took = sent.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(took < Duration::from_secs(3), "took {took:?} after Ctrl-C: {err}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} after Ctrl-C: {err}"
+    );
     assert!(err.contains("interrupted during the preflight"), "{err}");
     assert!(runs::scan(&runs).runs.is_empty());
 }
@@ -200,7 +213,7 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
     let cfg = config(tmp.path(), &server.url, 1);
     let runs = tmp.path().join("runs");
     let t0 = Instant::now();
-    let out = collect(&strs(&args(&cfg, &runs, &["--retries", "0"])), &[]);
+    let out = run(&cfg, &runs, &["--retries", "0"], &[]);
     ok(&out);
     let secs = t0.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -216,7 +229,10 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
         err.contains("timed out after 1 s (the preflight's probe timeout)"),
         "{err}"
     );
-    assert!(err.contains("preflight row: probe tool_choice_auto:"), "{err}");
+    assert!(
+        err.contains("preflight row: probe tool_choice_auto:"),
+        "{err}"
+    );
     // Six probes of one second each, not 6 × 3 attempts.
     assert!(secs < 12.0, "took {secs:.1} s");
 }
@@ -227,7 +243,11 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
     let tmp = tempfile::tempdir().unwrap();
     // A gateway that echoes the bearer token: in a 401 body, in a header, in a completion.
     let server = loopback(|req| {
-        let auth = req.headers.get("authorization").cloned().unwrap_or_default();
+        let auth = req
+            .headers
+            .get("authorization")
+            .cloned()
+            .unwrap_or_default();
         let echo = |status: u16, body: String| Reply::Full {
             status,
             headers: vec![
@@ -248,7 +268,11 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
                 format!(r#"{{"error":{{"message":"refused for {auth}"}}}}"#),
             );
         }
-        let tag = req.headers.get("x-callcheck-sample").cloned().unwrap_or_default();
+        let tag = req
+            .headers
+            .get("x-callcheck-sample")
+            .cloned()
+            .unwrap_or_default();
         if tag.ends_with("/1/0") {
             return echo(
                 401,
@@ -268,10 +292,7 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
     )
     .unwrap();
     let runs = tmp.path().join("runs");
-    let out = collect(
-        &strs(&args(&cfg, &runs, &[])),
-        &[("CALLCHECK_TEST_KEY", KEY)],
-    );
+    let out = run(&cfg, &runs, &[], &[("CALLCHECK_TEST_KEY", KEY)]);
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -280,16 +301,17 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
     assert!(out.status.success(), "{printed}");
     // The server did get the key, and did echo it.
     assert!(
-        server
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .all(|r| r.headers.get("authorization").map(String::as_str)
-                == Some(&format!("Bearer {KEY}"))),
+        server.seen.lock().unwrap().iter().all(|r| r
+            .headers
+            .get("authorization")
+            .map(String::as_str)
+            == Some(&format!("Bearer {KEY}"))),
     );
     assert!(!printed.contains(KEY), "printed: {printed}");
-    assert!(printed.contains("[REDACTED]"), "the warnings show where: {printed}");
+    assert!(
+        printed.contains("[REDACTED]"),
+        "the warnings show where: {printed}"
+    );
     let stored = files(&runs);
     assert!(!stored.is_empty());
     for (name, bytes) in &stored {
@@ -307,7 +329,10 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
         // Body, header and (for the 401) the error text each held it once.
         let n = meta["redacted_secrets"].as_u64().unwrap_or(0);
         assert!(n >= 2, "{meta}");
-        assert_eq!(meta["headers"]["x-request-id"], "Bearer [REDACTED]", "{meta}");
+        assert_eq!(
+            meta["headers"]["x-request-id"], "Bearer [REDACTED]",
+            "{meta}"
+        );
         let body = std::fs::read_to_string(dir.join("response.json")).unwrap();
         assert!(body.contains("[REDACTED]"), "{body}");
         redacted += n;

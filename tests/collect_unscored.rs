@@ -22,14 +22,16 @@ fn config(dir: &Path, base_url: &str) -> PathBuf {
 }
 
 fn run(cfg: &Path, runs: &Path, extra: &[&str]) -> (bool, String) {
-    let mut a = collect_args(cfg, &corpus(), runs);
-    a.extend(
-        ["--k", "3", "--backoff-ms", "5", "--only", "basic-weather-city"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    a.extend(extra.iter().map(|s| s.to_string()));
-    let out = collect(&strs(&a), &[]);
+    let mut a = vec![
+        "--k",
+        "3",
+        "--backoff-ms",
+        "5",
+        "--only",
+        "basic-weather-city",
+    ];
+    a.extend_from_slice(extra);
+    let out = collect_in(cfg, &corpus(), runs, &a, &[]);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -73,7 +75,10 @@ fn a_base_url_without_v1_fails_with_what_the_server_answered_and_why() {
     let cfg = config(tmp.path(), &server.url);
     let (ok, err) = run(&cfg, &runs, &["--retry-errors"]);
     assert!(ok, "{err}");
-    assert!(err.contains("3 samples written, 0 kept as transport errors"), "{err}");
+    assert!(
+        err.contains("3 samples written, 0 kept as transport errors"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -85,7 +90,11 @@ fn the_summary_counts_attempts_retries_and_errors_apart() {
         if req.path == "/v1/models" {
             return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
         }
-        let tag = req.headers.get("x-callcheck-sample").cloned().unwrap_or_default();
+        let tag = req
+            .headers
+            .get("x-callcheck-sample")
+            .cloned()
+            .unwrap_or_default();
         let parts: Vec<&str> = tag.rsplitn(3, '/').collect();
         match parts.as_slice() {
             ["0", _, _] => Reply::json(503, r#"{"error":{"message":"busy"}}"#),
@@ -154,7 +163,10 @@ fn a_row_seed_gives_each_sample_its_own_recorded_seed_reproducibly() {
         .collect();
     assert_eq!(seeds, expected);
     assert_eq!(
-        seeds.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        seeds
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
         3,
         "one seed per sample"
     );

@@ -588,9 +588,8 @@ impl Endpoint {
                     }
                     reached = true;
                     r.insert("models_status".into(), json!(got.status));
-                    let list = crate::collect::preflight::ModelList::read(
-                        &got.body, got.cut, model_id,
-                    );
+                    let list =
+                        crate::collect::preflight::ModelList::read(&got.body, got.cut, model_id);
                     progress(format!(
                         "GET {shown}/models: HTTP {}, {} in {:.1} s",
                         got.status,

@@ -405,8 +405,7 @@ fn sample_failed(dir: &Path) -> Option<String> {
     let m = std::fs::read(dir.join("meta.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())?;
-    (m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s)))
-        .then(|| error_kind(&m))
+    (m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s))).then(|| error_kind(&m))
 }
 
 /// A run being written: shared by its samples; the one that completes it renames it.

@@ -165,9 +165,8 @@ impl ModelList {
 
 /// The `"id": "…"` values in a cut JSON text, in order (JSON string escapes decoded).
 fn scan_ids(text: &str) -> Vec<String> {
-    static ID: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#""id"\s*:\s*("(?:[^"\\]|\\.)*")"#).ok()
-    });
+    static ID: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#""id"\s*:\s*("(?:[^"\\]|\\.)*")"#).ok());
     let Some(re) = ID.as_ref() else {
         return Vec::new();
     };
@@ -870,7 +869,14 @@ mod tests {
 
     #[test]
     fn probes_never_retry_more_than_collect_does() {
-        let p = |r| probe_retry(&RetryPolicy { retries: r, base_ms: 500, cap_ms: 30_000 }).retries;
+        let p = |r| {
+            probe_retry(&RetryPolicy {
+                retries: r,
+                base_ms: 500,
+                cap_ms: 30_000,
+            })
+            .retries
+        };
         assert_eq!((p(0), p(1), p(4)), (0, 1, PROBE_MAX_RETRIES));
     }
 

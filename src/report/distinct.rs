@@ -158,7 +158,10 @@ mod tests {
         assert!(note.contains("1 of its 2 cells"), "{note}");
         let t0 = [serde_json::json!({"params": {"temperature": 0}})];
         let note = determinism_note(std::iter::once(varied), &t0);
-        assert!(note.contains("temperature 0") && !note.contains("of its"), "{note}");
+        assert!(
+            note.contains("temperature 0") && !note.contains("of its"),
+            "{note}"
+        );
         let t7 = [serde_json::json!({"params": {"temperature": 0.7}})];
         assert_eq!(determinism_note(std::iter::once(varied), &t7), "");
     }

@@ -800,11 +800,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         versions: info.versions.join(", "),
         runs: &runs,
         determinism: crate::report::distinct::determinism_note(
-            input
-                .matrix
-                .cells
-                .values()
-                .filter(|c| c.model == mv.name),
+            input.matrix.cells.values().filter(|c| c.model == mv.name),
             &info.entries,
         ),
     };

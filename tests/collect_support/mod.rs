@@ -318,19 +318,34 @@ pub fn completion(prompt_tokens: u64, call: Option<(&str, &str)>) -> String {
     )
 }
 
-/// The arguments every collect test starts with: `--config CFG --tasks TASKS --runs RUNS`.
-pub fn collect_args(cfg: &Path, tasks: &Path, runs: &Path) -> Vec<String> {
-    vec![
+/// The binary's arguments for `collect --config CFG --tasks TASKS --runs RUNS EXTRA…`, for
+/// tests that start the process themselves (to interrupt or kill it) or run it several times.
+pub fn collect_argv(cfg: &Path, tasks: &Path, runs: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a = vec![
+        "collect".to_string(),
         "--config".into(),
         cfg.to_string_lossy().into_owned(),
         "--tasks".into(),
         tasks.to_string_lossy().into_owned(),
         "--runs".into(),
         runs.to_string_lossy().into_owned(),
-    ]
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
 }
 
-/// `&str` views of owned arguments, for [`collect`].
-pub fn strs(a: &[String]) -> Vec<&str> {
-    a.iter().map(String::as_str).collect()
+/// Runs `collect --config CFG --tasks TASKS --runs RUNS EXTRA…` with `env` added.
+pub fn collect_in(
+    cfg: &Path,
+    tasks: &Path,
+    runs: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(collect_argv(cfg, tasks, runs, extra));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
 }
