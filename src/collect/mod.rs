@@ -854,7 +854,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             remaining: AtomicU32::new(plan.need),
             info: Mutex::new(Some(info)),
         });
-        for i in 0..plan.need {
+        for (i, body) in (0..plan.need).zip(&bodies) {
             // Wait for room under both limits, or for a stop.
             let permits = tokio::select! {
                 biased;
@@ -872,7 +872,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             let shared = shared.clone();
             let stop_tx = stop_tx.clone();
             let cell = cell.clone();
-            let body = bodies[i as usize].clone();
+            let body = body.clone();
             let tag = format!("{}/{}", task.id, plan.first + i);
             tokio::spawn(async move {
                 let mut stop = shared.stop.clone();
