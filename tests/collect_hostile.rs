@@ -202,39 +202,54 @@ fn ctrl_c_stops_a_stalled_preflight_at_once() {
 
 #[test]
 fn the_preflight_honours_retries_and_reports_its_own_timeout() {
+    let probes = |server: &Loopback| {
+        server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.headers.contains_key("x-callcheck-preflight"))
+            .count()
+    };
+    // Probes refused with a retryable 503 (samples answered): one attempt each under
+    // --retries 0, where the preflight used to make three whatever --retries said.
     let tmp = tempfile::tempdir().unwrap();
-    let server = loopback(|req| match req.path.as_str() {
+    let busy = loopback(|req| match req.path.as_str() {
         "/v1/models" => Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#),
-        // Probes stall (each until its timeout); samples are answered.
-        _ if req.headers.contains_key("x-callcheck-preflight") => Reply::Stall,
-        _ if req.method == "POST" => chat(req),
-        _ => Reply::json(404, "{}"),
+        _ if req.headers.contains_key("x-callcheck-preflight") => {
+            Reply::json(503, r#"{"error":{"message":"busy"}}"#)
+        }
+        _ => chat(req),
     });
-    let cfg = config(tmp.path(), &server.url, 1);
-    let runs = tmp.path().join("runs");
+    let cfg = config(tmp.path(), &busy.url, 10);
+    let out = run(&cfg, &tmp.path().join("runs"), &["--retries", "0"], &[]);
+    ok(&out);
+    assert_eq!(probes(&busy), 6, "one attempt per probe under --retries 0");
+
+    // Probes that stall: the first one times out (after the row's 1 s, shorter than the
+    // preflight's own), says which timeout fired, and the other probes are not sent.
+    let tmp = tempfile::tempdir().unwrap();
+    let stalled = loopback(|req| match req.path.as_str() {
+        "/v1/models" => Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#),
+        _ if req.headers.contains_key("x-callcheck-preflight") => Reply::Stall,
+        _ => chat(req),
+    });
+    let cfg = config(tmp.path(), &stalled.url, 1);
     let t0 = Instant::now();
-    let out = run(&cfg, &runs, &["--retries", "0"], &[]);
+    let out = run(&cfg, &tmp.path().join("runs"), &["--retries", "0"], &[]);
     ok(&out);
     let secs = t0.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&out.stderr);
-    let probes = server
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.headers.contains_key("x-callcheck-preflight"))
-        .count();
-    assert_eq!(probes, 6, "one attempt per probe under --retries 0");
+    assert_eq!(probes(&stalled), 1, "{err}");
     assert!(
-        err.contains("timed out after 1 s (the preflight's probe timeout)"),
+        err.contains("preflight row: probe tools: no response after 1 attempt: timed out after 1 s (the preflight's probe timeout)"),
         "{err}"
     );
     assert!(
-        err.contains("preflight row: probe tool_choice_auto:"),
+        err.contains("preflight stream: not probed: an earlier probe got no answer within 1 s"),
         "{err}"
     );
-    // Six probes of one second each, not 6 × 3 attempts.
-    assert!(secs < 12.0, "took {secs:.1} s");
+    assert!(secs < 8.0, "took {secs:.1} s");
 }
 
 #[test]

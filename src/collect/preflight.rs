@@ -59,8 +59,10 @@ pub const PROBE_MAX_RETRIES: u32 = 2;
 
 /// Each preflight request's own timeout (the row's `timeout_secs` when that is shorter): a
 /// 16-token answer or a model list takes seconds, and a stalled server must not cost the row's
-/// full sample timeout per probe before the first sample.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+/// full sample timeout per probe before the first sample. Not shorter: on 2 busy CPU cores,
+/// llama-server with two slots took up to 57 s to answer a probe queued behind other rows'.
+/// Once a probe has timed out, the row's remaining probes are not sent (see [`run`]).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The most model ids a [`ModelList`] keeps (plus the row's own id, wherever it was listed).
 pub const MAX_IDS: usize = 64;
@@ -648,11 +650,41 @@ pub async fn run(
         ex
     };
     // Sequential on purpose: the probes are few, and a small server (llama-server with two
-    // slots on a CPU) should not see a burst before the collection proper.
+    // slots on a CPU) should not see a burst before the collection proper. A probe that got no
+    // answer in time means a stalled server: the rest are not sent, so a stalled row costs one
+    // probe's timeouts, not seven.
+    let timed_out = |ex: &Exchange| {
+        ex.meta.status.is_none()
+            && ex
+                .meta
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("timed out"))
+    };
+    let stalled = |name: &str| {
+        Check::new(
+            false,
+            None,
+            format!(
+                "not probed: an earlier probe got no answer within {} s, so the server looks stalled ({name} skipped)",
+                timeout.as_secs()
+            ),
+        )
+    };
     let with = probe("tools", probe_body(entry, true, None, false), false).await;
-    let without = probe("no-tools", probe_body(entry, false, None, false), false).await;
-    p.checks
-        .push(("tools_in_prompt", tools_check(&with, &without)));
+    let mut is_stalled = timed_out(&with);
+    let without = if is_stalled {
+        None
+    } else {
+        Some(probe("no-tools", probe_body(entry, false, None, false), false).await)
+    };
+    is_stalled |= without.as_ref().is_some_and(timed_out);
+    // With the first request failed, tools_check reports that failure and never reads the
+    // second, so the first stands in for the one not sent.
+    p.checks.push((
+        "tools_in_prompt",
+        tools_check(&with, without.as_ref().unwrap_or(&with)),
+    ));
     let named = json!({"type": "function", "function": {"name": PROBE_TOOL}});
     for (name, tc, forced, stream) in [
         ("tool_choice_auto", json!("auto"), None, false),
@@ -665,7 +697,12 @@ pub async fn run(
         ("tool_choice_named", named, Some(PROBE_TOOL), false),
         ("stream", json!("auto"), None, true),
     ] {
+        if is_stalled {
+            p.checks.push((name, stalled(name)));
+            continue;
+        }
         let ex = probe(name, probe_body(entry, true, Some(tc), stream), stream).await;
+        is_stalled |= timed_out(&ex);
         p.checks.push((name, acceptance_check(&ex, forced)));
     }
     p
