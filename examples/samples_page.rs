@@ -117,6 +117,7 @@ fn main() -> Result<()> {
                     ttfb_ms: None,
                     total_ms: None,
                     completion_tokens: None,
+                    response: String::new(),
                 });
             }
         }

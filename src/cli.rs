@@ -285,6 +285,9 @@ pub struct BuildOpts {
     /// folder or its data/samples.csv.
     #[arg(long, value_name = "PATH")]
     pub baseline: Option<PathBuf>,
+    /// Build even when runs/ holds no sample (an empty site); without it that is an error.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ pub mod hitec;
 pub mod import;
 pub mod json;
 pub mod mock;
+pub mod names;
 pub mod reply;
 pub mod report;
 pub mod request;

@@ -56,3 +56,52 @@ pub fn chat_request(task: &Task, asking: &Asking) -> Value {
     }
     Value::Object(body)
 }
+
+/// The seed sent with sample `sample` of a cell when its row sets `seed`: derived from the
+/// row's seed, the task id and the sample number, so the k samples of a cell are k draws (the
+/// same seed k times makes a deterministic server answer the same bytes k times: one
+/// observation counted as k) and a re-collection sends the same seeds again. Kept below 2^31
+/// because servers parse seeds as 32- or 64-bit, signed or not.
+pub fn sample_seed(row_seed: i64, task_id: &str, sample: u32) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{row_seed}\n{task_id}\n{sample}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % (1 << 31)) as i64
+}
+
+/// The request body of one sample: [`chat_request`], with the row's integer `seed` (when it
+/// sets one and the task does not) replaced by [`sample_seed`]; the body is recorded as sent,
+/// so `request.json` says which seed each sample had.
+pub fn sample_request(task: &Task, asking: &Asking, sample: u32) -> Value {
+    let mut body = chat_request(task, asking);
+    if let Some(row_seed) = asking.params.get("seed").and_then(Value::as_i64)
+        && !task.request.contains_key("seed")
+        && let Some(o) = body.as_object_mut()
+    {
+        o.insert(
+            "seed".into(),
+            Value::from(sample_seed(row_seed, &task.id, sample)),
+        );
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_seeds_differ_per_sample_and_task_and_never_change() {
+        // Fixed values: a re-collection must send the same seeds, whatever the version.
+        // (sha256 of "7\nbasic-weather-city\n0", first 8 bytes big-endian, mod 2^31.)
+        assert_eq!(sample_seed(7, "basic-weather-city", 0), 1_282_301_783);
+        assert_eq!(sample_seed(7, "basic-weather-city", 1), 1_086_937_940);
+        let seeds: std::collections::BTreeSet<i64> =
+            (0..100).map(|i| sample_seed(7, "t", i)).collect();
+        assert_eq!(seeds.len(), 100);
+        assert_ne!(sample_seed(7, "a", 0), sample_seed(7, "b", 0));
+        assert_ne!(sample_seed(7, "a", 0), sample_seed(8, "a", 0));
+        assert!((0..1000).all(|i| (0..1 << 31).contains(&sample_seed(-3, "x", i))));
+    }
+}

@@ -147,6 +147,17 @@ pub fn scan(root: &Path) -> Scan {
                 if run_id.starts_with('.') {
                     continue;
                 }
+                // A run id becomes a path segment of every permalink (t/<model>/<task>/<run>/):
+                // a hand-made folder named otherwise would become an unencoded href.
+                if !is_path_safe(&run_id) {
+                    scan.skipped.push(Skipped {
+                        path: rdir,
+                        reason:
+                            "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+"
+                                .into(),
+                    });
+                    continue;
+                }
                 match read_run(&model, &task_id, &run_id, &rdir) {
                     Ok(r) => scan.runs.push(r),
                     Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
@@ -230,6 +241,27 @@ impl RunDir {
 }
 
 impl SampleFiles {
+    /// What is damaged in this sample's files, one line each: a `request.json` or a
+    /// `meta.json` that does not parse. The sample is still scored (without the request the
+    /// task's own tools are used; without meta the HTTP status is unknown), and the build
+    /// reports it like a skipped input so nobody mistakes it for intact.
+    pub fn damage(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Err(e) = serde_json::from_slice::<Value>(&self.request) {
+            out.push(format!(
+                "request.json is not JSON ({e}): scored anyway, against the task's tools as they are now"
+            ));
+        }
+        if !self.meta.is_empty()
+            && let Err(e) = serde_json::from_slice::<Meta>(&self.meta)
+        {
+            out.push(format!(
+                "meta.json is not valid ({e}): scored anyway, without the HTTP status and transport error it holds"
+            ));
+        }
+        out
+    }
+
     /// The transcript the scorer reads. A request or meta that does not parse is left out
     /// (scoring then falls back to the task), never an error: the sample is still data.
     pub fn transcript(&self) -> Transcript {

@@ -53,6 +53,10 @@ pub struct Meta {
     /// When the first attempt was sent, RFC 3339 UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<String>,
+    /// How many times the row's API key, echoed by the server, was replaced with
+    /// `[REDACTED]` in this sample's response bytes, headers and errors before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted_secrets: Option<u64>,
 }
 
 /// One sample: request, raw response and metadata.

@@ -71,20 +71,12 @@ fn killed_at_random_points_resumes_to_exactly_k() {
     std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
     let runs = tmp.path().join("runs");
     let k = K.to_string();
-    let args = [
-        "collect",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--tasks",
-        tasks_dir.to_str().unwrap(),
-        "--runs",
-        runs.to_str().unwrap(),
-        "--k",
-        &k,
-        "--backoff-ms",
-        "5",
-        "--quiet",
-    ];
+    let args = collect_argv(
+        &cfg,
+        &tasks_dir,
+        &runs,
+        &["--k", &k, "--backoff-ms", "5", "--quiet"],
+    );
 
     let seed: u64 = std::env::var("CRASH_SEED")
         .ok()
@@ -105,7 +97,7 @@ fn killed_at_random_points_resumes_to_exactly_k() {
             "the collection never got far enough to be killed 12 times"
         );
         let mut child = Command::new(BIN)
-            .args(args)
+            .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -157,7 +149,7 @@ fn killed_at_random_points_resumes_to_exactly_k() {
         }
     }
     // A last, uninterrupted run completes everything.
-    let out = Command::new(BIN).args(args).output().unwrap();
+    let out = Command::new(BIN).args(&args).output().unwrap();
     ok(&out);
     let now = finished_runs(&runs);
     for (dir, hash) in &finished {
@@ -177,7 +169,7 @@ fn killed_at_random_points_resumes_to_exactly_k() {
             e.path().display()
         );
     }
-    let out = Command::new(BIN).args(args).output().unwrap();
+    let out = Command::new(BIN).args(&args).output().unwrap();
     ok(&out);
     assert_eq!(
         finished_runs(&runs),

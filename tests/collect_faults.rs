@@ -45,21 +45,11 @@ fn transport_faults_are_retried_before_the_first_byte_and_kept_after_it() {
     std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
     let runs = tmp.path().join("runs");
     let k = 12;
-    let out = collect(
-        &[
-            "--config",
-            cfg.to_str().unwrap(),
-            "--tasks",
-            corpus().to_str().unwrap(),
-            "--runs",
-            runs.to_str().unwrap(),
-            "--k",
-            &k.to_string(),
-            "--backoff-ms",
-            "2",
-            "--retries",
-            "6",
-        ],
+    let out = collect_in(
+        &cfg,
+        &corpus(),
+        &runs,
+        &["--k", &k.to_string(), "--backoff-ms", "2", "--retries", "6"],
         &[],
     );
     ok(&out);

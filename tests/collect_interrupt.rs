@@ -30,19 +30,9 @@ fn ctrl_c_discards_the_cells_in_flight_and_resume_finishes() {
     let cfg = tmp.path().join("callcheck.toml");
     std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
     let runs = tmp.path().join("runs");
-    let args = [
-        "collect",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--tasks",
-        corpus().to_str().unwrap().to_string().leak(),
-        "--runs",
-        runs.to_str().unwrap(),
-        "--k",
-        "10",
-    ];
+    let args = collect_argv(&cfg, &corpus(), &runs, &["--k", "10"]);
     let child = Command::new(BIN)
-        .args(args)
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -80,7 +70,7 @@ fn ctrl_c_discards_the_cells_in_flight_and_resume_finishes() {
         total < 4 * tasks.len() * 10,
         "the interrupt came too late to test anything"
     );
-    ok(&Command::new(BIN).args(args).output().unwrap());
+    ok(&Command::new(BIN).args(&args).output().unwrap());
     let after = finished_runs(&runs);
     for (d, h) in &before {
         assert_eq!(after.get(d), Some(h));

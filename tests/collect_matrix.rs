@@ -8,7 +8,7 @@ mod collect_support;
 use callcheck::collect::config;
 use callcheck::mock::MockConfig;
 use callcheck::mock::respond::{self, Answer, SampleKey};
-use callcheck::request::chat_request;
+use callcheck::request::sample_request;
 use callcheck::score::score;
 use callcheck::taxonomy::{Label, Outcome};
 use callcheck::transcript::Meta;
@@ -36,20 +36,16 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
     let cfg_path = tmp.path().join("callcheck.toml");
     std::fs::write(&cfg_path, &cfg_text).unwrap();
     let runs = tmp.path().join("runs");
-    let corpus_dir = corpus();
-    let args = [
-        "--config",
-        cfg_path.to_str().unwrap(),
-        "--tasks",
-        corpus_dir.to_str().unwrap(),
-        "--runs",
-        runs.to_str().unwrap(),
-        "--k",
-        "3",
-        "--backoff-ms",
-        "5",
-    ];
-    let out = collect(&args, &[]);
+    let run = |k: &str| {
+        collect_in(
+            &cfg_path,
+            &corpus(),
+            &runs,
+            &["--k", k, "--backoff-ms", "5"],
+            &[],
+        )
+    };
+    let out = run("3");
     ok(&out);
 
     let tasks = callcheck::task::load(&corpus()).unwrap();
@@ -103,7 +99,7 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
             assert_eq!(cell.task.sha256, task.sha256);
             assert_eq!(cell.model, entry.redacted());
             assert_eq!(
-                cell.server["endpoints"][0]["models"]["data"][1]["id"],
+                cell.server["endpoints"][0]["models"]["ids"][1],
                 "mock-sloppy"
             );
             assert!(
@@ -120,9 +116,9 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
                     .map(|s| s.to_string())
                     .collect()
             );
-            let request = chat_request(task, &entry.asking());
-            let request_bytes = serde_json::to_vec(&request).unwrap();
             for i in 0..3u64 {
+                let request = sample_request(task, &entry.asking(), i as u32);
+                let request_bytes = serde_json::to_vec(&request).unwrap();
                 samples += 1;
                 let sdir = rdir.join("samples").join(format!("{i:03}"));
                 let files = names(&sdir);
@@ -230,14 +226,12 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
     // A second run finds every cell complete: nothing is asked, nothing changes.
     let before = files(&runs);
     let log_len = std::fs::read(&mock.log).unwrap().len();
-    ok(&collect(&args, &[]));
+    ok(&run("3"));
     assert_eq!(files(&runs), before);
     assert_eq!(std::fs::read(&mock.log).unwrap().len(), log_len);
 
     // --k 5 adds one run per cell with the two missing samples, numbered 3 and 4 in the cell.
-    let mut args5 = args.to_vec();
-    args5[7] = "5";
-    ok(&collect(&args5, &[]));
+    ok(&run("5"));
     let after = files(&runs);
     for (name, bytes) in &before {
         assert_eq!(after.get(name), Some(bytes), "{name} changed");

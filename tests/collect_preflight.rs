@@ -36,14 +36,7 @@ fn run(
     let cfg = dir.join("callcheck.toml");
     std::fs::write(&cfg, models_config(url, rows, "")).unwrap();
     let runs = dir.join("runs");
-    let corpus = corpus();
     let mut a = vec![
-        "--config",
-        cfg.to_str().unwrap(),
-        "--tasks",
-        corpus.to_str().unwrap(),
-        "--runs",
-        runs.to_str().unwrap(),
         "--k",
         "3",
         "--backoff-ms",
@@ -52,7 +45,7 @@ fn run(
         "basic-weather-city",
     ];
     a.extend_from_slice(extra);
-    (collect(&a, &[]), runs)
+    (collect_in(&cfg, &corpus(), &runs, &a, &[]), runs)
 }
 
 /// `server.preflight` of every finished run of a model row.
@@ -226,7 +219,8 @@ fn a_model_id_the_server_does_not_list_stops_that_row_only() {
     );
 
     // Without the preflight, the same row is collected, and every sample is the server's 404
-    // (an error, not a model failure); its cell.json carries no preflight.
+    // (an error, not a model failure); its cell.json carries no preflight. A row with no
+    // scored sample fails the command, saying what the server answered.
     let tmp2 = tempfile::tempdir().unwrap();
     let (out, runs) = run(
         tmp2.path(),
@@ -234,7 +228,12 @@ fn a_model_id_the_server_does_not_list_stops_that_row_only() {
         &[("typo", "honset", false, 4)],
         &["--no-preflight", "--retries", "0"],
     );
-    ok(&out);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("typo: no scored sample") && err.contains("HTTP 404 on every request"),
+        "{err}"
+    );
     assert_eq!(preflights(&runs, "typo"), vec![Value::Null]);
     let scan = runs::scan(&runs);
     let run = &scan.runs[0];

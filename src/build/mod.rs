@@ -202,6 +202,7 @@ pub fn run_samples(
             transcript_sha256,
             bytes: sample.bytes,
             page_len,
+            damage: sample.damage.clone(),
             scored: None,
         };
         out.keep(scored, record);
@@ -227,6 +228,15 @@ pub fn run_samples(
 
 impl RunOutcome {
     fn keep(&mut self, scored: Scored, record: cache::CachedSample) {
+        // A damaged sample is reported on every build, from the cache too, so an incremental
+        // build says what a fresh one says.
+        let k = &scored.key;
+        let path = format!("{}/{}/{}/samples/{}", k.model, k.task, k.run, k.sample);
+        self.skipped
+            .extend(record.damage.iter().map(|reason| SkippedInput {
+                path: path.clone(),
+                reason: reason.clone(),
+            }));
         self.bytes += record.bytes;
         self.pages.0 += 1;
         self.pages.1 += record.page_len;

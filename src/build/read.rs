@@ -98,6 +98,15 @@ pub fn read(opts: &BuildOpts) -> Result<Inputs> {
             task_changed,
         });
     }
+    let samples: usize = runs.iter().map(|r| r.run.samples.len()).sum();
+    if samples == 0 && !opts.allow_empty {
+        bail!(
+            "no sample to build in {} ({} run director{} skipped): collect first, check --runs, or pass --allow-empty to build an empty site",
+            opts.runs.display(),
+            skipped.len(),
+            if skipped.len() == 1 { "y" } else { "ies" }
+        );
+    }
     Ok(Inputs {
         tasks,
         runs,
@@ -152,6 +161,8 @@ pub struct Sample {
     pub files: Vec<(String, String)>,
     /// Bytes read.
     pub bytes: u64,
+    /// What is wrong with a damaged request.json or meta.json (the sample is scored anyway).
+    pub damage: Vec<String>,
 }
 
 /// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
@@ -170,6 +181,7 @@ pub fn read_sample(
 /// Parses the files of one sample. A request or meta that does not parse is left out (scoring
 /// then falls back to the task), never an error: the sample is still data.
 pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
+    let damage = files.damage();
     let SampleFiles {
         request,
         response,
@@ -205,5 +217,6 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
         request_raw: request,
         files: listed,
         bytes,
+        damage,
     }
 }

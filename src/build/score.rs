@@ -36,6 +36,7 @@ pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdic
         ttfb_ms,
         total_ms,
         completion_tokens,
+        response: crate::report::distinct::fingerprint(&t.body, t.streamed),
     };
     (verdict, scored)
 }

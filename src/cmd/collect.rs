@@ -40,10 +40,16 @@ pub fn run(o: &CollectOpts) -> Result<()> {
     let report = rt.block_on(async {
         let (tx, mut rx) = tokio::sync::watch::channel(false);
         let signal_tx = tx.clone();
-        // Ctrl-C: stop launching, drop what is in flight, print the summary.
+        // Ctrl-C: stop launching (or stop the preflight), drop what is in flight, print the
+        // summary. A second Ctrl-C exits at once: unfinished runs are temporary folders, which
+        // the next collect removes, so nothing unfinished can pass for finished.
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 let _ = signal_tx.send(true);
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("collect: second Ctrl-C, exiting now");
+                    std::process::exit(130);
+                }
             }
         });
         let r = collect::collect(&opts, tx).await;
@@ -71,6 +77,16 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         .collect();
     if !failed.is_empty() {
         bail!("not collected: {}", failed.join(", "));
+    }
+    // A row of transport errors only has nothing to score: a success it is not.
+    let unscored: Vec<String> = report
+        .models
+        .iter()
+        .filter(|m| m.never_scored())
+        .map(|m| format!("{}: {}", m.name, m.diagnosis()))
+        .collect();
+    if !unscored.is_empty() {
+        bail!("{}", unscored.join("\n"));
     }
     Ok(())
 }

@@ -158,6 +158,8 @@ pub fn load_samples_csv(path: &Path, tasks: &[Task], kind: IntervalKind) -> Resu
             ttfb_ms: None,
             total_ms: None,
             completion_tokens: None,
+            // samples.csv does not carry the answer, so no two baseline answers are compared.
+            response: String::new(),
         });
     }
     Ok(Collection {

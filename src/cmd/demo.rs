@@ -136,6 +136,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         cache: None,
         compare: Vec::new(),
         baseline: None,
+        allow_empty: false,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");

@@ -32,6 +32,11 @@ const KEPT_HEADERS: [&str; 10] = [
 /// stream must not exhaust memory.
 const MAX_BODY: usize = 32 << 20;
 
+/// The cap on every preflight read (`GET /models`, `GET /version`, the probes' answers): the
+/// model ids and a 16-token answer are what matter, and a hostile or broken endpoint (a model
+/// list of millions of entries, an endless body) must cost neither memory nor disk.
+pub const PREFLIGHT_MAX_BODY: usize = 1 << 20;
+
 /// The header collect adds so a server's logs (and the mock) can tell which sample a request
 /// is: `<task-id>/<sample index in the cell>/<attempt>`. Real servers ignore it.
 pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
@@ -94,6 +99,102 @@ impl Exchange {
     }
 }
 
+/// What replaces an echoed API key in everything collect keeps or prints.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Keys shorter than this are not searched for in what servers send: a placeholder such as
+/// `none` or `EMPTY` (vLLM's documented dummy key) would otherwise be cut out of model text.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Finds the row's API key in bytes a server sent (as sent, and as it reads inside a JSON
+/// string) and replaces it with [`REDACTED`]: some gateways echo the bearer token in a 401
+/// body or a header, and callcheck promises the key never reaches runs/, logs or the terminal.
+#[derive(Clone)]
+pub struct Redactor {
+    patterns: Vec<regex::bytes::Regex>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Redactor(..)")
+    }
+}
+
+impl Redactor {
+    /// A redactor for `key`, or `None` when the key is too short to be told from text.
+    pub fn new(key: &str) -> Option<Redactor> {
+        if key.chars().count() < MIN_SECRET_LEN {
+            return None;
+        }
+        let mut forms = vec![key.to_string()];
+        if let Ok(q) = serde_json::to_string(key) {
+            let inner = q[1..q.len() - 1].to_string();
+            if inner != key {
+                forms.push(inner);
+            }
+        }
+        let patterns = forms
+            .iter()
+            .filter_map(|f| regex::bytes::Regex::new(&regex::escape(f)).ok())
+            .collect::<Vec<_>>();
+        Some(Redactor { patterns })
+    }
+
+    /// Replaces every occurrence in `bytes`; returns how many there were.
+    pub fn bytes(&self, bytes: &mut Vec<u8>) -> u64 {
+        let mut n = 0u64;
+        for re in &self.patterns {
+            let found = re.find_iter(bytes).count() as u64;
+            if found > 0 {
+                *bytes = re.replace_all(bytes, REDACTED.as_bytes()).into_owned();
+                n += found;
+            }
+        }
+        n
+    }
+
+    /// Replaces every occurrence in `text`; returns how many there were.
+    pub fn text(&self, text: &mut String) -> u64 {
+        let mut b = std::mem::take(text).into_bytes();
+        let n = self.bytes(&mut b);
+        *text = String::from_utf8_lossy(&b).into_owned();
+        n
+    }
+
+    /// Replaces every occurrence in a JSON value's strings (and object keys).
+    pub fn json(&self, v: &mut Value) -> u64 {
+        let Ok(mut text) = serde_json::to_vec(v) else {
+            return 0;
+        };
+        let n = self.bytes(&mut text);
+        if n > 0
+            && let Ok(clean) = serde_json::from_slice(&text)
+        {
+            *v = clean;
+        }
+        n
+    }
+
+    /// Redacts one exchange's kept bytes, headers and errors, recording the count in its meta.
+    fn exchange(&self, ex: &mut Exchange) {
+        let mut n = self.bytes(&mut ex.response);
+        for v in ex.meta.headers.values_mut() {
+            n += self.text(v);
+        }
+        if let Some(e) = ex.meta.error.as_mut() {
+            n += self.text(e);
+        }
+        for a in &mut ex.meta.attempts {
+            if let Some(e) = a.error.as_mut() {
+                n += self.text(e);
+            }
+        }
+        if n > 0 {
+            ex.meta.redacted_secrets = Some(n);
+        }
+    }
+}
+
 /// One model row's endpoints, with a pooled connection per replica.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -101,6 +202,8 @@ pub struct Endpoint {
     urls: Vec<String>,
     next: AtomicUsize,
     auth: Option<HeaderValue>,
+    /// The key's redactor, when the row has a key long enough to look for.
+    secret: Option<Redactor>,
     timeout: Duration,
     stream: bool,
 }
@@ -183,6 +286,7 @@ enum BodyEnd {
 impl Endpoint {
     /// Sets up the client for one model row, reading its API key from the environment.
     pub fn new(entry: &ModelEntry) -> Result<Endpoint, EndpointError> {
+        let mut secret = None;
         let auth = match &entry.api_key_env {
             None => None,
             Some(var) => {
@@ -199,6 +303,7 @@ impl Endpoint {
                     })?;
                 // Keeps the value out of any Debug output, hyper's included.
                 v.set_sensitive(true);
+                secret = Redactor::new(key.trim());
                 Some(v)
             }
         };
@@ -221,6 +326,7 @@ impl Endpoint {
             urls,
             next: AtomicUsize::new(0),
             auth,
+            secret,
             timeout: Duration::from_secs(entry.timeout_secs),
             stream: entry.stream,
         })
@@ -250,22 +356,54 @@ impl Endpoint {
     /// Sends one chat-completions request (retrying before the first body byte only) and
     /// returns what to keep. Never fails: a failure is an [`Exchange`] whose meta says why.
     /// `tag` is `<task-id>/<sample index>`, sent in [`SAMPLE_HEADER`] with the attempt number.
-    pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
-        self.exchange(body, SAMPLE_HEADER, tag, self.stream, policy)
-            .await
+    /// The row's key redactor, when it has a key worth looking for.
+    pub fn redactor(&self) -> Option<&Redactor> {
+        self.secret.as_ref()
     }
 
-    /// Sends one preflight probe the way [`Endpoint::chat`] sends a sample (same retries, same
-    /// recording), tagged with [`PREFLIGHT_HEADER`]; `stream` is the probe's, not the row's.
+    pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
+        let limits = Limits {
+            timeout: self.timeout,
+            max_body: MAX_BODY,
+            what: "timeout_secs",
+        };
+        let mut ex = self
+            .exchange(body, SAMPLE_HEADER, tag, self.stream, policy, limits)
+            .await;
+        if let Some(r) = &self.secret {
+            r.exchange(&mut ex);
+        }
+        ex
+    }
+
+    /// The timeout of the preflight's requests: its own short one, or the row's when shorter.
+    pub fn probe_timeout(&self, probe: Duration) -> Duration {
+        probe.min(self.timeout)
+    }
+
+    /// Sends one preflight probe the way [`Endpoint::chat`] sends a sample (same recording),
+    /// tagged with [`PREFLIGHT_HEADER`]; `stream` is the probe's, not the row's. The probe has
+    /// its own `timeout` and reads at most [`PREFLIGHT_MAX_BODY`] bytes.
     pub async fn probe(
         &self,
         body: &bytes::Bytes,
         check: &str,
         stream: bool,
         policy: &RetryPolicy,
+        timeout: Duration,
     ) -> Exchange {
-        self.exchange(body, PREFLIGHT_HEADER, check, stream, policy)
-            .await
+        let limits = Limits {
+            timeout: self.probe_timeout(timeout),
+            max_body: PREFLIGHT_MAX_BODY,
+            what: "the preflight's probe timeout",
+        };
+        let mut ex = self
+            .exchange(body, PREFLIGHT_HEADER, check, stream, policy, limits)
+            .await;
+        if let Some(r) = &self.secret {
+            r.exchange(&mut ex);
+        }
+        ex
     }
 
     async fn exchange(
@@ -275,6 +413,7 @@ impl Endpoint {
         tag: &str,
         stream: bool,
         policy: &RetryPolicy,
+        limits: Limits,
     ) -> Exchange {
         let started = Instant::now();
         let mut meta = Meta {
@@ -296,7 +435,7 @@ impl Endpoint {
             let base = self.urls.get(replica).cloned().unwrap_or_default();
             meta.endpoint = Some(redact_url(&base));
             let sent = Instant::now();
-            let deadline = tokio::time::Instant::now() + self.timeout;
+            let deadline = tokio::time::Instant::now() + limits.timeout;
             let mut headers = self.headers(stream);
             if let Ok(v) = HeaderValue::from_str(&format!("{tag}/{attempt_no}")) {
                 headers.insert(tag_header, v);
@@ -320,8 +459,9 @@ impl Endpoint {
                 }
                 Err(_) => {
                     attempt.error = Some(format!(
-                        "timed out after {} s waiting for the response head",
-                        self.timeout.as_secs()
+                        "timed out after {} s ({}) waiting for the response head",
+                        limits.timeout.as_secs(),
+                        limits.what
                     ));
                     meta.attempts.push(attempt);
                     if last {
@@ -346,7 +486,7 @@ impl Endpoint {
                 _ => stream,
             };
             let retryable_status = status == 429 || status >= 500;
-            let (bytes, end, ttfb) = read_body(resp, deadline, sent).await;
+            let (bytes, end, ttfb) = read_body(resp, deadline, sent, limits.max_body).await;
             attempt.ttfb_ms = ttfb.map(ms);
             if retryable_status && !last {
                 // The status came with the head, before any body byte: the server refused this
@@ -421,28 +561,70 @@ impl Endpoint {
         }
     }
 
-    /// What the servers say about themselves: `/v1/models` and, where there is one, vLLM's
-    /// `/version`, per replica. `Err` when no replica can be reached at all.
-    pub async fn server_info(&self) -> Result<Value, String> {
+    /// What the servers say about themselves, per replica: `/v1/models` as a bounded summary
+    /// (`preflight::ModelList`: the ids, how many, whether the body was cut) and, where there
+    /// is one, vLLM's `/version`. Every read is capped at [`PREFLIGHT_MAX_BODY`] bytes and
+    /// `timeout`; `progress` hears one line per request with how long it took. `Err` when no
+    /// replica can be reached at all.
+    pub async fn server_info(
+        &self,
+        model_id: &str,
+        timeout: Duration,
+        progress: &(dyn Fn(String) + Sync),
+    ) -> Result<Value, String> {
+        let timeout = self.probe_timeout(timeout);
         let mut replicas = Vec::new();
         let mut reached = false;
         let mut last_error = String::new();
         for base in &self.urls {
             let mut r = serde_json::Map::new();
-            r.insert("base_url".into(), json!(redact_url(base)));
-            match self.get_json(&format!("{base}/models")).await {
-                Ok((status, v)) => {
+            let shown = redact_url(base);
+            r.insert("base_url".into(), json!(shown));
+            let t0 = Instant::now();
+            match self.get_bounded(&format!("{base}/models"), timeout).await {
+                Ok(mut got) => {
+                    if let Some(s) = &self.secret {
+                        s.bytes(&mut got.body);
+                    }
                     reached = true;
-                    r.insert("models_status".into(), json!(status));
-                    r.insert("models".into(), v);
+                    r.insert("models_status".into(), json!(got.status));
+                    let list =
+                        crate::collect::preflight::ModelList::read(&got.body, got.cut, model_id);
+                    progress(format!(
+                        "GET {shown}/models: HTTP {}, {} in {:.1} s",
+                        got.status,
+                        list.describe(),
+                        t0.elapsed().as_secs_f64()
+                    ));
+                    list.insert_into(&mut r);
                 }
-                Err(e) => {
+                Err(mut e) => {
+                    if let Some(s) = &self.secret {
+                        s.text(&mut e);
+                    }
+                    progress(format!(
+                        "GET {shown}/models: {e} ({:.1} s)",
+                        t0.elapsed().as_secs_f64()
+                    ));
                     last_error = e.clone();
                     r.insert("models_error".into(), json!(e));
                 }
             }
             let root = base.strip_suffix("/v1").unwrap_or(base);
-            if let Ok((200, v)) = self.get_json(&format!("{root}/version")).await {
+            if let Ok(got) = self.get_bounded(&format!("{root}/version"), timeout).await
+                && got.status == 200
+                && !got.cut
+                && let Ok(mut v) = serde_json::from_slice::<Value>(&got.body)
+            {
+                if let Some(s) = &self.secret {
+                    s.json(&mut v);
+                }
+                // A version is a few fields; anything bigger is not one worth keeping whole.
+                let v = if serde_json::to_string(&v).map_or(usize::MAX, |s| s.len()) <= 2048 {
+                    v
+                } else {
+                    json!(crate::json::preview(&v, 200))
+                };
                 r.insert("version".into(), v);
             }
             replicas.push(Value::Object(r));
@@ -454,19 +636,51 @@ impl Endpoint {
         }
     }
 
-    async fn get_json(&self, url: &str) -> Result<(u16, Value), String> {
-        let mut req = self.client.get(url).timeout(Duration::from_secs(10));
+    /// A GET whose body is read up to [`PREFLIGHT_MAX_BODY`] bytes and `timeout` in all: an
+    /// endless or huge body is cut (and said to be), never held whole.
+    async fn get_bounded(&self, url: &str, timeout: Duration) -> Result<Bounded, String> {
+        let mut req = self.client.get(url);
         if let Some(a) = &self.auth {
             req = req.header(AUTHORIZATION, a.clone());
         }
-        let resp = req.send().await.map_err(describe)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let resp = match tokio::time::timeout_at(deadline, req.send()).await {
+            Ok(r) => r.map_err(describe)?,
+            Err(_) => {
+                return Err(format!(
+                    "timed out after {} s (the preflight's probe timeout) waiting for the response head",
+                    timeout.as_secs()
+                ));
+            }
+        };
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(describe)?;
-        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-            Value::String(crate::json::clip(&String::from_utf8_lossy(&bytes), 500))
-        });
-        Ok((status, v))
+        let (body, end, _) = read_body(resp, deadline, Instant::now(), PREFLIGHT_MAX_BODY).await;
+        let cut = match end {
+            BodyEnd::Complete => false,
+            BodyEnd::Broken(why) if body.is_empty() => {
+                return Err(format!("HTTP {status}, then {why} before any body byte"));
+            }
+            BodyEnd::Broken(_) => true,
+        };
+        Ok(Bounded { status, body, cut })
     }
+}
+
+/// How long one exchange may take and how much of its body is kept.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    timeout: Duration,
+    max_body: usize,
+    /// Which setting the timeout is, for the message when it fires.
+    what: &'static str,
+}
+
+/// A capped GET's answer.
+struct Bounded {
+    status: u16,
+    body: Vec<u8>,
+    /// The body was cut (at the cap, a broken connection or the deadline).
+    cut: bool,
 }
 
 /// Reads a body to its end, its deadline, or a broken connection, keeping every byte received.
@@ -474,6 +688,7 @@ async fn read_body(
     mut resp: reqwest::Response,
     deadline: tokio::time::Instant,
     sent: Instant,
+    max_body: usize,
 ) -> (Vec<u8>, BodyEnd, Option<Duration>) {
     let mut out: Vec<u8> = Vec::new();
     let mut ttfb = None;
@@ -483,12 +698,12 @@ async fn read_body(
                 if ttfb.is_none() {
                     ttfb = Some(sent.elapsed());
                 }
-                let room = MAX_BODY - out.len();
+                let room = max_body.saturating_sub(out.len());
                 if chunk.len() > room {
                     out.extend_from_slice(&chunk[..room]);
                     return (
                         out,
-                        BodyEnd::Broken(format!("body larger than {MAX_BODY} bytes, cut")),
+                        BodyEnd::Broken(format!("body larger than {max_body} bytes, cut")),
                         ttfb,
                     );
                 }
@@ -504,6 +719,19 @@ async fn read_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echoed_key_is_redacted_as_sent_and_as_json_escapes_it() {
+        let r = Redactor::new("sk-a/b\"c-123").unwrap();
+        let mut b = br#"{"m":"sk-a/b\"c-123 and sk-a/b"c-123"}"#.to_vec();
+        assert_eq!(r.bytes(&mut b), 2);
+        assert_eq!(b, br#"{"m":"[REDACTED] and [REDACTED]"}"#.to_vec());
+        let mut v = json!({"detail": "Bearer sk-a/b\"c-123"});
+        assert_eq!(r.json(&mut v), 1);
+        assert_eq!(v, json!({"detail": "Bearer [REDACTED]"}));
+        // A placeholder key is not a secret to cut out of model text.
+        assert!(Redactor::new("EMPTY").is_none());
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

@@ -227,6 +227,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 ),
             ));
         }
+        if let Some(why) = crate::names::too_long("row name", &m.name) {
+            return Err(bad("name", format!("{:?}: {why}", m.name)));
+        }
+        if let Some(prev) = models.iter().position(|o| {
+            o.name != m.name && crate::names::case_key(&o.name) == crate::names::case_key(&m.name)
+        }) {
+            return Err(bad(
+                "name",
+                format!(
+                    "{:?} differs only in case from model[{prev}] {:?}: on a case-insensitive file system (macOS, Windows) both would be one folder under runs/; rename one",
+                    m.name, models[prev].name
+                ),
+            ));
+        }
         if let Some(prev) = models.iter().position(|o| o.name == m.name) {
             return Err(bad(
                 "name",

@@ -128,6 +128,35 @@ struct Tally {
     errors: AtomicU64,
     cells: AtomicU64,
     retried: AtomicU64,
+    attempts: AtomicU64,
+    /// What the samples kept as transport errors ended with ("HTTP 404", "cannot connect").
+    error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// What a sample kept as a transport error ended with, in a few stable words: the HTTP status
+/// when one arrived, else the kind of failure (never the varying details, so they count up).
+pub fn error_kind(meta: &crate::transcript::Meta) -> String {
+    match (meta.status, meta.error.as_deref()) {
+        (Some(s), _) if !(200..300).contains(&s) => format!("HTTP {s}"),
+        (Some(s), Some(_)) => format!("HTTP {s} with a cut body"),
+        (None, Some(e)) if e.contains("timed out") => "timed out".into(),
+        (None, Some(e)) if e.contains("cannot connect") => "cannot connect".into(),
+        (None, Some(_)) => "no response".into(),
+        (_, None) => "no response".into(),
+    }
+}
+
+/// What is already on disk for one row's selected cells (the complete ones and the partial).
+#[derive(Debug, Clone, Default)]
+pub struct Prior {
+    /// Finished samples in those cells.
+    pub samples: u64,
+    /// Of them, kept as transport errors.
+    pub errors: u64,
+    /// Complete cells (k samples already) whose every sample is a transport error.
+    pub error_only_cells: u64,
+    /// What those errors ended with.
+    pub kinds: std::collections::BTreeMap<String, u64>,
 }
 
 /// What happened to one model, for the summary.
@@ -137,10 +166,22 @@ pub struct ModelSummary {
     pub cells_planned: u64,
     pub cells_skipped: u64,
     pub cells_done: u64,
+    /// Samples written by this collection.
     pub samples: u64,
+    /// Of them, kept as transport errors (no complete response: build counts them apart).
     pub errors: u64,
     /// Samples that needed more than one attempt.
     pub retried: u64,
+    /// HTTP attempts made for the samples (first attempts and retries).
+    pub attempts: u64,
+    /// What the samples kept as errors ended with, and how many each.
+    pub error_kinds: std::collections::BTreeMap<String, u64>,
+    /// What the row's selected cells already held before this collection.
+    pub prior: Prior,
+    /// The row's endpoints (redacted), for the hint when nothing scored.
+    pub base_urls: Vec<String>,
+    /// The variable holding the row's key, for the hint on a 401.
+    pub api_key_env: Option<String>,
     pub seconds: f64,
     /// Set when the model was not collected at all (server unreachable, model id not served).
     pub failure: Option<String>,
@@ -157,6 +198,60 @@ pub struct Report {
     /// A failure that stopped the collection (a write that failed).
     pub fatal: Option<String>,
     pub seconds: f64,
+    /// Ctrl-C came during the preflight, before any cell was started.
+    pub preflight_interrupted: bool,
+}
+
+impl ModelSummary {
+    /// True when the row holds samples and not one of them is a complete response: nothing
+    /// of it can be scored, which a collection must not report as a success.
+    pub fn never_scored(&self) -> bool {
+        self.failure.is_none()
+            && self.samples + self.prior.samples > 0
+            && self.errors + self.prior.errors == self.samples + self.prior.samples
+    }
+
+    /// What the server answered, for a row that never scored, and the likely cause.
+    pub fn diagnosis(&self) -> String {
+        let mut kinds = self.error_kinds.clone();
+        for (k, n) in &self.prior.kinds {
+            *kinds.entry(k.clone()).or_default() += n;
+        }
+        let total: u64 = kinds.values().sum();
+        let answered = match kinds.iter().next() {
+            Some((k, _)) if kinds.len() == 1 => format!("{k} on every request"),
+            _ => kinds
+                .iter()
+                .map(|(k, n)| format!("{k} × {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let only = |k: &str| kinds.len() == 1 && kinds.contains_key(k);
+        let urls = self.base_urls.join(", ");
+        let hint = if only("HTTP 404") && self.base_urls.iter().any(|u| !u.ends_with("/v1")) {
+            format!(
+                "base_url should end in /v1 (callcheck appends /chat/completions and /models to it); it is {urls}"
+            )
+        } else if only("HTTP 404") {
+            format!(
+                "the server has no chat completions at {urls}/chat/completions, or does not serve the row's model"
+            )
+        } else if only("HTTP 401") || only("HTTP 403") {
+            match &self.api_key_env {
+                Some(v) => {
+                    format!("the server refused the key: check the variable {v} (api_key_env)")
+                }
+                None => "the server wants a key: set api_key_env to the variable holding it".into(),
+            }
+        } else if only("cannot connect") {
+            format!("is the server running and reachable at {urls}?")
+        } else if only("timed out") {
+            "the server did not answer in time: raise timeout_secs or lower concurrency".into()
+        } else {
+            "look at the samples' meta.json for each error".into()
+        };
+        format!("no scored sample: all {total} samples are transport errors ({answered}); {hint}")
+    }
 }
 
 /// A rate for people: whole numbers when fast (a mock), two decimals when slow (a model on a
@@ -173,7 +268,28 @@ impl Report {
     /// The summary as text, one line per model.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        if self.preflight_interrupted {
+            out.push_str("collect: interrupted during the preflight; no cell was started\n");
+            return out;
+        }
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
+        let planned: u64 = self.models.iter().map(|m| m.cells_planned).sum();
+        let complete: u64 = self.models.iter().map(|m| m.cells_skipped).sum();
+        if planned == 0 && self.fatal.is_none() && !self.interrupted {
+            out.push_str(&format!(
+                "collect: nothing to collect: all {complete} cells complete\n"
+            ));
+            for m in &self.models {
+                if let Some(f) = &m.failure {
+                    out.push_str(&format!("  {}: not collected: {f}\n", m.name));
+                }
+                out.push_str(&error_only_note(m));
+                if m.never_scored() {
+                    out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
+                }
+            }
+            return out;
+        }
         out.push_str(&format!(
             "collect {}: {} samples in {:.1} s ({}/s){}\n",
             self.run_id,
@@ -192,56 +308,104 @@ impl Report {
             }
             match &m.failure {
                 Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
-                None => out.push_str(&format!(
-                    "  {}: {} samples, {} errors, {} retried; cells {}/{} written, {} already complete; {:.1} s\n",
-                    m.name,
-                    m.samples,
-                    m.errors,
-                    m.retried,
-                    m.cells_done,
-                    m.cells_planned,
-                    m.cells_skipped,
-                    m.seconds
-                )),
+                None => {
+                    let kinds = if m.error_kinds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({})",
+                            m.error_kinds
+                                .iter()
+                                .map(|(k, n)| format!("{k} × {n}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    };
+                    out.push_str(&format!(
+                        "  {}: {} samples written, {} kept as transport errors{kinds}; {} HTTP attempts ({} retries, on {} samples); cells {}/{} written, {} already complete; {:.1} s\n",
+                        m.name,
+                        m.samples,
+                        m.errors,
+                        m.attempts,
+                        m.attempts.saturating_sub(m.samples),
+                        m.retried,
+                        m.cells_done,
+                        m.cells_planned,
+                        m.cells_skipped,
+                        m.seconds
+                    ));
+                    out.push_str(&error_only_note(m));
+                    if m.never_scored() {
+                        out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
+                    }
+                }
             }
         }
         out
     }
 }
 
-/// How many finished samples a cell holds (those of failed exchanges left out when asked).
+/// The line saying that complete cells hold only errors, and what to do, when they do.
+fn error_only_note(m: &ModelSummary) -> String {
+    if m.prior.error_only_cells == 0 {
+        return String::new();
+    }
+    format!(
+        "  {}: {} of the {} complete cells hold only transport errors; --retry-errors asks for those samples again\n",
+        m.name, m.prior.error_only_cells, m.cells_skipped
+    )
+}
+
+/// A cell's finished samples: how many count towards k (those of failed exchanges left out
+/// when asked), and how many there are and failed in all.
+struct CellHave {
+    counted: u32,
+    samples: u32,
+    errors: u32,
+    kinds: Vec<String>,
+}
+
+/// What one cell already holds on disk.
 fn finished_samples(
     root: &Path,
     model: &str,
     task_id: &str,
     retry_errors: bool,
-) -> (u32, Vec<String>) {
+) -> (CellHave, Vec<String>) {
     let scan = runs::cell_runs(root, model, task_id);
     let warnings = scan
         .skipped
         .iter()
         .map(|s| format!("{}: {}", s.path.display(), s.reason))
         .collect();
-    let mut n = 0u32;
+    let mut have = CellHave {
+        counted: 0,
+        samples: 0,
+        errors: 0,
+        kinds: Vec::new(),
+    };
     for r in &scan.runs {
         for s in &r.samples {
-            if retry_errors && sample_failed(&r.sample_dir(s)) {
-                continue;
+            have.samples = have.samples.saturating_add(1);
+            if let Some(kind) = sample_failed(&r.sample_dir(s)) {
+                have.errors = have.errors.saturating_add(1);
+                have.kinds.push(kind);
+                if retry_errors {
+                    continue;
+                }
             }
-            n = n.saturating_add(1);
+            have.counted = have.counted.saturating_add(1);
         }
     }
-    (n, warnings)
+    (have, warnings)
 }
 
-fn sample_failed(dir: &Path) -> bool {
-    match std::fs::read(dir.join("meta.json"))
+/// What a finished sample's exchange failed with, when it failed.
+fn sample_failed(dir: &Path) -> Option<String> {
+    let m = std::fs::read(dir.join("meta.json"))
         .ok()
-        .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())
-    {
-        Some(m) => m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s)),
-        None => false,
-    }
+        .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())?;
+    (m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s))).then(|| error_kind(&m))
 }
 
 /// A run being written: shared by its samples; the one that completes it renames it.
@@ -368,11 +532,12 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         runs::lock(&opts.runs).with_context(|| format!("cannot lock {}", opts.runs.display()))?;
 
     // Plan: what each cell still needs.
-    let mut plans: Vec<(ModelEntry, Vec<CellPlan>, u64)> = Vec::new();
+    let mut plans: Vec<(ModelEntry, Vec<CellPlan>, u64, Prior)> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     for m in entries {
         let mut cells = Vec::new();
         let mut skipped = 0;
+        let mut prior = Prior::default();
         for (ti, t) in tasks.iter().enumerate() {
             if let Some(s) = opts.shard
                 && shard_of(&m.name, &t.id, s.count) != s.index
@@ -384,17 +549,25 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
             let (have, w) = finished_samples(&opts.runs, &m.name, &t.id, opts.retry_errors);
             warnings.extend(w);
-            if have >= opts.k {
+            prior.samples += u64::from(have.samples);
+            prior.errors += u64::from(have.errors);
+            for k in have.kinds {
+                *prior.kinds.entry(k).or_default() += 1;
+            }
+            if have.counted >= opts.k {
                 skipped += 1;
+                if have.samples > 0 && have.errors == have.samples {
+                    prior.error_only_cells += 1;
+                }
                 continue;
             }
             cells.push(CellPlan {
                 task: ti,
-                first: have,
-                need: opts.k - have,
+                first: have.counted,
+                need: opts.k - have.counted,
             });
         }
-        plans.push((m, cells, skipped));
+        plans.push((m, cells, skipped, prior));
     }
 
     let quiet = opts.quiet;
@@ -411,31 +584,55 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     let mut models: Vec<Arc<ModelRun>> = Vec::new();
     let mut summaries: Vec<ModelSummary> = Vec::new();
     let mut infos = Vec::new();
-    for (entry, cells, skipped) in plans {
+    for (entry, cells, skipped, prior) in plans {
         let endpoint = Endpoint::new(&entry)?;
-        infos.push((entry, cells, skipped, endpoint));
+        infos.push((entry, cells, skipped, endpoint, prior));
     }
-    let probes = futures_util::future::join_all(infos.iter().map(|(_, cells, _, ep)| async move {
-        if cells.is_empty() {
-            Ok(Value::Null)
-        } else {
-            ep.server_info().await
-        }
-    }))
-    .await;
-    // Preflight, every row at once (each row's probes run one after the other).
-    let preflights = futures_util::future::join_all(infos.iter().zip(&probes).map(
-        |((entry, cells, _, ep), probe)| async move {
-            match probe {
-                Ok(server) if opts.preflight && !cells.is_empty() => {
-                    Some(preflight::run(ep, entry, server).await)
+    // Server info and preflight, every row at once (each row's requests one after the other),
+    // each line of progress naming its row. Ctrl-C stops it at once, like the cells.
+    let mut stop = stop_tx.subscribe();
+    let say = &say;
+    let asked = async {
+        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep, _)| async move {
+            if cells.is_empty() {
+                return (Ok(Value::Null), None);
+            }
+            let name = &entry.name;
+            let progress = |line: String| say(&format!("preflight {name}: {line}"));
+            let t0 = Instant::now();
+            let server = ep
+                .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
+                .await;
+            let p = match &server {
+                Ok(server) if opts.preflight => {
+                    Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
                 }
                 _ => None,
+            };
+            if opts.preflight {
+                progress(format!("done in {:.1} s", t0.elapsed().as_secs_f64()));
             }
-        },
-    ))
-    .await;
-    for (((entry, cells, skipped, endpoint), probe), preflight) in
+            (server, p)
+        }))
+        .await
+    };
+    let asked = tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => None,
+        a = asked => Some(a),
+    };
+    let Some(asked) = asked else {
+        return Ok(Report {
+            run_id: String::new(),
+            models: Vec::new(),
+            interrupted: true,
+            fatal: None,
+            seconds: 0.0,
+            preflight_interrupted: true,
+        });
+    };
+    let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
+    for (((entry, cells, skipped, endpoint, prior), probe), preflight) in
         infos.into_iter().zip(probes).zip(preflights)
     {
         let mut summary = ModelSummary {
@@ -446,6 +643,11 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             samples: 0,
             errors: 0,
             retried: 0,
+            attempts: 0,
+            error_kinds: Default::default(),
+            base_urls: entry.urls().iter().map(|u| config::redact_url(u)).collect(),
+            api_key_env: entry.api_key_env.clone(),
+            prior,
             seconds: 0.0,
             failure: None,
             warnings: Vec::new(),
@@ -549,6 +751,13 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             s.errors = m.tally.errors.load(Ordering::Relaxed);
             s.cells_done = m.tally.cells.load(Ordering::Relaxed);
             s.retried = m.tally.retried.load(Ordering::Relaxed);
+            s.attempts = m.tally.attempts.load(Ordering::Relaxed);
+            s.error_kinds = m
+                .tally
+                .error_kinds
+                .lock()
+                .map(|k| k.clone())
+                .unwrap_or_default();
             s.seconds = secs;
         }
     }
@@ -559,6 +768,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         interrupted,
         fatal,
         seconds: shared.started.elapsed().as_secs_f64(),
+        preflight_interrupted: false,
     })
 }
 
@@ -572,8 +782,20 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             break;
         }
         let task = &shared.tasks[plan.task];
-        let body = match serde_json::to_vec(&crate::request::chat_request(task, &asking)) {
-            Ok(b) => bytes::Bytes::from(b),
+        // One body per sample: a row that sets `seed` sends each sample its own (derived from
+        // the row's seed, the task and the sample number), so k samples are k draws.
+        let bodies: Result<Vec<bytes::Bytes>, _> = (0..plan.need)
+            .map(|i| {
+                serde_json::to_vec(&crate::request::sample_request(
+                    task,
+                    &asking,
+                    plan.first + i,
+                ))
+                .map(bytes::Bytes::from)
+            })
+            .collect();
+        let bodies = match bodies {
+            Ok(b) => b,
             Err(e) => {
                 shared.fail(
                     format!("cannot encode the request for {}: {e}", task.id),
@@ -632,7 +854,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             remaining: AtomicU32::new(plan.need),
             info: Mutex::new(Some(info)),
         });
-        for i in 0..plan.need {
+        for (i, body) in (0..plan.need).zip(&bodies) {
             // Wait for room under both limits, or for a stop.
             let permits = tokio::select! {
                 biased;
@@ -688,6 +910,8 @@ async fn sample_done(
 ) {
     let is_error = ex.is_error();
     let retried = ex.meta.attempts.len() > 1;
+    let attempts = ex.meta.attempts.len().max(1) as u64;
+    let kind = is_error.then(|| error_kind(&ex.meta));
     let out = SampleOut {
         request: body.to_vec(),
         response: ex.response,
@@ -719,6 +943,12 @@ async fn sample_done(
         }
     }
     m.tally.samples.fetch_add(1, Ordering::Relaxed);
+    m.tally.attempts.fetch_add(attempts, Ordering::Relaxed);
+    if let Some(kind) = kind
+        && let Ok(mut kinds) = m.tally.error_kinds.lock()
+    {
+        *kinds.entry(kind).or_default() += 1;
+    }
     if is_error {
         m.tally.errors.fetch_add(1, Ordering::Relaxed);
         shared.total_errors.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,11 @@
 //!   with what the answer held, since acceptance is not enforcement (llama-server accepts the
 //!   named form and ignores it).
 //!
+//! Every read is bounded: at most `client::PREFLIGHT_MAX_BODY` bytes, within [`PROBE_TIMEOUT`]
+//! (or the row's `timeout_secs` when shorter), retried at most [`PROBE_MAX_RETRIES`] times and
+//! never more than `--retries`. The model list is kept as a bounded [`ModelList`] summary, not
+//! as the body the server sent.
+//!
 //! Probes ask for [`PROBE_MAX_TOKENS`] tokens with one tiny fixed tool, with the row's system
 //! prompt, sampling parameters and extra fields, so they see the server the way samples will.
 //! Only a missing model id stops a row (an unreachable endpoint already has); every other
@@ -25,6 +30,7 @@ use crate::collect::client::{Endpoint, Exchange, RetryPolicy};
 use crate::collect::config::ModelEntry;
 use crate::score::wire::{self, Completion};
 use serde_json::{Map, Value, json};
+use std::time::{Duration, Instant};
 
 /// The checks, in the order `run` makes them and `cell.json` records them (a row whose server
 /// fails `models` or `model_id` stops after those two).
@@ -47,12 +53,130 @@ pub const PROBE_TOOL: &str = "get_weather";
 /// The probes' question.
 pub const PROBE_QUESTION: &str = "What is the weather in Paris?";
 
-/// Probes are retried like samples (before the first body byte only), but less patiently.
-const PROBE_RETRY: RetryPolicy = RetryPolicy {
-    retries: 2,
-    base_ms: 250,
-    cap_ms: 2_000,
-};
+/// Probes are retried like samples (before the first body byte only), but less patiently:
+/// at most this many times, and never more than `--retries`.
+pub const PROBE_MAX_RETRIES: u32 = 2;
+
+/// Each preflight request's own timeout (the row's `timeout_secs` when that is shorter): a
+/// 16-token answer or a model list takes seconds, and a stalled server must not cost the row's
+/// full sample timeout per probe before the first sample. Not shorter: on 2 busy CPU cores,
+/// llama-server with two slots took up to 57 s to answer a probe queued behind other rows'.
+/// Once a probe has timed out, the row's remaining probes are not sent (see [`run`]).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most model ids a [`ModelList`] keeps (plus the row's own id, wherever it was listed).
+pub const MAX_IDS: usize = 64;
+
+/// The longest model id kept, in characters.
+const MAX_ID_CHARS: usize = 256;
+
+/// The retry policy of the probes under collect's own.
+pub fn probe_retry(collect: &RetryPolicy) -> RetryPolicy {
+    RetryPolicy {
+        retries: collect.retries.min(PROBE_MAX_RETRIES),
+        base_ms: collect.base_ms.min(250),
+        cap_ms: 2_000,
+    }
+}
+
+/// What one endpoint's `GET /models` listed, bounded: what `cell.json` keeps instead of the
+/// body (`server.endpoints[].models`), so a server listing millions of models costs a few KB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelList {
+    /// Up to [`MAX_IDS`] ids in the order listed, plus the row's served id if it was listed
+    /// anywhere (so the model_id check and a reader agree).
+    pub ids: Vec<String>,
+    /// How many ids were read (a lower bound when `truncated`).
+    pub count: usize,
+    /// The body was cut at the preflight's cap, its timeout or a broken connection: ids past
+    /// the cut were never read.
+    pub truncated: bool,
+    /// The start of the body when it held no model list (an error page, say).
+    pub excerpt: Option<String>,
+}
+
+impl ModelList {
+    /// Reads the ids from a (possibly cut) `/models` body. A complete body is parsed as JSON;
+    /// a cut one is scanned for `"id": "…"` pairs, since the ids before the cut still count.
+    pub fn read(body: &[u8], cut: bool, served: &str) -> ModelList {
+        let parsed = if cut {
+            None
+        } else {
+            serde_json::from_slice::<Value>(body).ok()
+        };
+        let all: Option<Vec<String>> = match &parsed {
+            Some(v) => v.get("data").and_then(Value::as_array).map(|data| {
+                data.iter()
+                    .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            }),
+            None if cut && body.windows(6).any(|w| w == b"\"data\"") => {
+                Some(scan_ids(&String::from_utf8_lossy(body)))
+            }
+            None => None,
+        };
+        match all {
+            Some(all) => {
+                let count = all.len();
+                let mut ids: Vec<String> = all
+                    .iter()
+                    .take(MAX_IDS)
+                    .map(|i| crate::json::clip(i, MAX_ID_CHARS))
+                    .collect();
+                if !ids.iter().any(|i| i == served) && all.iter().any(|i| i == served) {
+                    ids.push(served.to_string());
+                }
+                ModelList {
+                    ids,
+                    count,
+                    truncated: cut,
+                    excerpt: None,
+                }
+            }
+            None => ModelList {
+                ids: Vec::new(),
+                count: 0,
+                truncated: cut,
+                excerpt: Some(excerpt(body)),
+            },
+        }
+    }
+
+    /// A few words for the progress line.
+    pub fn describe(&self) -> String {
+        match (&self.excerpt, self.truncated) {
+            (Some(_), true) => "no model list (body cut at the preflight's cap)".into(),
+            (Some(_), false) => "no model list".into(),
+            (None, true) => format!(
+                "at least {} model ids (body cut at the preflight's cap)",
+                self.count
+            ),
+            (None, false) => format!("{} model ids", self.count),
+        }
+    }
+
+    /// Records the summary in one endpoint's object of `server.endpoints[]`.
+    pub fn insert_into(&self, endpoint: &mut Map<String, Value>) {
+        let v = match &self.excerpt {
+            None => json!({"ids": self.ids, "count": self.count, "truncated": self.truncated}),
+            Some(e) => json!({"excerpt": e, "truncated": self.truncated}),
+        };
+        endpoint.insert("models".into(), v);
+    }
+}
+
+/// The `"id": "…"` values in a cut JSON text, in order (JSON string escapes decoded).
+fn scan_ids(text: &str) -> Vec<String> {
+    static ID: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#""id"\s*:\s*("(?:[^"\\]|\\.)*")"#).ok());
+    let Some(re) = ID.as_ref() else {
+        return Vec::new();
+    };
+    re.captures_iter(text)
+        .filter_map(|c| c.get(1))
+        .filter_map(|m| serde_json::from_str::<String>(m.as_str()).ok())
+        .collect()
+}
 
 /// How many characters of an error body a check keeps.
 const EXCERPT: usize = 160;
@@ -172,14 +296,48 @@ pub fn probe_body(
 }
 
 /// The model ids one endpoint's recorded `/models` answer lists (`cell.json`'s
-/// `server.endpoints[]`), or `None` when it holds no model list.
+/// `server.endpoints[]`), or `None` when it holds no model list. Reads both shapes: the
+/// bounded [`ModelList`] summary, and the whole body that collections before it stored.
 pub fn listed_model_ids(endpoint: &Value) -> Option<Vec<String>> {
+    if let Some(ids) = endpoint.pointer("/models/ids").and_then(Value::as_array) {
+        return Some(
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+        );
+    }
     let data = endpoint.pointer("/models/data")?.as_array()?;
     Some(
         data.iter()
             .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
             .collect(),
     )
+}
+
+/// The model ids an endpoint lists, for people: the ids, and how many more there were or that
+/// the list was cut (new summaries only; an old whole body lists every id).
+pub fn listed_models_text(endpoint: &Value) -> Option<String> {
+    let ids = listed_model_ids(endpoint)?;
+    if ids.is_empty() {
+        return None;
+    }
+    let count = endpoint
+        .pointer("/models/count")
+        .and_then(Value::as_u64)
+        .map_or(ids.len(), |c| c as usize);
+    let cut = endpoint
+        .pointer("/models/truncated")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut s = ids.join(", ");
+    if count > ids.len() {
+        s.push_str(&format!(" (+{} more)", count - ids.len()));
+    }
+    if cut {
+        s.push_str(" (list cut at the preflight's read cap)");
+    }
+    Some(s)
 }
 
 /// The `models` and `model_id` checks from what `Endpoint::server_info` gathered, and the
@@ -193,6 +351,7 @@ pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<St
     let mut lists = 0usize;
     let mut missing_from: Vec<(String, Vec<String>)> = Vec::new();
     let mut unreadable = Vec::new();
+    let mut cut_lists: Vec<String> = Vec::new();
     let mut status = None;
     for r in &replicas {
         let url = r.get("base_url").and_then(Value::as_str).unwrap_or("?");
@@ -206,17 +365,29 @@ pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<St
             continue;
         }
         let ids = listed_model_ids(r);
+        let cut = r
+            .pointer("/models/truncated")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         match (s, ids) {
             (Some(200), Some(ids)) => {
                 lists += 1;
                 if !ids.iter().any(|i| i == model_id) {
-                    missing_from.push((url.to_string(), ids));
+                    if cut {
+                        // Not among the ids before the cut: it may be after it.
+                        cut_lists.push(url.to_string());
+                    } else {
+                        missing_from.push((url.to_string(), ids));
+                    }
                 }
             }
             (s, _) => unreadable.push(format!(
                 "{url}: HTTP {} without a model list ({})",
                 s.map_or("?".to_string(), |s| s.to_string()),
-                crate::json::preview(r.get("models").unwrap_or(&Value::Null), EXCERPT)
+                match r.pointer("/models/excerpt").and_then(Value::as_str) {
+                    Some(e) => e.to_string(),
+                    None => crate::json::preview(r.get("models").unwrap_or(&Value::Null), EXCERPT),
+                }
             )),
         }
     }
@@ -244,6 +415,19 @@ pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<St
             }
         );
         (Check::new(false, status, detail.clone()), Some(detail))
+    } else if let Some(url) = cut_lists.first() {
+        (
+            Check::new(
+                false,
+                status,
+                format!(
+                    "cannot tell whether {model_id:?} is served: {url}/models listed more than \
+                     the preflight reads ({} bytes) and the ids before the cut do not include it",
+                    crate::collect::client::PREFLIGHT_MAX_BODY
+                ),
+            ),
+            None,
+        )
     } else if lists > 0 {
         (
             Check::new(true, status, format!("{model_id:?} is listed by /models")),
@@ -429,8 +613,16 @@ fn encode(v: &Value) -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// Runs every check for one row. `server` is what `Endpoint::server_info` returned for it.
-pub async fn run(endpoint: &Endpoint, entry: &ModelEntry, server: &Value) -> Preflight {
+/// Runs every check for one row. `server` is what `Endpoint::server_info` returned for it;
+/// `retry` is collect's policy (the probes take at most [`PROBE_MAX_RETRIES`] of it);
+/// `progress` hears one line per probe: what it asked and how long it took.
+pub async fn run(
+    endpoint: &Endpoint,
+    entry: &ModelEntry,
+    server: &Value,
+    retry: &RetryPolicy,
+    progress: &(dyn Fn(String) + Sync),
+) -> Preflight {
     let (models, model_id, stop) = models_checks(server, &entry.model);
     let mut p = Preflight {
         checks: vec![("models", models), ("model_id", model_id)],
@@ -439,17 +631,60 @@ pub async fn run(endpoint: &Endpoint, entry: &ModelEntry, server: &Value) -> Pre
     if p.stop.is_some() {
         return p;
     }
+    let policy = probe_retry(retry);
+    let timeout = endpoint.probe_timeout(PROBE_TIMEOUT);
     let probe = |name: &'static str, body: Value, stream: bool| async move {
-        endpoint
-            .probe(&encode(&body), name, stream, &PROBE_RETRY)
-            .await
+        let t0 = Instant::now();
+        let ex = endpoint
+            .probe(&encode(&body), name, stream, &policy, timeout)
+            .await;
+        let how = match (ex.meta.status, &ex.meta.error) {
+            (_, Some(e)) => e.clone(),
+            (Some(s), None) => format!("HTTP {s}"),
+            (None, None) => "no answer".into(),
+        };
+        progress(format!(
+            "probe {name}: {how} in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ));
+        ex
     };
     // Sequential on purpose: the probes are few, and a small server (llama-server with two
-    // slots on a CPU) should not see a burst before the collection proper.
+    // slots on a CPU) should not see a burst before the collection proper. A probe that got no
+    // answer in time means a stalled server: the rest are not sent, so a stalled row costs one
+    // probe's timeouts, not seven.
+    let timed_out = |ex: &Exchange| {
+        ex.meta.status.is_none()
+            && ex
+                .meta
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("timed out"))
+    };
+    let stalled = |name: &str| {
+        Check::new(
+            false,
+            None,
+            format!(
+                "not probed: an earlier probe got no answer within {} s, so the server looks stalled ({name} skipped)",
+                timeout.as_secs()
+            ),
+        )
+    };
     let with = probe("tools", probe_body(entry, true, None, false), false).await;
-    let without = probe("no-tools", probe_body(entry, false, None, false), false).await;
-    p.checks
-        .push(("tools_in_prompt", tools_check(&with, &without)));
+    let mut is_stalled = timed_out(&with);
+    let without = if is_stalled {
+        None
+    } else {
+        Some(probe("no-tools", probe_body(entry, false, None, false), false).await)
+    };
+    is_stalled |= without.as_ref().is_some_and(timed_out);
+    // With the first request failed, tools_check reports that failure and never reads the
+    // second, so the first stands in for the one not sent.
+    p.checks.push((
+        "tools_in_prompt",
+        tools_check(&with, without.as_ref().unwrap_or(&with)),
+    ));
     let named = json!({"type": "function", "function": {"name": PROBE_TOOL}});
     for (name, tc, forced, stream) in [
         ("tool_choice_auto", json!("auto"), None, false),
@@ -462,7 +697,12 @@ pub async fn run(endpoint: &Endpoint, entry: &ModelEntry, server: &Value) -> Pre
         ("tool_choice_named", named, Some(PROBE_TOOL), false),
         ("stream", json!("auto"), None, true),
     ] {
+        if is_stalled {
+            p.checks.push((name, stalled(name)));
+            continue;
+        }
         let ex = probe(name, probe_body(entry, true, Some(tc), stream), stream).await;
+        is_stalled |= timed_out(&ex);
         p.checks.push((name, acceptance_check(&ex, forced)));
     }
     p
@@ -630,6 +870,51 @@ mod tests {
         assert!(!m.ok && !id.ok && stop.is_none());
         assert_eq!(m.status, Some(404));
         assert!(m.detail.contains("HTTP 404"), "{}", m.detail);
+    }
+
+    #[test]
+    fn a_model_list_is_kept_bounded_in_both_shapes() {
+        let mut body = String::from(r#"{"object":"list","data":["#);
+        for i in 0..100 {
+            body.push_str(&format!(r#"{{"id":"m{i}"}},"#));
+        }
+        body.push_str(r#"{"id":"served"}]}"#);
+        // Whole: every id counted, MAX_IDS kept, the served id kept wherever it was listed.
+        let l = ModelList::read(body.as_bytes(), false, "served");
+        assert_eq!(l.count, 101);
+        assert!(!l.truncated);
+        assert_eq!(l.ids.len(), MAX_IDS + 1);
+        assert_eq!(l.ids.last().map(String::as_str), Some("served"));
+        // Cut mid-way: the ids before the cut, escapes decoded, marked truncated.
+        let cut = br#"{"object":"list","data":[{"id":"a\"b"},{"id" : "c"},{"id":"d"#;
+        let l = ModelList::read(cut, true, "served");
+        assert_eq!(l.ids, vec!["a\"b".to_string(), "c".to_string()]);
+        assert!(l.truncated && l.count == 2);
+        // No list at all: an excerpt, no ids.
+        let l = ModelList::read(b"<html>Not Found</html>", false, "served");
+        assert_eq!(l.excerpt.as_deref(), Some("<html>Not Found</html>"));
+        let mut m = Map::new();
+        ModelList::read(body.as_bytes(), false, "served").insert_into(&mut m);
+        let ep = Value::Object(m);
+        assert_eq!(listed_model_ids(&ep).map(|v| v.len()), Some(MAX_IDS + 1));
+        let text = listed_models_text(&ep).unwrap();
+        assert!(text.ends_with("served (+36 more)"), "{text}");
+        // The whole body older collections stored reads the same way.
+        let old = json!({"models": {"object": "list", "data": [{"id": "x"}, {"id": "y"}]}});
+        assert_eq!(listed_models_text(&old).as_deref(), Some("x, y"));
+    }
+
+    #[test]
+    fn probes_never_retry_more_than_collect_does() {
+        let p = |r| {
+            probe_retry(&RetryPolicy {
+                retries: r,
+                base_ms: 500,
+                cap_ms: 30_000,
+            })
+            .retries
+        };
+        assert_eq!((p(0), p(1), p(4)), (0, 1, PROBE_MAX_RETRIES));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
 pub mod compare;
+pub mod distinct;
 pub mod interval;
 pub mod latency;
 pub mod pooled;
@@ -58,6 +59,8 @@ pub struct Scored {
     pub total_ms: Option<f64>,
     /// `usage.completion_tokens` of the response, when the server reported it.
     pub completion_tokens: Option<u64>,
+    /// What the model answered, fingerprinted ([`distinct::fingerprint`]).
+    pub response: String,
 }
 
 /// What the site needs to know about a task.
@@ -127,9 +130,17 @@ pub struct Cell {
     pub value_compared: u64,
     /// Some sample was collected for an earlier version of the task file.
     pub task_changed: bool,
+    /// Distinct answers among the scored samples ([`distinct::fingerprint`]).
+    pub distinct_responses: u64,
 }
 
 impl Cell {
+    /// Two or more scored samples, all the same answer: one observation repeated, so the
+    /// interval, which counts them as independent, overstates the evidence.
+    pub fn identical(&self) -> bool {
+        self.scored >= 2 && self.distinct_responses == 1
+    }
+
     /// pass@1: the share of scored samples that passed.
     pub fn rate(&self) -> Option<f64> {
         (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
@@ -330,6 +341,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 value_matches: 0,
                 value_compared: 0,
                 task_changed: false,
+                distinct_responses: 0,
             });
         c.samples.push(i);
         if c.runs.last() != Some(&s.key.run) {
@@ -358,6 +370,14 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         }
     }
     for c in cells.values_mut() {
+        c.distinct_responses = c
+            .samples
+            .iter()
+            .filter_map(|&i| samples.get(i))
+            .filter(|s| s.outcome != Outcome::Error)
+            .map(|s| s.response.as_str())
+            .collect::<BTreeSet<_>>()
+            .len() as u64;
         c.interval = interval::interval(kind, c.passes, c.scored);
         c.reliability = Reliability::of(c.interval.as_ref());
     }
@@ -484,6 +504,7 @@ mod tests {
             ttfb_ms: None,
             total_ms: None,
             completion_tokens: None,
+            response: n.into(),
         }
     }
 

@@ -115,6 +115,8 @@ fn cell_json(m: &Matrix, c: &crate::report::Cell) -> Value {
         "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
         "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
         "task_changed": c.task_changed,
+        "distinct_responses": c.distinct_responses,
+        "identical": c.identical(),
         "label_counts": labels,
     })
 }

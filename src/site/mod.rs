@@ -491,6 +491,8 @@ struct ModelPage<'a> {
     runs: &'a [(String, String, u32, String, String)],
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
+    /// The sentence saying the row's samples look deterministic, or empty.
+    determinism: String,
 }
 
 struct ExpectedView {
@@ -714,10 +716,8 @@ fn server_rows(s: &Value) -> Vec<(String, String)> {
                     v.as_str().unwrap_or_default().to_string(),
                 )),
                 "models_status" => rows.push((format!("GET /models{n}"), v.to_string())),
-                "models" => match crate::collect::preflight::listed_model_ids(e) {
-                    Some(ids) if !ids.is_empty() => {
-                        rows.push((format!("models listed{n}"), ids.join(", ")))
-                    }
+                "models" => match crate::collect::preflight::listed_models_text(e) {
+                    Some(ids) => rows.push((format!("models listed{n}"), ids)),
                     _ => flatten(v, &format!("models{n}"), 2, &mut rows),
                 },
                 _ => flatten(v, &format!("{k}{n}"), 1, &mut rows),
@@ -1130,6 +1130,10 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         preflight,
         versions: info.versions.join(", "),
         runs: &runs,
+        determinism: crate::report::distinct::determinism_note(
+            input.matrix.cells.values().filter(|c| c.model == mv.name),
+            &info.entries,
+        ),
     };
     files.push((
         format!("models/{}.html", mv.name),

@@ -970,7 +970,9 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
     }
 
     let mut tasks: Vec<Task> = Vec::new();
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    // Keyed by the id in lower case: ids differing only in case collide on case-insensitive
+    // file systems (macOS and Windows checkouts, some Pages clones).
+    let mut seen: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
     for f in files {
         let bytes = match std::fs::read(&f) {
             Ok(b) => b,
@@ -985,15 +987,32 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
         };
         match parse_task(&f, &bytes) {
             Ok(t) => {
-                if let Some(other) = seen.get(&t.id) {
+                if let Some(why) = crate::names::too_long("task id", &t.id) {
                     errors.push(TaskError {
                         file: f.clone(),
                         path: "id".into(),
-                        problem: format!("id {:?} is already used by {}", t.id, other.display()),
+                        problem: format!("{:?}: {why}", t.id),
                     });
                     continue;
                 }
-                seen.insert(t.id.clone(), f);
+                if let Some((id, other)) = seen.get(&crate::names::case_key(&t.id)) {
+                    let problem = if *id == t.id {
+                        format!("id {:?} is already used by {}", t.id, other.display())
+                    } else {
+                        format!(
+                            "id {:?} differs only in case from {id:?} in {}: on a case-insensitive file system both would be one folder; rename one",
+                            t.id,
+                            other.display()
+                        )
+                    };
+                    errors.push(TaskError {
+                        file: f.clone(),
+                        path: "id".into(),
+                        problem,
+                    });
+                    continue;
+                }
+                seen.insert(crate::names::case_key(&t.id), (t.id.clone(), f));
                 tasks.push(t);
             }
             Err(mut es) => errors.append(&mut es),

@@ -153,3 +153,199 @@ pub fn models_config(url: &str, rows: &[(&str, &str, bool, usize)], extra: &str)
     }
     s
 }
+
+/// One request a [`Loopback`] server received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+/// What a [`Loopback`] server answers.
+pub enum Reply {
+    /// A whole response with a Content-Length.
+    Full {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    /// A chunked 200 response: `prefix`, then `chunk` over and over until the client leaves.
+    Endless { prefix: Vec<u8>, chunk: Vec<u8> },
+    /// Accept the request and never answer (until the client leaves).
+    Stall,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        Reply::Full {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.into(),
+        }
+    }
+}
+
+/// A hand-rolled HTTP/1.1 server on an ephemeral loopback port, for endpoints the mock will
+/// not imitate (hostile sizes, stalls, echoed secrets). Every request is logged in `seen`.
+pub struct Loopback {
+    /// `http://127.0.0.1:PORT/v1`
+    pub url: String,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+pub fn loopback<F>(handler: F) -> Loopback
+where
+    F: Fn(&Seen) -> Reply + Send + Sync + 'static,
+{
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = std::sync::Arc::new(handler);
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let handler = handler.clone();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut parts = line.split_whitespace();
+                    let method = parts.next().unwrap_or_default().to_string();
+                    let path = parts.next().unwrap_or_default().to_string();
+                    let mut headers = BTreeMap::new();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let h = h.trim_end();
+                        if h.is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = h.split_once(':') {
+                            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                        }
+                    }
+                    let len: usize = headers
+                        .get("content-length")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let req = Seen {
+                        method,
+                        path,
+                        headers,
+                        body,
+                    };
+                    log.lock().unwrap().push(req.clone());
+                    match handler(&req) {
+                        Reply::Full {
+                            status,
+                            headers,
+                            body,
+                        } => {
+                            let mut head = format!(
+                                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n",
+                                body.len()
+                            );
+                            for (k, v) in headers {
+                                head.push_str(&format!("{k}: {v}\r\n"));
+                            }
+                            head.push_str("\r\n");
+                            if conn.write_all(head.as_bytes()).is_err()
+                                || conn.write_all(&body).is_err()
+                            {
+                                return;
+                            }
+                        }
+                        Reply::Endless { prefix, chunk } => {
+                            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                            let frame = |b: &[u8]| {
+                                let mut f = format!("{:x}\r\n", b.len()).into_bytes();
+                                f.extend_from_slice(b);
+                                f.extend_from_slice(b"\r\n");
+                                f
+                            };
+                            if conn.write_all(head.as_bytes()).is_err()
+                                || conn.write_all(&frame(&prefix)).is_err()
+                            {
+                                return;
+                            }
+                            let framed = frame(&chunk);
+                            while conn.write_all(&framed).is_ok() {}
+                            return;
+                        }
+                        Reply::Stall => {
+                            let mut sink = [0u8; 64];
+                            // Returns when the client closes the connection.
+                            while reader.get_mut().read(&mut sink).unwrap_or(0) > 0 {}
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Loopback {
+        url: format!("http://127.0.0.1:{port}/v1"),
+        seen,
+    }
+}
+
+/// A minimal chat completion: prose, or one call of `tool` with `args` (JSON text).
+pub fn completion(prompt_tokens: u64, call: Option<(&str, &str)>) -> String {
+    let msg = match call {
+        None => r#"{"role":"assistant","content":"It is sunny."}"#.to_string(),
+        Some((tool, args)) => format!(
+            r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c1","type":"function","function":{{"name":"{tool}","arguments":{}}}}}]}}"#,
+            serde_json::to_string(args).unwrap()
+        ),
+    };
+    format!(
+        r#"{{"id":"x","object":"chat.completion","choices":[{{"index":0,"message":{msg},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":5}}}}"#
+    )
+}
+
+/// The binary's arguments for `collect --config CFG --tasks TASKS --runs RUNS EXTRA…`, for
+/// tests that start the process themselves (to interrupt or kill it) or run it several times.
+pub fn collect_argv(cfg: &Path, tasks: &Path, runs: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a = vec![
+        "collect".to_string(),
+        "--config".into(),
+        cfg.to_string_lossy().into_owned(),
+        "--tasks".into(),
+        tasks.to_string_lossy().into_owned(),
+        "--runs".into(),
+        runs.to_string_lossy().into_owned(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Runs `collect --config CFG --tasks TASKS --runs RUNS EXTRA…` with `env` added.
+pub fn collect_in(
+    cfg: &Path,
+    tasks: &Path,
+    runs: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(collect_argv(cfg, tasks, runs, extra));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
