@@ -81,6 +81,8 @@ struct Page<'a> {
     cell_id: String,
     task_changed: bool,
     stages: Vec<StageRow>,
+    /// The label and detail carry the `#fail` anchor (nothing in the output to mark).
+    fail_on_head: bool,
     calls: Vec<CallView>,
     output: Option<String>,
     /// Escaped HTML: the message content.
@@ -645,10 +647,12 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
             }
         });
     // Every page of a failed or errored sample has exactly one `#fail` anchor: on the failing
-    // argument when there is one, else on the deciding stage.
-    let anchor_on_stage =
+    // argument when there is one, else on the label and detail that open the page (a failure
+    // with nothing to mark, e.g. a collapsed parallel call, is explained there; anchoring the
+    // stages table instead scrolled the explanation off a phone's screen).
+    let fail_on_head =
         v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
-    let stages = stage_rows(cx.task, v, anchor_on_stage);
+    let stages = stage_rows(cx.task, v, false);
 
     let sent = if cx.same_request {
         Sent::default()
@@ -675,6 +679,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         cell_id: cell_id(&key.model, &key.task),
         task_changed: cx.task_changed,
         stages,
+        fail_on_head,
         calls,
         output,
         content,
