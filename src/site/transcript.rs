@@ -45,8 +45,6 @@ struct StageRow {
     /// CSS class for the state: `pass`, `fail`, `error`, `nr` (not reached), `na`.
     class: &'static str,
     detail: String,
-    /// This row carries the `#fail` anchor (no argument to mark).
-    anchor: bool,
 }
 
 struct CallView {
@@ -102,14 +100,14 @@ struct Page<'a> {
     curl: String,
 }
 
-fn stage_rows(task: &Task, v: &Verdict, anchor_on_stage: bool) -> Vec<StageRow> {
+fn stage_rows(task: &Task, v: &Verdict) -> Vec<StageRow> {
     let no_call_task = matches!(task.expect, Expect::NoCall);
     Stage::ALL
         .into_iter()
         .map(|s| {
             // Tasks that expect no call stop at extract: only transport and structure apply.
             let applies = !no_call_task || matches!(s, Stage::Transport | Stage::Structure);
-            let (state, detail, anchor) = match (v.outcome, v.stage) {
+            let (state, detail) = match (v.outcome, v.stage) {
                 (_, Some(d)) if d == s => (
                     if v.outcome == Outcome::Error {
                         "error"
@@ -117,14 +115,13 @@ fn stage_rows(task: &Task, v: &Verdict, anchor_on_stage: bool) -> Vec<StageRow> 
                         "fail"
                     },
                     v.detail.clone(),
-                    anchor_on_stage,
                 ),
-                (_, Some(d)) if s > d => ("not reached", String::new(), false),
-                _ if !applies => ("n/a", String::new(), false),
+                (_, Some(d)) if s > d => ("not reached", String::new()),
+                _ if !applies => ("n/a", String::new()),
                 (Outcome::Pass, _) if s == Stage::Semantic || no_call_task => {
-                    ("pass", v.detail.clone(), false)
+                    ("pass", v.detail.clone())
                 }
-                _ => ("pass", String::new(), false),
+                _ => ("pass", String::new()),
             };
             let class = match state {
                 "not reached" => "nr",
@@ -136,18 +133,13 @@ fn stage_rows(task: &Task, v: &Verdict, anchor_on_stage: bool) -> Vec<StageRow> 
                 state,
                 class,
                 detail,
-                anchor,
             }
         })
         .fold(Vec::new(), |mut rows: Vec<StageRow>, r| {
             // Consecutive stages with the same state and nothing to say share one row.
             match rows.last_mut() {
                 Some(last)
-                    if last.state == r.state
-                        && last.detail.is_empty()
-                        && r.detail.is_empty()
-                        && !last.anchor
-                        && !r.anchor =>
+                    if last.state == r.state && last.detail.is_empty() && r.detail.is_empty() =>
                 {
                     last.name.push_str(", ");
                     last.name.push_str(&r.name);
@@ -652,7 +644,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     // stages table instead scrolled the explanation off a phone's screen).
     let fail_on_head =
         v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
-    let stages = stage_rows(cx.task, v, false);
+    let stages = stage_rows(cx.task, v);
 
     let sent = if cx.same_request {
         Sent::default()
