@@ -99,25 +99,16 @@ fn main() -> Result<()> {
                     };
                     (Outcome::Fail(l), Some(Stage::Parse), detail)
                 };
+                let key = SampleKey {
+                    model: model.clone(),
+                    task: task.id.clone(),
+                    run: "20260101T000000Z-s1of1-0123abcd".into(),
+                    sample: format!("{s:03}"),
+                };
                 samples.push(Scored {
-                    key: SampleKey {
-                        model: model.clone(),
-                        task: task.id.clone(),
-                        run: "20260101T000000Z-s1of1-0123abcd".into(),
-                        sample: format!("{s:03}"),
-                    },
-                    outcome,
                     stage,
                     detail,
-                    metrics: Default::default(),
-                    hitec: None,
-                    value_match: None,
-                    extra_prose: false,
-                    task_changed: false,
-                    ttfb_ms: None,
-                    total_ms: None,
-                    completion_tokens: None,
-                    response: String::new(),
+                    ..Scored::bare(key, outcome)
                 });
             }
         }

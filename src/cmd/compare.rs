@@ -140,27 +140,14 @@ pub fn load_samples_csv(path: &Path, tasks: &[Task], kind: IntervalKind) -> Resu
                 i + 2
             ),
         };
-        samples.push(Scored {
-            key: SampleKey {
-                model: get(cm),
-                task: get(ct),
-                run: get(cr),
-                sample: get(cs),
-            },
-            outcome,
-            stage: None,
-            detail: String::new(),
-            metrics: Default::default(),
-            hitec: None,
-            value_match: None,
-            extra_prose: false,
-            task_changed: false,
-            ttfb_ms: None,
-            total_ms: None,
-            completion_tokens: None,
-            // samples.csv does not carry the answer, so no two baseline answers are compared.
-            response: String::new(),
-        });
+        // samples.csv does not carry the answer, so no two baseline answers are compared.
+        let key = SampleKey {
+            model: get(cm),
+            task: get(ct),
+            run: get(cr),
+            sample: get(cs),
+        };
+        samples.push(Scored::bare(key, outcome));
     }
     Ok(Collection {
         source: path.display().to_string(),

@@ -112,28 +112,19 @@ mod tests {
     #[test]
     fn cells_of_one_repeated_answer_are_flagged_and_said() {
         use crate::cli::IntervalKind;
-        use crate::hitec::Metrics;
         use crate::report::{SampleKey, Scored, TaskInfo, aggregate};
         use crate::taxonomy::Outcome;
-        let s = |task: &str, n: &str, response: &str, outcome: Outcome| Scored {
-            key: SampleKey {
+        let s = |task: &str, n: &str, response: &str, outcome: Outcome| {
+            let key = SampleKey {
                 model: "m".into(),
                 task: task.into(),
                 run: "r".into(),
                 sample: n.into(),
-            },
-            outcome,
-            stage: None,
-            detail: String::new(),
-            metrics: Metrics::default(),
-            hitec: None,
-            value_match: None,
-            extra_prose: false,
-            task_changed: false,
-            ttfb_ms: None,
-            total_ms: None,
-            completion_tokens: None,
-            response: response.into(),
+            };
+            Scored {
+                response: response.into(),
+                ..Scored::bare(key, outcome)
+            }
         };
         let samples = vec![
             s("same", "000", "a", Outcome::Pass),

@@ -63,6 +63,28 @@ pub struct Scored {
     pub response: String,
 }
 
+impl Scored {
+    /// A sample known only by where it sits and its outcome, every other field empty: a row of
+    /// a published samples.csv, a synthetic benchmark sample, a test's.
+    pub fn bare(key: SampleKey, outcome: Outcome) -> Scored {
+        Scored {
+            key,
+            outcome,
+            stage: None,
+            detail: String::new(),
+            metrics: Metrics::default(),
+            hitec: None,
+            value_match: None,
+            extra_prose: false,
+            task_changed: false,
+            ttfb_ms: None,
+            total_ms: None,
+            completion_tokens: None,
+            response: String::new(),
+        }
+    }
+}
+
 /// What the site needs to know about a task.
 #[derive(Debug, Clone)]
 pub struct TaskInfo {
@@ -486,25 +508,15 @@ mod tests {
     use super::*;
 
     fn s(model: &str, task: &str, n: &str, outcome: Outcome) -> Scored {
+        let key = SampleKey {
+            model: model.into(),
+            task: task.into(),
+            run: "r1".into(),
+            sample: n.into(),
+        };
         Scored {
-            key: SampleKey {
-                model: model.into(),
-                task: task.into(),
-                run: "r1".into(),
-                sample: n.into(),
-            },
-            outcome,
-            stage: None,
-            detail: String::new(),
-            metrics: Metrics::default(),
-            hitec: None,
-            value_match: None,
-            extra_prose: false,
-            task_changed: false,
-            ttfb_ms: None,
-            total_ms: None,
-            completion_tokens: None,
             response: n.into(),
+            ..Scored::bare(key, outcome)
         }
     }
 
