@@ -14,21 +14,6 @@ use site_support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Chromium on PATH; a failure (never a silent pass) when it is absent.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .flat_map(|d| {
-            ["chromium", "chromium-browser", "google-chrome"]
-                .into_iter()
-                .map(move |n| d.join(n))
-        })
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("chromium is not installed (apt-get install -y chromium); this test needs it")
-        })
-}
-
 /// Runs Chromium on a file at a window width; returns (stdout, console lines).
 fn chrome(
     bin: &Path,

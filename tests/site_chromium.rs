@@ -26,27 +26,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-/// Chromium on PATH; a failure (never a silent pass) when it is absent.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        for name in ["chromium", "chromium-browser", "google-chrome"] {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "chromium is not installed (apt-get install -y chromium); these tests need it{}",
-        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
-            " and CALLCHECK_REQUIRE_CHROMIUM is set"
-        } else {
-            ""
-        }
-    );
-}
-
 /// Where the screenshots go: target/screenshots (CI keeps it as an artifact).
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))

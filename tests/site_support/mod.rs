@@ -107,3 +107,24 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Chromium on PATH; a failure (never a silent pass) when it is absent.
+pub fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser", "google-chrome"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "chromium is not installed (apt-get install -y chromium); these tests need it{}",
+        if std::env::var_os("CALLCHECK_REQUIRE_CHROMIUM").is_some() {
+            " and CALLCHECK_REQUIRE_CHROMIUM is set"
+        } else {
+            ""
+        }
+    );
+}
