@@ -222,7 +222,7 @@ pub fn run_samples(
     let mut sections = String::new();
     let mut marks = Vec::with_capacity(samples.len());
     for (sample, mut record) in samples {
-        let (verdict, scored) = score::score_sample(task, input.task_changed, &sample);
+        let (verdict, scored, parsed) = score::score_read(task, input.task_changed, &sample);
         let same_request = reference
             .as_ref()
             .is_some_and(|r| r.bytes == sample.request_raw);
@@ -233,6 +233,7 @@ pub fn run_samples(
             &sample,
             same_request,
             &verdict,
+            parsed.as_ref().ok(),
         )?;
         sections.push_str(&section);
         marks.push(crate::site::transcript::SampleMark {

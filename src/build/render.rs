@@ -21,6 +21,7 @@ pub fn sample_section(
     sample: &Sample,
     same_request: bool,
     verdict: &Verdict,
+    completion: Option<&crate::score::wire::Completion>,
 ) -> Result<(String, (String, String))> {
     let section = transcript::render(&transcript::SampleContext {
         key: &sample.key,
@@ -31,6 +32,7 @@ pub fn sample_section(
         same_request,
         verdict,
         task_changed,
+        completion,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
     let stub = transcript::render_stub(&sample.key, verdict)
