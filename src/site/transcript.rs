@@ -696,7 +696,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
                 && v.output.is_none()
                 && v.outcome.label().is_some()
                 && !call_anchor;
-            let shown = crate::json::clip(&c, MAX_SHOWN);
+            let shown = crate::json::clip(c, MAX_SHOWN);
             if content_anchor {
                 format!("<mark id=\"fail\">{}</mark>", text(&shown))
             } else {
