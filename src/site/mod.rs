@@ -34,6 +34,9 @@ pub enum SiteError {
     Chart { chart: String, message: String },
     #[error("writing data/samples.csv: {0}")]
     Csv(#[from] csv::Error),
+    /// A file could not be handed on (written) as it was rendered.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// What the cell.json files of a model's runs say about it.
@@ -1383,21 +1386,33 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
 
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
 /// it scores, so that no more than a handful of verdicts are alive at once).
-pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
+pub fn render_site(
+    input: &SiteInput,
+    sink: &mut dyn FnMut(File) -> Result<(), SiteError>,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let mut files: Vec<File> = Vec::new();
+    // Each page (or family of pages) is handed on as soon as it is drawn: a BFCL-sized site's
+    // summary files are hundreds of megabytes, never held at once.
+    let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
     index_page(input, &mut files)?;
+    flush(&mut files)?;
     for mv in &m.models {
         model_page(input, mv, &mut files)?;
+        flush(&mut files)?;
     }
     for t in input.tasks {
         task_page(input, t, &mut files)?;
+        flush(&mut files)?;
     }
     for tag in &m.tags {
         tag_page(input, tag, &mut files)?;
+        flush(&mut files)?;
     }
     label_pages(input, &mut files)?;
+    flush(&mut files)?;
     compare::files(input.comparisons, &mut files)?;
+    flush(&mut files)?;
     if let Some(c) = input.changes {
         let moves = c
             .moves
@@ -1439,17 +1454,19 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
     files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
+    flush(&mut files)?;
     files.push((
         "data/matrix.json".into(),
         export::matrix_json(m, input.skipped),
     ));
+    flush(&mut files)?;
     files.push(("data/samples.csv".into(), export::samples_csv(m)?));
+    flush(&mut files)?;
     files.push((
         "data/manifest.json".into(),
         export::manifest_json(m, input.task_hashes, input.transcripts),
     ));
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files)
+    flush(&mut files)
 }
 
 #[cfg(test)]
