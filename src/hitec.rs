@@ -160,9 +160,7 @@ pub fn sample_metrics(task: &Task, v: &Verdict) -> Metrics {
         let mut tp = 0;
         for (name, args) in &emitted {
             let hit = gold.iter().enumerate().position(|(i, g)| {
-                !used[i]
-                    && g.tool == *name
-                    && (!exact || args.is_some_and(|a| call_accepts(g, a)))
+                !used[i] && g.tool == *name && (!exact || args.is_some_and(|a| call_accepts(g, a)))
             });
             if let Some(i) = hit {
                 used[i] = true;

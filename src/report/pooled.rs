@@ -82,6 +82,25 @@ pub fn pool<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Pooled {
     p
 }
 
+/// Pools per-task `(count, of)` pairs of any proportion (value accuracy, BFCL-style accuracy)
+/// the way [`pool`] pools passes: `passes` holds the counts, `scored` their denominators, and a
+/// task with nothing to count (`of` = 0) is left out of the tasks. No errors are counted here.
+pub fn pool_counts(counts: impl IntoIterator<Item = (u64, u64)>) -> Pooled {
+    let counts: Vec<(u64, u64)> = counts.into_iter().filter(|c| c.1 > 0).collect();
+    let mut p = Pooled {
+        tasks: counts.len() as u64,
+        ..Pooled::default()
+    };
+    for &(x, n) in &counts {
+        p.scored += n;
+        p.passes += x;
+        p.all_passed += u64::from(x == n);
+        p.flaky += u64::from(x > 0 && x < n);
+    }
+    (p.deff, p.interval) = by_task(&counts);
+    p
+}
+
 /// The design effect and the interval for per-task `(passes, scored)` counts.
 pub fn by_task(counts: &[(u64, u64)]) -> (f64, Option<Interval>) {
     let n: u64 = counts.iter().map(|c| c.1).sum();

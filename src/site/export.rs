@@ -47,13 +47,6 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
-/// Samples BFCL's own scoring would count correct: a pass, and on a task with a value to
-/// compare, a value match too (a pass whose values are wrong is BFCL's "wrong value").
-fn bfcl_style_correct(c: &crate::report::Cell) -> u64 {
-    c.passes
-        .saturating_sub(c.value_compared.saturating_sub(c.value_matches))
-}
-
 /// `{"count", "of", "rate", "interval"}` with the build's interval method; `rate` and
 /// `interval` are null when `of` is 0.
 fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
@@ -113,7 +106,7 @@ fn cell_json(m: &Matrix, c: &crate::report::Cell) -> Value {
         "value_matches": c.value_matches,
         "value_compared": c.value_compared,
         "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
-        "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
+        "bfcl_style": rate_with_interval(m, c.bfcl_style_correct(), c.scored),
         "task_changed": c.task_changed,
         "distinct_responses": c.distinct_responses,
         "identical": c.identical(),
