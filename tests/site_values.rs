@@ -220,8 +220,8 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert!(m2[0].contains("3/4 · 75 % [30–95 %]"), "{m2:?}");
     assert_eq!(m2[1], "0/3 · 0 % [0–56 %]");
     assert_eq!(m2[2], "0/4 · 0 % [0–49 %]");
-    assert!(task.contains("Value accuracy: of the samples that passed conformance"));
-    assert!(task.contains("BFCL-style accuracy: the share of all scored samples"));
+    assert!(task.contains("<b>Value accuracy</b>: of the samples that passed conformance"));
+    assert!(task.contains("<b>BFCL-style accuracy</b>: the share of all scored samples"));
     // A question that expects no call has no value to compare; BFCL-style is its pass rate.
     let irrelevance = read(&out, "tasks/bfcl-fixture-irrelevance.html");
     let m1 = row(&irrelevance, "results", "m1");
@@ -233,14 +233,8 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     let all = row(&model, "values", "all such tasks");
     assert_eq!(all[0], "3", "tasks: {all:?}");
     assert!(all[1].contains("9/11 · 82 % [52–95 %]"), "{all:?}");
-    assert_eq!(
-        all[2],
-        "6/7 · 86 % [49–97 %] 2 tasks · 95 % interval by task"
-    );
-    assert_eq!(
-        all[3],
-        "8/11 · 73 % [43–90 %] 3 tasks · 95 % interval by task"
-    );
+    assert_eq!(all[2], "6/7 · 86 % [49–97 %] 2 tasks");
+    assert_eq!(all[3], "8/11 · 73 % [43–90 %] 3 tasks");
     // The hand-written task's tags (enum, integer) are not among them: no row of its own.
     let section = &model[model.find("id=\"values\"").unwrap()..model.find("id=\"tasks\"").unwrap()];
     assert!(section.contains(">simple-python</a>"), "{section}");
@@ -253,35 +247,26 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert!(all[1].contains("6/7 · 86 % [49–97 %]"), "{all:?}");
     // Two tasks that disagree (0/3 and 3/3): the interval by task says little, where treating
     // the six samples as independent would claim [19–81 %].
-    assert_eq!(
-        all[2],
-        "3/6 · 50 % [0–100 %] 2 tasks · 95 % interval by task, design effect 6.0"
-    );
-    assert_eq!(
-        all[3],
-        "3/7 · 43 % [0–100 %] 2 tasks · 95 % interval by task, design effect 6.9"
-    );
+    assert_eq!(all[2], "3/6 · 50 % [0–100 %] 2 tasks · design effect 6.0");
+    assert_eq!(all[3], "3/7 · 43 % [0–100 %] 2 tasks · design effect 6.9");
     let parallel = row(&model, "values", "parallel");
-    assert_eq!(
-        parallel[2],
-        "3/3 · 100 % [44–100 %] 1 task · 95 % interval by task"
-    );
+    assert_eq!(parallel[2], "3/3 · 100 % [44–100 %] 1 task");
 
     // Tag pages: per model over the tag's tasks.
     let tag = read(&out, "tags/simple-python.html");
     let m1 = row(&tag, "values", "m1");
     assert_eq!(m1[0], "1");
     assert!(m1[1].contains("4/5 · 80 % [38–96 %]"), "{m1:?}");
-    assert_eq!(m1[2], "3/4 · 75 % [30–95 %] 1 task · 95 % interval by task");
-    assert_eq!(m1[3], "3/5 · 60 % [23–88 %] 1 task · 95 % interval by task");
+    assert_eq!(m1[2], "3/4 · 75 % [30–95 %] 1 task");
+    assert_eq!(m1[3], "3/5 · 60 % [23–88 %] 1 task");
     let m2 = row(&tag, "values", "m2");
-    assert_eq!(m2[2], "0/3 · 0 % [0–56 %] 1 task · 95 % interval by task");
+    assert_eq!(m2[2], "0/3 · 0 % [0–56 %] 1 task");
     assert!(tag.contains("Over this shape's 1 task that come from BFCL"));
     let tag = read(&out, "tags/bfcl.html");
     assert!(tag.contains("Over this shape's 3 tasks"));
     assert_eq!(
         row(&tag, "values", "m1")[3],
-        "8/11 · 73 % [43–90 %] 3 tasks · 95 % interval by task"
+        "8/11 · 73 % [43–90 %] 3 tasks"
     );
     let tag = read(&out, "tags/irrelevance.html");
     assert_eq!(

@@ -7,18 +7,18 @@ use crate::report::interval::{Interval, interval};
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ValuePooled};
 
-/// Value accuracy in one sentence, for a reader who knows BFCL's leaderboard.
-pub const VALUE_MEANING: &str = "Value accuracy: of the samples that passed conformance, the \
-share whose argument values are among the answers the task accepts — on BFCL's questions \
-matched with BFCL's own checker rules (strings without case, spaces or ,./-_*^; an integer for \
-a float; an optional parameter left out) — reported beside the label, never changing it.";
+/// Value accuracy in one sentence (after its name), for a reader who knows BFCL's leaderboard.
+pub const VALUE_MEANING: &str = "of the samples that passed conformance, the share whose \
+argument values are among the answers the task accepts — on BFCL's questions matched with \
+BFCL's own checker rules (strings without case, spaces or ,./-_*^; an integer for a float; an \
+optional parameter left out) — reported beside the label, never changing it.";
 
-/// BFCL-style accuracy in one sentence.
-pub const BFCL_STYLE_MEANING: &str = "BFCL-style accuracy: the share of all scored samples \
-that pass conformance and match a value (a question that expects no call, or any call, only has \
-to pass), so no_call, malformed_json and every other label count as wrong, as BFCL counts them: \
-the number to hold against BFCL's leaderboard, which asks each question once and reports a bare \
-percentage, where here each rate carries its 95 % interval over the k samples.";
+/// BFCL-style accuracy in one sentence (after its name).
+pub const BFCL_STYLE_MEANING: &str = "the share of all scored samples that pass conformance \
+and match a value (a question that expects no call, or any call, only has to pass), so no_call, \
+malformed_json and every other label count as wrong, as BFCL counts them: the number to hold \
+against BFCL's leaderboard, which asks each question once and reports a bare percentage, where \
+here each rate carries its 95 % interval over the k samples.";
 
 /// `<td>` graded by `iv`, holding `text` and an optional note; sorted by the rate.
 fn td(count: u64, of: u64, iv: Option<&Interval>, note: &str, out: &mut String) {
@@ -64,11 +64,11 @@ fn pooled_value_td(p: &Pooled, out: &mut String) {
         return;
     }
     let note = format!(
-        "{} task{} · 95 % interval by task{}",
+        "{} task{}{}",
         p.tasks,
         if p.tasks == 1 { "" } else { "s" },
         if p.deff > 1.0 {
-            format!(", design effect {:.1}", p.deff)
+            format!(" · design effect {:.1}", p.deff)
         } else {
             String::new()
         }
