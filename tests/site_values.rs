@@ -274,6 +274,22 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
         "– no passing sample with a value to compare"
     );
 
+    // data/matrix.json carries the same pooled figures.
+    let matrix: Value = serde_json::from_str(&read(&out, "data/matrix.json")).unwrap();
+    let m2 = &matrix["models"][1];
+    assert_eq!(m2["model"], "m2");
+    let values = &m2["values_by_task"];
+    assert_eq!(values["value_accuracy"]["count"], 3);
+    assert_eq!(values["value_accuracy"]["of"], 6);
+    assert_eq!(values["value_accuracy"]["tasks"], 2);
+    assert_eq!(values["value_accuracy"]["design_effect"], 6.0);
+    assert_eq!(values["bfcl_style"]["of"], 7);
+    assert_eq!(values["conformance"]["passes"], 6);
+    assert_eq!(m2["tags"]["parallel"]["values_by_task"]["bfcl_style"]["count"], 3);
+    let m1 = &matrix["models"][0];
+    assert_eq!(m1["values_by_task"]["bfcl_style"]["tasks"], 3);
+    assert!(m1["tags"]["enum"].get("values_by_task").is_none());
+
     // The hand-written task, and a tag only it has, show none of it.
     for page in ["tasks/convert-currency.html", "tags/enum.html"] {
         let html = read(&out, page);
@@ -298,4 +314,5 @@ fn a_corpus_without_accept_shows_no_value_accuracy() {
         assert!(!html.contains("id=\"values\""), "{path}");
     }
     assert!(pages > 10, "only {pages} pages");
+    assert!(!read(&out, "data/matrix.json").contains("values_by_task"));
 }

@@ -73,6 +73,25 @@ fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
     })
 }
 
+/// Value accuracy and BFCL-style accuracy pooled by task over the tasks that report them, with
+/// the conformance rate over the same tasks (report::ValuePooled).
+fn values_json(v: &crate::report::ValuePooled) -> Value {
+    let part = |p: &crate::report::pooled::Pooled| {
+        json!({
+            "unit": "task",
+            "tasks": p.tasks, "count": p.passes, "of": p.scored,
+            "rate": opt_num(p.rate()),
+            "design_effect": num(p.deff),
+            "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        })
+    };
+    json!({
+        "conformance": pooled_json(&v.conformance),
+        "value_accuracy": part(&v.value),
+        "bfcl_style": part(&v.bfcl_style),
+    })
+}
+
 /// A skipped input, as the exports and the index page show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
@@ -167,9 +186,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 .tags
                 .iter()
                 .map(|(tag, t)| {
-                    (
-                        tag.clone(),
-                        json!({
+                    let mut v = json!({
                             "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                             "rate": opt_num(t.rate()),
                             "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
@@ -178,15 +195,18 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "pass_all_k": opt_num(t.pass_all_k()),
                             "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                             "by_task": mv.pooled.get(tag).map(pooled_json),
-                        }),
-                    )
+                        });
+                    if let Some(x) = mv.value_by_tag.get(tag) {
+                        v["values_by_task"] = values_json(x);
+                    }
+                    (tag.clone(), v)
                 })
                 .collect();
             let f1 = |f: &crate::hitec::F1| {
                 json!({"true_positives": f.true_positives, "emitted": f.emitted, "gold": f.gold,
                        "precision": opt_num(f.precision()), "recall": opt_num(f.recall()), "f1": opt_num(f.f1())})
             };
-            json!({
+            let mut v = json!({
                 "model": mv.name,
                 "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                 "rate": opt_num(t.rate()),
@@ -203,7 +223,11 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 })).collect::<Vec<_>>(),
                 "f1_name": f1(&mv.metrics.name),
                 "f1_name_parameter": f1(&mv.metrics.name_and_parameters),
-            })
+            });
+            if let Some(x) = &mv.value_total {
+                v["values_by_task"] = values_json(x);
+            }
+            v
         })
         .collect();
     /// The document, in the order its fields are written.
