@@ -247,8 +247,8 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert!(all[1].contains("6/7 · 86 % [49–97 %]"), "{all:?}");
     // Two tasks that disagree (0/3 and 3/3): the interval by task says little, where treating
     // the six samples as independent would claim [19–81 %].
-    assert_eq!(all[2], "3/6 · 50 % [0–100 %] 2 tasks · design effect 6.0");
-    assert_eq!(all[3], "3/7 · 43 % [0–100 %] 2 tasks · design effect 6.9");
+    assert_eq!(all[2], "3/6 · 50 % [0–100 %] 2 tasks · design effect 6.00");
+    assert_eq!(all[3], "3/7 · 43 % [0–100 %] 2 tasks · design effect 6.86");
     let parallel = row(&model, "values", "parallel");
     assert_eq!(parallel[2], "3/3 · 100 % [44–100 %] 1 task");
 

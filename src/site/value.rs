@@ -68,7 +68,7 @@ fn pooled_value_td(p: &Pooled, out: &mut String) {
         p.tasks,
         if p.tasks == 1 { "" } else { "s" },
         if p.deff > 1.0 {
-            format!(" · design effect {:.1}", p.deff)
+            format!(" · design effect {:.2}", p.deff)
         } else {
             String::new()
         }
