@@ -1,90 +1,16 @@
 //! Value accuracy and BFCL-style accuracy on the site: per cell on the task page, pooled by task
 //! on the tag and model pages, only for tasks that come from BFCL or list acceptable values
-//! (`accept`). The corpus is tests/fixtures/value-tasks (three tasks in the shape `callcheck
-//! import bfcl` gives, not BFCL's data) plus one hand-written task without `accept`; the runs
-//! are written here, reply by reply, so every count is known. The expected intervals were
-//! computed apart from callcheck (Wilson per cell; Wilson on n/deff with t at C−1 df pooled).
+//! (`accept`). The site is site_support's `value_fixture_site`: tests/fixtures/value-tasks
+//! (three tasks in the shape `callcheck import bfcl` gives, not BFCL's data) plus one
+//! hand-written task without `accept`, with runs written reply by reply so every count is
+//! known. The expected intervals were computed apart from callcheck (Wilson per cell; Wilson on
+//! n/deff with t at C−1 df pooled).
 
-#[path = "site_support/mod.rs"]
 mod site_support;
 
 use scraper::{Html, Selector};
-use serde_json::{Value, json};
+use serde_json::Value;
 use site_support::*;
-use std::path::Path;
-
-/// What one sample's model answered.
-enum Reply {
-    /// Tool calls: (tool, arguments).
-    Calls(Vec<(&'static str, Value)>),
-    /// Prose, no call.
-    Prose,
-}
-
-fn weather(city: &str) -> Reply {
-    Reply::Calls(vec![("weather_get", json!({ "city": city }))])
-}
-
-fn response(model: &str, reply: &Reply) -> Value {
-    let message = match reply {
-        Reply::Prose => json!({"role": "assistant", "content": "I cannot say for sure."}),
-        Reply::Calls(calls) => json!({
-            "role": "assistant",
-            "content": null,
-            "tool_calls": calls.iter().enumerate().map(|(i, (name, args))| json!({
-                "id": format!("call_{i}"),
-                "type": "function",
-                "function": {"name": name, "arguments": args.to_string()},
-            })).collect::<Vec<_>>(),
-        }),
-    };
-    let finish = match reply {
-        Reply::Prose => "stop",
-        Reply::Calls(_) => "tool_calls",
-    };
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1767225600, "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-    })
-}
-
-/// Writes one finished run of `model` on `task`, one sample per reply.
-fn write_run(
-    runs: &Path,
-    tasks: &[callcheck::task::Task],
-    model: &str,
-    task: &str,
-    replies: &[Reply],
-) {
-    let t = tasks
-        .iter()
-        .find(|t| t.id == task)
-        .unwrap_or_else(|| panic!("no task {task}"));
-    let run = runs.join(model).join(task).join("r0001");
-    let served = format!("org/{model}");
-    for (i, reply) in replies.iter().enumerate() {
-        let dir = run.join("samples").join(format!("{i:03}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let request = json!({"model": served, "messages": t.messages, "tools": t.tools_json});
-        std::fs::write(dir.join("request.json"), request.to_string()).unwrap();
-        std::fs::write(
-            dir.join("response.json"),
-            response(&served, reply).to_string(),
-        )
-        .unwrap();
-        let meta = json!({"status": 200, "headers": {}, "attempts": [{"status": 200, "backoff_ms": 0, "ttfb_ms": 10.0}], "ttfb_ms": 10.0, "total_ms": 20.0, "streamed": false});
-        std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
-    }
-    let cell = json!({
-        "format_version": 1, "callcheck_version": "0.1.0",
-        "model": {"name": model, "base_url": "http://127.0.0.1:8000/v1", "model": served},
-        "task": {"id": task, "sha256": t.sha256},
-        "k": replies.len(), "run_id": "r0001",
-        "started": "2026-01-01T00:00:00Z", "ended": "2026-01-01T00:01:00Z",
-    });
-    std::fs::write(run.join("cell.json"), cell.to_string()).unwrap();
-}
 
 /// The text of each `<td>` of the table row whose header is `name`, in the table that follows
 /// the element with id `section` (the first such row).
@@ -118,97 +44,10 @@ fn row(page: &str, section: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-fn build_fixture(tmp: &Path) -> std::path::PathBuf {
-    let tasks_dir = tmp.join("tasks");
-    copy_tree(&repo().join("tests/fixtures/value-tasks"), &tasks_dir);
-    std::fs::copy(
-        fixture_tasks().join("convert-currency.json"),
-        tasks_dir.join("convert-currency.json"),
-    )
-    .unwrap();
-    let tasks = callcheck::task::load(&tasks_dir).unwrap_or_else(|e| panic!("{e}"));
-    let runs = tmp.join("runs");
-    let both = || {
-        Reply::Calls(vec![
-            ("weather_get", json!({"city": "Tokyo"})),
-            ("weather_get", json!({"city": "paris"})),
-        ])
-    };
-    // m1 on the single call: three accepted spellings, a wrong city (a pass, no value match)
-    // and prose (no_call): conformance 4/5, value 3/4, BFCL-style 3/5.
-    write_run(
-        &runs,
-        &tasks,
-        "m1",
-        "bfcl-fixture-weather",
-        &[
-            weather("Paris"),
-            weather("paris, france"),
-            Reply::Calls(vec![(
-                "weather_get",
-                json!({"city": "Paris", "unit": "celsius"}),
-            )]),
-            weather("London"),
-            Reply::Prose,
-        ],
-    );
-    write_run(
-        &runs,
-        &tasks,
-        "m1",
-        "bfcl-fixture-parallel",
-        &[both(), both(), both()],
-    );
-    // Irrelevance: two answers in prose pass, a call is spurious_call; nothing to compare.
-    write_run(
-        &runs,
-        &tasks,
-        "m1",
-        "bfcl-fixture-irrelevance",
-        &[Reply::Prose, Reply::Prose, weather("Paris")],
-    );
-    let currency = || {
-        Reply::Calls(vec![(
-            "convert_currency",
-            json!({"amount": 1250, "from": "EUR", "to": "JPY"}),
-        )])
-    };
-    write_run(
-        &runs,
-        &tasks,
-        "m1",
-        "convert-currency",
-        &[currency(), currency(), currency()],
-    );
-    // m2: the wrong city every time it calls (value 0/3), prose once; the parallel task right.
-    write_run(
-        &runs,
-        &tasks,
-        "m2",
-        "bfcl-fixture-weather",
-        &[
-            weather("London"),
-            weather("London"),
-            weather("London"),
-            Reply::Prose,
-        ],
-    );
-    write_run(
-        &runs,
-        &tasks,
-        "m2",
-        "bfcl-fixture-parallel",
-        &[both(), both(), both()],
-    );
-    let out = tmp.join("site");
-    build_ok(&tasks_dir, &runs, &out, &[], &[]);
-    out
-}
-
 #[test]
 fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = build_fixture(tmp.path());
+    let out = value_fixture_site(tmp.path());
 
     // Task page, one row per model: conformance, value accuracy, BFCL-style, labels.
     let task = read(&out, "tasks/bfcl-fixture-weather.html");
@@ -222,6 +61,14 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert_eq!(m2[2], "0/4 · 0 % [0–49 %]");
     assert!(task.contains("<b>Value accuracy</b>: of the samples that passed conformance"));
     assert!(task.contains("<b>BFCL-style accuracy</b>: the share of all scored samples"));
+    // The expected call lists what it accepts.
+    assert!(
+        task.contains(r#"<li><code>city: &#34;Paris&#34; or &#34;Paris, France&#34; (BFCL&#39;s rule)</code></li>"#),
+        "{task}"
+    );
+    assert!(task.contains(
+        r#"<li><code>unit: &#34;celsius&#34; or left out (BFCL&#39;s rule)</code></li>"#
+    ));
     // A question that expects no call has no value to compare; BFCL-style is its pass rate.
     let irrelevance = read(&out, "tasks/bfcl-fixture-irrelevance.html");
     let m1 = row(&irrelevance, "results", "m1");
@@ -285,7 +132,10 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert_eq!(values["value_accuracy"]["design_effect"], 6.0);
     assert_eq!(values["bfcl_style"]["of"], 7);
     assert_eq!(values["conformance"]["passes"], 6);
-    assert_eq!(m2["tags"]["parallel"]["values_by_task"]["bfcl_style"]["count"], 3);
+    assert_eq!(
+        m2["tags"]["parallel"]["values_by_task"]["bfcl_style"]["count"],
+        3
+    );
     let m1 = &matrix["models"][0];
     assert_eq!(m1["values_by_task"]["bfcl_style"]["tasks"], 3);
     assert!(m1["tags"]["enum"].get("values_by_task").is_none());

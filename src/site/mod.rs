@@ -513,6 +513,8 @@ struct ExpectedView {
     tool: String,
     gold: String,
     predicates: Vec<String>,
+    /// What `accept` lists, one line per parameter (empty without `accept`).
+    accept: Vec<String>,
 }
 
 struct ResultRow {
@@ -1285,6 +1287,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                     tool: c.tool.clone(),
                     gold: json_html(&c.gold, None),
                     predicates: c.where_.iter().map(|p| p.describe()).collect(),
+                    accept: c.accept.as_ref().map(value::accept_lines).unwrap_or_default(),
                 })
                 .collect(),
             across.iter().map(|p| p.describe()).collect(),
@@ -1295,6 +1298,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                 tool: "structured output".into(),
                 gold: json_html(gold, None),
                 predicates: where_.iter().map(|p| p.describe()).collect(),
+                accept: Vec::new(),
             }],
             vec![],
         ),

@@ -3,9 +3,12 @@
 
 use super::html::escape;
 use super::{fill, pooled_td, rate_text};
+use crate::json::preview;
 use crate::report::interval::{Interval, interval};
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ValuePooled};
+use crate::task::{Accept, Rule};
+use std::collections::BTreeMap;
 
 /// Value accuracy in one sentence (after its name), for a reader who knows BFCL's leaderboard.
 pub const VALUE_MEANING: &str = "of the samples that passed conformance, the share whose \
@@ -98,4 +101,23 @@ pub fn row(name: String, link: String, v: &ValuePooled) -> ValueRow {
         tasks: v.conformance.tasks,
         tds,
     }
+}
+
+/// What an expected call's `accept` lists, one line per parameter: `city: "Paris" or "Paris,
+/// France" (BFCL's rule)`, `unit: "celsius", or left out`. Each value is clipped for the page.
+pub fn accept_lines(accept: &BTreeMap<String, Accept>) -> Vec<String> {
+    accept
+        .iter()
+        .map(|(name, a)| {
+            let mut values: Vec<String> = a.values.iter().map(|v| preview(v, 120)).collect();
+            if a.omit {
+                values.push("left out".into());
+            }
+            let rule = match a.rule {
+                Rule::Exact => "",
+                Rule::Bfcl => " (BFCL's rule)",
+            };
+            format!("{name}: {}{rule}", values.join(" or "))
+        })
+        .collect()
 }
