@@ -875,6 +875,27 @@ fn the_real_wheel_imports_lints_and_its_gold_replies_pass_with_value_match() {
         assert_eq!(&rec[vm], expected, "{rec:?}");
     }
     assert_eq!(rows, sampled * 3 * 2, "every sampled task × k=3 × two rows");
+    // The pooled figures the model pages show: every gold sample right, by both measures.
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
+    for m in matrix["models"].as_array().unwrap() {
+        let v = &m["values_by_task"];
+        for part in ["value_accuracy", "bfcl_style"] {
+            assert!(v[part]["of"].as_u64().unwrap() > 0, "{part}: {v}");
+            assert_eq!(v[part]["count"], v[part]["of"], "{part}: {v}");
+        }
+        assert_eq!(
+            v["bfcl_style"]["of"].as_u64().unwrap() as usize,
+            sampled * 3
+        );
+    }
+    for name in ["gold", "gold-stream"] {
+        let page = std::fs::read_to_string(site.join(format!("models/{name}.html"))).unwrap();
+        assert!(
+            page.contains("id=\"values\""),
+            "{name}'s page has no value table"
+        );
+    }
     println!(
         "{rows} gold samples (JSON and streamed) over {sampled} tasks passed with value_match true where there is a value"
     );
