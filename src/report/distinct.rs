@@ -150,6 +150,7 @@ mod tests {
                 id: t.to_string(),
                 title: String::new(),
                 tags: Vec::new(),
+                bfcl_scored: false,
             })
             .collect();
         let m = aggregate(samples, tasks, IntervalKind::Wilson);

@@ -10,6 +10,7 @@ pub mod html;
 pub mod samples;
 pub mod tags;
 pub mod transcript;
+pub mod value;
 
 use crate::hitec::HitecError;
 use crate::report::interval::Interval;
@@ -447,6 +448,14 @@ struct TagPage<'a> {
     rows: Vec<MatrixRow>,
     chart: Option<String>,
     legend: Vec<LegendItem>,
+    /// Per model: conformance, value accuracy and BFCL-style accuracy over the tag's tasks
+    /// that report values (empty when none does).
+    value_rows: Vec<value::ValueRow>,
+    /// The tag's tasks that report values.
+    value_tasks: usize,
+    value_first: &'static str,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
 }
 
 struct TaskRow {
@@ -496,17 +505,26 @@ struct ModelPage<'a> {
     comparisons: String,
     /// The sentence saying the row's samples look deterministic, or empty.
     determinism: String,
+    /// Over all the model's tasks that report values, then per tag (empty when it ran none).
+    value_rows: Vec<value::ValueRow>,
+    value_first: &'static str,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
 }
 
 struct ExpectedView {
     tool: String,
     gold: String,
     predicates: Vec<String>,
+    /// What `accept` lists, one line per parameter (empty without `accept`).
+    accept: Vec<String>,
 }
 
 struct ResultRow {
     model: String,
     td: String,
+    /// Value accuracy and BFCL-style accuracy `<td>`s, when the task reports values.
+    value_tds: String,
     labels: String,
 }
 
@@ -528,6 +546,10 @@ struct TaskPage<'a> {
     expected: Vec<ExpectedView>,
     across: Vec<String>,
     results: Vec<ResultRow>,
+    /// The task reports value accuracy and BFCL-style accuracy (it has `accept` or is BFCL's).
+    bfcl_scored: bool,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
 }
@@ -986,7 +1008,24 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         .iter()
         .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
         .collect();
+    let value_rows = m
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let v = mv.value_by_tag.get(tag)?;
+            Some(value::row(
+                mv.name.clone(),
+                format!("{r}models/{}.html", mv.name),
+                v,
+            ))
+        })
+        .collect();
     let page = TagPage {
+        value_rows,
+        value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
+        value_first: "model",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
         title: format!("tag {tag}"),
         latency,
         root: r,
@@ -1109,7 +1148,20 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .map(preflight_rows)
         .collect();
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
+    let mut value_rows = Vec::new();
+    if let Some(v) = &mv.value_total {
+        value_rows.push(value::row("all such tasks".into(), String::new(), v));
+        value_rows.extend(
+            mv.value_by_tag
+                .iter()
+                .map(|(tag, v)| value::row(tag.clone(), format!("{r}tags/{}.html", slug(tag)), v)),
+        );
+    }
     let page = ModelPage {
+        value_rows,
+        value_first: "tag",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
         comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
         title: mv.name.clone(),
         root: r.clone(),
@@ -1202,14 +1254,20 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
     let r = root(1);
     let mut results = Vec::new();
     let mut changed = false;
+    let bfcl_scored = m.task(&task.id).is_some_and(|t| t.bfcl_scored);
     for mv in &m.models {
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
             cell_td(m, c, &r, false, true, &mut td);
+            let mut value_tds = String::new();
+            if bfcl_scored {
+                value::cell_tds(m, c, &mut value_tds);
+            }
             results.push(ResultRow {
                 model: mv.name.clone(),
                 td,
+                value_tds,
                 labels: label_summary(c),
             });
         }
@@ -1232,6 +1290,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                     tool: c.tool.clone(),
                     gold: json_html(&c.gold, None),
                     predicates: c.where_.iter().map(|p| p.describe()).collect(),
+                    accept: c.accept.as_ref().map(value::accept_lines).unwrap_or_default(),
                 })
                 .collect(),
             across.iter().map(|p| p.describe()).collect(),
@@ -1242,6 +1301,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                 tool: "structured output".into(),
                 gold: json_html(gold, None),
                 predicates: where_.iter().map(|p| p.describe()).collect(),
+                accept: Vec::new(),
             }],
             vec![],
         ),
@@ -1267,6 +1327,9 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         expected,
         across,
         results,
+        bfcl_scored,
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
     };
     files.push((
         format!("tasks/{}.html", task.id),
