@@ -114,6 +114,42 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         "a rebuild over touched files differs: {differ:?}"
     );
 
+    // A file edited in place with other bytes (no file added, the folder's listing unchanged):
+    // seen, re-scored, and the site is again what a fresh build gives.
+    let previous_csv3 = tmp.path().join("previous3.csv");
+    std::fs::copy(out.join("data/samples.csv"), &previous_csv3).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains("33 of 36 samples' verdicts reused; site updated in place"),
+        "{err}"
+    );
+    let csv = std::fs::read_to_string(out.join("data/samples.csv")).unwrap();
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with("t/alpha/contact-card/r0001/000.html,"))
+        .unwrap();
+    assert!(row.contains(",error,"), "{row}");
+    let fresh3 = tmp.path().join("fresh3");
+    build_ok(
+        &fixture_tasks(),
+        &runs,
+        &fresh3,
+        &["--previous", previous_csv3.to_str().unwrap()],
+        &[],
+    );
+    let (a, b) = (tree(&out), tree(&fresh3));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "a rebuild over an edited file differs: {differ:?}"
+    );
+
     // A removed run folder disappears from an in-place rebuild too.
     std::fs::remove_dir_all(runs.join(later)).unwrap();
     build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);

@@ -259,28 +259,44 @@ pub fn sample_files(name: &str, streamed: bool, meta: bool) -> Vec<String> {
     files
 }
 
-/// A hash of the name, size, modification time (ns) and inode of each file in the sample's
-/// folder (a file added or removed changes it too); `None` when the folder cannot be listed.
-/// Listed through the folder's handle: a stat relative to it does not walk the whole path
-/// again, and a 100,000-sample rebuild is mostly these stats.
-pub fn signature(run_dir: &Path, name: &str) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let mut entries: Vec<(std::ffi::OsString, [u64; 4])> = Vec::with_capacity(3);
-    for e in std::fs::read_dir(run_dir.join("samples").join(name)).ok()? {
-        let e = e.ok()?;
-        let m = e.metadata().ok()?;
-        entries.push((
-            e.file_name(),
-            [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino()],
-        ));
+/// A run folder opened once, so that its samples' files are looked at relative to it (a stat
+/// of `samples/000/request.json` from the run's handle walks three path components, not the
+/// dozen of the full path: a 100,000-sample rebuild is mostly these stats).
+pub struct RunHandle(std::fs::File);
+
+impl RunHandle {
+    pub fn open(run_dir: &Path) -> Option<RunHandle> {
+        std::fs::File::open(run_dir).ok().map(RunHandle)
     }
-    // The listing's order is the file system's; the hash must not depend on it.
-    entries.sort();
+}
+
+/// A hash of the size, modification time (ns) and inode of the sample's folder (its time
+/// changes when a file is added or removed) and of each of its files; `None` when one of them
+/// cannot be looked at.
+pub fn signature(run: &RunHandle, name: &str, streamed: bool, meta: bool) -> Option<u64> {
+    use std::os::fd::AsRawFd;
     let mut h = sha2::Sha256::new();
-    for (n, m) in &entries {
-        h.update(n.as_encoded_bytes());
-        h.update([0]);
-        for x in m {
+    let folder = format!("samples/{name}");
+    for rel in std::iter::once(folder).chain(sample_files(name, streamed, meta)) {
+        let c = std::ffi::CString::new(rel).ok()?;
+        // SAFETY: `c` is a NUL-terminated path and `st` a stat buffer fstatat fills; the run
+        // handle's descriptor is open for the call's duration.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let rc = libc::fstatat(
+                run.0.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            );
+            (rc == 0).then_some(st)
+        }?;
+        for x in [
+            st.st_size as u64,
+            st.st_mtime as u64,
+            st.st_mtime_nsec as u64,
+            st.st_ino,
+        ] {
             h.update(x.to_le_bytes());
         }
     }

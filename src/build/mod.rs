@@ -106,15 +106,19 @@ pub fn run_samples(
         sample: name.to_string(),
     };
     let Reuse { mut prior, record } = reuse;
+    let handle = cache::RunHandle::open(&run.dir);
     // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
     // read, and the listing and the run's page stand.
     if let Some(p) = &prior
         && p.run_page.is_some()
         && p.samples.len() == run.samples.len()
         && run.samples.iter().all(|n| {
-            p.samples
-                .get(n)
-                .is_some_and(|c| cache::signature(&run.dir, n) == Some(c.signature))
+            p.samples.get(n).is_some_and(|c| {
+                handle
+                    .as_ref()
+                    .and_then(|h| cache::signature(h, n, c.streamed, c.meta))
+                    == Some(c.signature)
+            })
         })
         && let Some(mut p) = prior.take()
     {
@@ -156,7 +160,10 @@ pub fn run_samples(
         };
         let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
         let signature = if record {
-            cache::signature(&run.dir, name).unwrap_or_default()
+            handle
+                .as_ref()
+                .and_then(|h| cache::signature(h, name, streamed, meta))
+                .unwrap_or_default()
         } else {
             0
         };

@@ -657,11 +657,8 @@ pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error
             v.outcome.name()
         ),
         key,
-        summary: format!(
-            "{}: {}",
-            v.outcome.name(),
-            crate::json::clip(&v.detail, 160)
-        ),
+        // The title says the outcome; a shared link's preview adds the start of the detail.
+        summary: crate::json::clip(&v.detail, 100),
     }
     .render()
 }
