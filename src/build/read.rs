@@ -117,34 +117,42 @@ pub fn read(opts: &BuildOpts) -> Result<Inputs> {
 }
 
 /// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
-/// `samples.csv` already in `--out` (silently absent, or a warning when unreadable).
+/// samples.csv already in `--out` (whole or split by model; silently absent, or a warning when
+/// unreadable).
 fn read_previous(opts: &BuildOpts) -> Result<Option<BTreeMap<String, String>>> {
-    let path = match &opts.previous {
-        Some(p) => p.clone(),
-        None => opts.out.join("data").join("samples.csv"),
+    let paths = match &opts.previous {
+        Some(p) => vec![p.clone()],
+        None => export::site_samples_csvs(&opts.out),
     };
-    Ok(match std::fs::read(&path) {
-        Ok(bytes) => match export::read_previous(&bytes) {
-            Ok(p) => Some(p),
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let mut all = BTreeMap::new();
+    for path in paths {
+        match std::fs::read(&path) {
+            Ok(bytes) => match export::read_previous(&bytes) {
+                Ok(p) => all.extend(p),
+                Err(e) if opts.previous.is_some() => {
+                    bail!(
+                        "--previous {}: not a samples.csv this build can read: {e}",
+                        path.display()
+                    )
+                }
+                Err(e) => {
+                    eprintln!(
+                        "warning: {} is not a samples.csv this build can read ({e}); no changes page",
+                        path.display()
+                    );
+                    return Ok(None);
+                }
+            },
             Err(e) if opts.previous.is_some() => {
-                bail!(
-                    "--previous {}: not a samples.csv this build can read: {e}",
-                    path.display()
-                )
+                bail!("--previous {}: cannot read: {e}", path.display())
             }
-            Err(e) => {
-                eprintln!(
-                    "warning: {} is not a samples.csv this build can read ({e}); no changes page",
-                    path.display()
-                );
-                None
-            }
-        },
-        Err(e) if opts.previous.is_some() => {
-            bail!("--previous {}: cannot read: {e}", path.display())
+            Err(_) => return Ok(None),
         }
-        Err(_) => None,
-    })
+    }
+    Ok(Some(all))
 }
 
 /// One sample's files, read and parsed once: the raw bytes stay for display and hashing, the

@@ -82,8 +82,34 @@ pub fn load_runs(root: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Coll
     })
 }
 
-/// Reads a published site's `data/samples.csv`: each sample's outcome as that build scored it.
-pub fn load_samples_csv(path: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Collection> {
+/// Reads a published site's `data/samples.csv` (or the per-model files it is split into): each
+/// sample's outcome as that build scored it.
+pub fn load_samples_csvs(
+    paths: &[PathBuf],
+    tasks: &[Task],
+    kind: IntervalKind,
+) -> Result<Collection> {
+    let mut samples = Vec::new();
+    for p in paths {
+        samples.extend(read_samples_csv(p)?);
+    }
+    let source = match paths {
+        [one] => one.display().to_string(),
+        _ => paths
+            .first()
+            .and_then(|p| p.parent())
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    };
+    Ok(Collection {
+        source,
+        matrix: report::aggregate(samples, infos(tasks), kind),
+        rows: BTreeMap::new(),
+    })
+}
+
+/// One samples.csv file's rows, as bare samples (outcome only).
+fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     // A samples.csv is a row per sample; bound what is read from a file the user pointed at.
@@ -142,30 +168,27 @@ pub fn load_samples_csv(path: &Path, tasks: &[Task], kind: IntervalKind) -> Resu
         };
         samples.push(Scored::bare(key, outcome));
     }
-    Ok(Collection {
-        source: path.display().to_string(),
-        matrix: report::aggregate(samples, infos(tasks), kind),
-        rows: BTreeMap::new(),
-    })
+    Ok(samples)
 }
 
-/// Reads a baseline: a `runs/` tree, a site folder (its `data/samples.csv`) or a samples.csv.
+/// Reads a baseline: a `runs/` tree, a site folder (its `data/samples.csv`, whole or split by
+/// model) or a samples.csv.
 pub fn load_baseline(path: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Collection> {
-    let csv: PathBuf = if path.is_dir() {
-        let in_site = path.join("data").join("samples.csv");
-        if !in_site.is_file() {
+    let csvs: Vec<PathBuf> = if path.is_dir() {
+        let in_site = crate::site::export::site_samples_csvs(path);
+        if in_site.is_empty() {
             return load_runs(path, tasks, kind);
         }
         in_site
     } else if path.is_file() {
-        path.to_path_buf()
+        vec![path.to_path_buf()]
     } else {
         bail!(
             "--baseline {}: no such file or folder (pass a runs/ folder, a site folder or its data/samples.csv)",
             path.display()
         );
     };
-    load_samples_csv(&csv, tasks, kind)
+    load_samples_csvs(&csvs, tasks, kind)
 }
 
 /// What each row of a build was collected with: the first model entry and server its runs

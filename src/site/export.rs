@@ -3,7 +3,7 @@
 //! Pure serialisers, hyperfine-style: data in, bytes out.
 
 use crate::report::interval::round4;
-use crate::report::{Matrix, Reliability};
+use crate::report::{Matrix, Reliability, Scored};
 use crate::taxonomy::Label;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -287,11 +287,67 @@ pub const CSV_COLUMNS: [&str; 13] = [
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
 pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
+    samples_csv_of(m.samples.iter())
+}
+
+/// The largest `data/samples.csv` written whole; a bigger one is split by model (GitHub warns
+/// at 50 MB per file, and a notebook reading one model should not fetch all of them).
+pub const CSV_SPLIT_BYTES: usize = 40 << 20;
+
+/// Where the one-row-per-sample export goes: `data/samples.csv`, or, past `limit` bytes,
+/// `data/samples/<model>.csv` (each with the header), in model order.
+pub fn samples_csv_files(m: &Matrix, limit: usize) -> Result<Vec<(String, Vec<u8>)>, csv::Error> {
+    let whole = samples_csv(m)?;
+    if whole.len() <= limit {
+        return Ok(vec![(SAMPLES_CSV.to_string(), whole)]);
+    }
+    drop(whole);
+    let mut files = Vec::new();
+    let mut start = 0;
+    while start < m.samples.len() {
+        let model = &m.samples[start].key.model;
+        let end = start
+            + m.samples[start..]
+                .iter()
+                .take_while(|s| s.key.model == *model)
+                .count();
+        files.push((
+            format!("{SAMPLES_DIR}/{model}.csv"),
+            samples_csv_of(m.samples[start..end].iter())?,
+        ));
+        start = end;
+    }
+    Ok(files)
+}
+
+/// The export's path when written whole, and its folder when split by model.
+pub const SAMPLES_CSV: &str = "data/samples.csv";
+pub const SAMPLES_DIR: &str = "data/samples";
+
+/// The samples.csv files of a published site in `site`: the whole one, or the per-model ones
+/// (sorted); empty when it has neither.
+pub fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let whole = site.join(SAMPLES_CSV);
+    if whole.is_file() {
+        return vec![whole];
+    }
+    let mut parts: Vec<std::path::PathBuf> = std::fs::read_dir(site.join(SAMPLES_DIR))
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "csv") && p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    parts.sort();
+    parts
+}
+
+fn samples_csv_of<'a>(samples: impl Iterator<Item = &'a Scored>) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(Vec::new());
     w.write_record(CSV_COLUMNS)?;
-    for s in &m.samples {
+    for s in samples {
         w.write_record([
             s.key.permalink().as_str(),
             &s.key.model,
@@ -444,4 +500,98 @@ pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
     c.changed = rows;
     c.removed = c.previous - seen;
     c
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+    use crate::cli::IntervalKind;
+    use crate::report::SampleKey;
+    use crate::taxonomy::Outcome;
+
+    fn matrix(tasks: &[crate::task::Task]) -> Matrix {
+        let mut samples = Vec::new();
+        for (m, model) in ["alpha", "beta", "gamma"].iter().enumerate() {
+            for (t, task) in tasks.iter().take(4).enumerate() {
+                for i in 0..5 {
+                    let outcome = if (m + t + i) % 3 == 0 {
+                        Outcome::Fail(Label::NoCall)
+                    } else {
+                        Outcome::Pass
+                    };
+                    let key = SampleKey {
+                        model: model.to_string(),
+                        task: task.id.clone(),
+                        run: "r0001".into(),
+                        sample: format!("{i:03}"),
+                    };
+                    samples.push(Scored::bare(key, outcome));
+                }
+            }
+        }
+        crate::report::aggregate(
+            samples,
+            crate::cmd::compare::infos(tasks),
+            IntervalKind::Wilson,
+        )
+    }
+
+    /// Past the limit, the export is one file per model holding exactly that model's rows, and
+    /// a comparison reads the split site as it reads the whole file.
+    #[test]
+    fn a_large_samples_csv_is_split_by_model_and_read_back_whole() {
+        let tasks = crate::task::load(std::path::Path::new("tasks")).unwrap();
+        let m = matrix(&tasks);
+        let whole = samples_csv_files(&m, usize::MAX).unwrap();
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].0, "data/samples.csv");
+        let split = samples_csv_files(&m, whole[0].1.len() - 1).unwrap();
+        let names: Vec<&str> = split.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "data/samples/alpha.csv",
+                "data/samples/beta.csv",
+                "data/samples/gamma.csv"
+            ]
+        );
+        // Each part: the header, then its model's rows; together, the whole file's rows in order.
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+        let whole_text = text(&whole[0].1);
+        let (header, rows) = whole_text.split_once("\r\n").unwrap();
+        let mut joined = String::new();
+        for (name, bytes) in &split {
+            let t = text(bytes);
+            let (h, r) = t.split_once("\r\n").unwrap();
+            assert_eq!(h, header);
+            let model = name
+                .trim_start_matches("data/samples/")
+                .trim_end_matches(".csv");
+            assert!(
+                r.lines().all(|l| l.split(',').nth(1) == Some(model)),
+                "{name}"
+            );
+            joined.push_str(r);
+        }
+        assert_eq!(joined, rows);
+
+        // Written out as a site: found, and read back to the same cells.
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in &split {
+            let p = dir.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        assert_eq!(site_samples_csvs(dir.path()).len(), 3);
+        let back =
+            crate::cmd::compare::load_baseline(dir.path(), &tasks, IntervalKind::Wilson).unwrap();
+        let cells = |m: &Matrix| {
+            m.cells
+                .iter()
+                .map(|(k, c)| (k.clone(), c.passes, c.scored))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cells(&back.matrix), cells(&m));
+        assert_eq!(back.matrix.samples.len(), 60);
+    }
 }

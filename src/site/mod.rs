@@ -421,6 +421,8 @@ struct IndexPage<'a> {
     rules: String,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
+    /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
+    samples_csvs: &'a [String],
 }
 
 #[derive(Template)]
@@ -847,7 +849,11 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
         .collect()
 }
 
-fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
+fn index_page(
+    input: &SiteInput,
+    samples_csvs: &[String],
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     // Tasks down the side, grouped under their first tag (tag order, then id); models across.
     let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
@@ -938,6 +944,7 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         legend: legend(),
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
+        samples_csvs,
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
@@ -1458,7 +1465,11 @@ pub fn render_site(
     // Each page (or family of pages) is handed on as soon as it is drawn: a BFCL-sized site's
     // summary files are hundreds of megabytes, never held at once.
     let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
-    index_page(input, &mut files)?;
+    // The export first: the index names its file(s).
+    files.extend(export::samples_csv_files(m, export::CSV_SPLIT_BYTES)?);
+    let samples_csvs: Vec<String> = files.iter().map(|f| f.0.clone()).collect();
+    flush(&mut files)?;
+    index_page(input, &samples_csvs, &mut files)?;
     flush(&mut files)?;
     for mv in &m.models {
         model_page(input, mv, &mut files)?;
@@ -1522,8 +1533,6 @@ pub fn render_site(
         "data/matrix.json".into(),
         export::matrix_json(m, input.skipped),
     ));
-    flush(&mut files)?;
-    files.push(("data/samples.csv".into(), export::samples_csv(m)?));
     flush(&mut files)?;
     files.push((
         "data/manifest.json".into(),
