@@ -96,11 +96,21 @@ fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
 
 /// Reads every finished run directory under `root`, in sorted order. Unfinished writes
 /// (dot-names) are ignored silently; anything else unreadable is reported in `skipped`.
+///
+/// The folders are listed in order first, then the runs (each a `cell.json` to read and a
+/// listing) are read on all cores: a BFCL-sized `runs/` is tens of thousands of them.
 pub fn scan(root: &Path) -> Scan {
-    let mut scan = Scan::default();
+    use rayon::prelude::*;
+    enum Found {
+        Skipped(Skipped),
+        Run(String, String, String, PathBuf),
+    }
+    let skip = |path: PathBuf, reason: String| Found::Skipped(Skipped { path, reason });
+    let mut found = Vec::new();
     let models = match sorted_dirs(root) {
         Ok(m) => m,
         Err(e) => {
+            let mut scan = Scan::default();
             scan.skipped.push(Skipped {
                 path: root.to_path_buf(),
                 reason: format!("cannot read: {e}"),
@@ -113,19 +123,13 @@ pub fn scan(root: &Path) -> Scan {
             continue;
         }
         if !is_path_safe(&model) {
-            scan.skipped.push(Skipped {
-                path: mdir,
-                reason: "not a valid model name".into(),
-            });
+            found.push(skip(mdir, "not a valid model name".into()));
             continue;
         }
         let tasks = match sorted_dirs(&mdir) {
             Ok(t) => t,
             Err(e) => {
-                scan.skipped.push(Skipped {
-                    path: mdir,
-                    reason: format!("cannot read: {e}"),
-                });
+                found.push(skip(mdir, format!("cannot read: {e}")));
                 continue;
             }
         };
@@ -136,10 +140,7 @@ pub fn scan(root: &Path) -> Scan {
             let runs = match sorted_dirs(&tdir) {
                 Ok(r) => r,
                 Err(e) => {
-                    scan.skipped.push(Skipped {
-                        path: tdir,
-                        reason: format!("cannot read: {e}"),
-                    });
+                    found.push(skip(tdir, format!("cannot read: {e}")));
                     continue;
                 }
             };
@@ -150,20 +151,36 @@ pub fn scan(root: &Path) -> Scan {
                 // A run id becomes a path segment of every permalink (t/<model>/<task>/<run>/):
                 // a hand-made folder named otherwise would become an unencoded href.
                 if !is_path_safe(&run_id) {
-                    scan.skipped.push(Skipped {
-                        path: rdir,
-                        reason:
-                            "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+"
-                                .into(),
-                    });
+                    found.push(skip(
+                        rdir,
+                        "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+".into(),
+                    ));
                     continue;
                 }
-                match read_run(&model, &task_id, &run_id, &rdir, &mut scan.skipped) {
-                    Ok(r) => scan.runs.push(r),
-                    Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
-                }
+                found.push(Found::Run(model.clone(), task_id.clone(), run_id, rdir));
             }
         }
+    }
+    let read: Vec<(Option<RunDir>, Vec<Skipped>)> = found
+        .into_par_iter()
+        .map(|f| match f {
+            Found::Skipped(s) => (None, vec![s]),
+            Found::Run(model, task_id, run_id, rdir) => {
+                let mut skipped = Vec::new();
+                match read_run(&model, &task_id, &run_id, &rdir, &mut skipped) {
+                    Ok(r) => (Some(r), skipped),
+                    Err(reason) => {
+                        skipped.push(Skipped { path: rdir, reason });
+                        (None, skipped)
+                    }
+                }
+            }
+        })
+        .collect();
+    let mut scan = Scan::default();
+    for (run, skipped) in read {
+        scan.runs.extend(run);
+        scan.skipped.extend(skipped);
     }
     scan
 }

@@ -62,8 +62,9 @@ pub fn read(opts: &BuildOpts) -> Result<Inputs> {
             opts.runs.display()
         );
     }
-    let previous = read_previous(opts)?;
-    let scan = runs::scan(&opts.runs);
+    // The previous export (for the changes page) is read while the runs are scanned.
+    let (previous, scan) = rayon::join(|| read_previous(opts), || runs::scan(&opts.runs));
+    let previous = previous?;
     let mut skipped: Vec<SkippedInput> = scan
         .skipped
         .iter()
