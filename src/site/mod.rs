@@ -16,7 +16,7 @@ use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ModelView, Scored, Total};
+use crate::report::{Cell, Matrix, ModelView, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
@@ -107,58 +107,90 @@ fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
     }
 }
 
-/// Cells with more samples than this show label counts instead of one mark per sample, so a
-/// summary page grows with the cells it shows, not with k.
+/// Cells with more samples than this draw each outcome group as its glyph and a count (`✓×27`)
+/// instead of one glyph per sample, so a summary page grows with the cells it shows, not with k.
 const MAX_MARKS: usize = 12;
 
-/// The dots of a cell, marked by glyph and class. With `links`, one link per sample to its
-/// permalink (task and tag pages); without, compact unlinked marks (the index's matrix, whose
-/// size must not grow with samples), or label counts when there are more than [`MAX_MARKS`].
+/// The index draws its matrix up to this many cells (models × tasks). Above, a table of that
+/// many cells takes a browser more than a second to lay out (bench/index.sh measured 11,800
+/// compact cells at about 2 s in headless Chromium, 1.3 s even without their marks), so the
+/// index links the tag pages, which draw the matrix one call shape at a time.
+const MATRIX_CELLS: usize = 4_000;
+
+/// A label's page gives at most this many example transcripts per cell (the task page links
+/// every sample), so the page grows with the cells that have the label, not with k.
+const MAX_LABEL_EXAMPLES: usize = 3;
+
+/// The changes page lists at most this many samples per move (old outcome → new); the moves
+/// table counts them all.
+const MAX_CHANGE_EXAMPLES: usize = 20;
+
+/// The dots of a cell. With `links` (task and tag pages), one link per sample to its permalink,
+/// marked by glyph and class. Without (the index and model pages, whose size must not grow with
+/// samples), see [`compact_marks`].
 fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
     out.push_str("<span class=\"dots\">");
-    if !links && c.samples.len() > MAX_MARKS {
-        out.push_str(&format!("{}✓", c.passes));
-        for (l, n) in &c.labels {
-            out.push_str(&format!(
-                " <i class=\"d o-fail\" title=\"{l}\">{}</i>×{n}",
-                glyph(Outcome::Fail(*l))
-            ));
-        }
-        if c.errors > 0 {
-            out.push_str(&format!(" <i class=\"d o-error\">!</i>×{}", c.errors));
-        }
+    if !links {
+        compact_marks(c, out);
         out.push_str("</span>");
         return;
     }
     for &i in &c.samples {
         let s = &m.samples[i];
-        let name = s.outcome.name();
-        if links {
-            out.push_str("<a class=\"d o-");
-            out.push_str(s.outcome.kind());
-            out.push_str("\" href=\"");
-            out.push_str(root);
-            out.push_str(&escape(&s.key.permalink()));
-            out.push_str("\" title=\"");
-            out.push_str(&escape(&s.key.run));
-            out.push('/');
-            out.push_str(&escape(&s.key.sample));
-            out.push_str(": ");
-            out.push_str(name);
-            out.push_str("\">");
-            out.push_str(glyph(s.outcome));
-            out.push_str("</a>");
-        } else {
-            out.push_str("<i class=\"d o-");
-            out.push_str(s.outcome.kind());
-            out.push_str("\" title=\"");
-            out.push_str(name);
-            out.push_str("\">");
-            out.push_str(glyph(s.outcome));
-            out.push_str("</i>");
-        }
+        out.push_str("<a class=\"d o-");
+        out.push_str(s.outcome.kind());
+        out.push_str("\" href=\"");
+        out.push_str(root);
+        out.push_str(&escape(&s.key.permalink()));
+        out.push_str("\" title=\"");
+        out.push_str(&escape(&s.key.run));
+        out.push('/');
+        out.push_str(&escape(&s.key.sample));
+        out.push_str(": ");
+        out.push_str(s.outcome.name());
+        out.push_str("\">");
+        out.push_str(glyph(s.outcome));
+        out.push_str("</a>");
     }
     out.push_str("</span>");
+}
+
+/// A cell's samples as one mark per outcome group, unlinked: passes, then each label in
+/// taxonomy order, then transport errors. A group repeats its glyph once per sample (`✓✓W`) up
+/// to [`MAX_MARKS`] samples in the cell, and reads glyph × count above (`✓×27 W×3`). Failure and
+/// error groups carry their name as a title (the legend explains every glyph, so the marks read
+/// without colour), and the markup is a few dozen bytes whatever k is.
+fn compact_marks(c: &Cell, out: &mut String) {
+    let each = c.samples.len() <= MAX_MARKS;
+    let mut group = |class: &str, title: Option<&str>, glyph: &str, n: u64| {
+        if n == 0 {
+            return;
+        }
+        out.push_str("<i class=\"");
+        out.push_str(class);
+        out.push('"');
+        if let Some(t) = title {
+            out.push_str(" title=\"");
+            out.push_str(t);
+            out.push('"');
+        }
+        out.push('>');
+        if each {
+            for _ in 0..n {
+                out.push_str(glyph);
+            }
+        } else {
+            out.push_str(glyph);
+            out.push('×');
+            out.push_str(&n.to_string());
+        }
+        out.push_str("</i>");
+    };
+    group("mp", None, glyph(Outcome::Pass), c.passes);
+    for (l, n) in &c.labels {
+        group("mf", Some(l.as_str()), glyph(Outcome::Fail(*l)), *n);
+    }
+    group("me", Some("error"), glyph(Outcome::Error), c.errors);
 }
 
 /// The inline style that grades a cell's fill by its interval: green up to the lower bound
@@ -188,8 +220,8 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
     }
 }
 
-/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots (linked to
-/// the transcripts with `links`).
+/// One matrix cell as a `<td>`, with its anchor (`with_id`), verdict word, rate, notes and dots:
+/// linked to the transcripts with `links`, else [`compact_marks`], a few dozen bytes at any k.
 fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
     let v = c.reliability.as_str();
     out.push_str("<td class=\"iv v-");
@@ -386,6 +418,14 @@ struct MatrixRow {
     cells: String,
 }
 
+/// Above [`MATRIX_CELLS`], one page holding part of the matrix: a tag page, or the page of a
+/// task with no tag.
+struct MatrixPageLink {
+    name: String,
+    link: String,
+    tasks: usize,
+}
+
 /// The tasks grouped under one tag in the index's matrix.
 struct MatrixGroup {
     tag: String,
@@ -409,11 +449,18 @@ struct IndexPage<'a> {
     has_changes: bool,
     models: Vec<String>,
     shapes: Vec<ShapeRow>,
+    /// The matrix, empty above [`MATRIX_CELLS`] cells.
     groups: Vec<MatrixGroup>,
+    n_cells: usize,
+    matrix_cells: usize,
+    /// Above [`MATRIX_CELLS`] cells: the pages that hold the matrix instead.
+    matrix_pages: Vec<MatrixPageLink>,
     labels: Vec<&'static str>,
     label_rows: Vec<LabelCountRow>,
     totals: Vec<TotalRow>,
     legend: Vec<LegendItem>,
+    /// Above this many samples a cell's marks are counts ([`MAX_MARKS`]).
+    max_marks: usize,
     rules: String,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
@@ -529,17 +576,31 @@ struct TaskPage<'a> {
     comparisons: String,
 }
 
+/// One example of a label on its page: a link to the sample's transcript at `#fail`.
 struct LabelSample {
     link: String,
-    task: String,
     run: String,
     sample: String,
+}
+
+/// One cell (model × task) on a label's page: how many of its samples got the label, a few
+/// examples and the first one's detail; the task page links every sample.
+struct LabelCell {
+    task: String,
+    /// The cell's anchor on the index's matrix.
+    cell: String,
+    count: u64,
+    scored: u64,
+    examples: Vec<LabelSample>,
+    /// Samples with the label not given as examples.
+    more: u64,
     detail: String,
 }
 
 struct LabelGroup {
     model: String,
-    samples: Vec<LabelSample>,
+    count: u64,
+    cells: Vec<LabelCell>,
 }
 
 #[derive(Template)]
@@ -554,7 +615,9 @@ struct LabelPage {
     hitec: String,
     rerolls: Vec<(String, u64, String)>,
     groups: Vec<LabelGroup>,
-    total: usize,
+    total: u64,
+    n_cells: usize,
+    max_examples: usize,
 }
 
 struct LabelIndexRow {
@@ -579,6 +642,10 @@ struct ChangesPage<'a> {
     root: String,
     c: &'a Changes,
     moves: Vec<(String, String, u64)>,
+    /// The samples listed: at most `max_examples` per move, so that a scoring change that
+    /// moves every verdict does not make a page the size of the collection.
+    shown: Vec<&'a export::Change>,
+    max_examples: usize,
 }
 
 #[derive(Template)]
@@ -829,7 +896,28 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
     for t in &m.tasks {
         by_group.entry(primary_tag(t)).or_default().push(t);
     }
+    let n_cells = m.models.len() * m.tasks.len();
     let mut groups = Vec::new();
+    let mut matrix_pages = Vec::new();
+    if n_cells > MATRIX_CELLS {
+        // Too many cells for one page: each tag's page is its part of the matrix (with the
+        // cells' anchors), and tasks with no tag are listed with their own pages.
+        for tag in &m.tags {
+            matrix_pages.push(MatrixPageLink {
+                name: tag.clone(),
+                link: format!("tags/{}.html", slug(tag)),
+                tasks: m.tasks.iter().filter(|t| t.tags.contains(tag)).count(),
+            });
+        }
+        for t in by_group.remove("").unwrap_or_default() {
+            matrix_pages.push(MatrixPageLink {
+                name: t.id.clone(),
+                link: format!("tasks/{}.html", t.id),
+                tasks: 1,
+            });
+        }
+        by_group.clear();
+    }
     for (tag, tasks) in by_group {
         let rows = tasks
             .into_iter()
@@ -907,10 +995,14 @@ fn index_page(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError>
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
         shapes: shape_rows(m, ""),
         groups,
+        n_cells,
+        matrix_cells: MATRIX_CELLS,
+        matrix_pages,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
         label_rows,
         totals,
         legend: legend(),
+        max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
     };
@@ -934,7 +1026,9 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             let mut s = String::new();
             for mv in &m.models {
                 match m.cell(&mv.name, &t.id) {
-                    Some(c) => cell_td(m, c, &r, false, true, &mut s),
+                    // The cell's anchor here too: above [`MATRIX_CELLS`] the tag pages are the
+                    // matrix.
+                    Some(c) => cell_td(m, c, &r, true, true, &mut s),
                     None => s.push_str("<td class=\"none\">not run</td>"),
                 }
             }
@@ -1274,38 +1368,61 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
 
 fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<&Scored>>> = BTreeMap::new();
-    for s in &m.samples {
-        if let Outcome::Fail(l) = s.outcome {
+    // label → model → the cells with that label, in model and task order. Only the first
+    // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not samples.
+    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<LabelCell>>> = BTreeMap::new();
+    let r = root(1);
+    for c in m.cells.values() {
+        for (&l, &count) in &c.labels {
+            let mut examples = Vec::new();
+            let mut detail = String::new();
+            for &i in &c.samples {
+                let s = &m.samples[i];
+                if s.outcome != Outcome::Fail(l) {
+                    continue;
+                }
+                if examples.is_empty() {
+                    detail = crate::json::clip(&s.detail, 240);
+                }
+                examples.push(LabelSample {
+                    link: format!("{r}{}#fail", s.key.permalink()),
+                    run: s.key.run.clone(),
+                    sample: s.key.sample.clone(),
+                });
+                if examples.len() == MAX_LABEL_EXAMPLES {
+                    break;
+                }
+            }
             by_label
                 .entry(l)
                 .or_default()
-                .entry(s.key.model.as_str())
+                .entry(c.model.as_str())
                 .or_default()
-                .push(s);
+                .push(LabelCell {
+                    task: c.task.clone(),
+                    cell: cell_id(&c.model, &c.task),
+                    count,
+                    scored: c.scored,
+                    more: count - examples.len() as u64,
+                    examples,
+                    detail,
+                });
         }
     }
-    let r = root(1);
     let mut index_rows = Vec::new();
     for l in Label::ALL {
-        let groups_src = by_label.remove(&l).unwrap_or_default();
-        let total = groups_src.values().map(Vec::len).sum();
-        let groups = groups_src
+        let groups: Vec<LabelGroup> = by_label
+            .remove(&l)
+            .unwrap_or_default()
             .into_iter()
-            .map(|(model, list)| LabelGroup {
+            .map(|(model, cells)| LabelGroup {
                 model: model.to_string(),
-                samples: list
-                    .into_iter()
-                    .map(|s| LabelSample {
-                        link: format!("{r}{}#fail", s.key.permalink()),
-                        task: s.key.task.clone(),
-                        run: s.key.run.clone(),
-                        sample: s.key.sample.clone(),
-                        detail: crate::json::clip(&s.detail, 240),
-                    })
-                    .collect(),
+                count: cells.iter().map(|c| c.count).sum(),
+                cells,
             })
             .collect();
+        let total: u64 = groups.iter().map(|g| g.count).sum();
+        let n_cells = groups.iter().map(|g| g.cells.len()).sum();
         let rerolls = m
             .models
             .iter()
@@ -1331,7 +1448,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
             label: l.as_str(),
             meaning: l.meaning(),
             retry: l.retry().as_str(),
-            count: total as u64,
+            count: total,
         });
         let page = LabelPage {
             title: format!("label {l}"),
@@ -1348,6 +1465,8 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
             rerolls,
             groups,
             total,
+            n_cells,
+            max_examples: MAX_LABEL_EXAMPLES,
         };
         files.push((format!("labels/{l}.html"), render("label page", &page)?));
     }
@@ -1404,11 +1523,25 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
             .iter()
             .map(|((a, b), n)| (a.clone(), b.clone(), *n))
             .collect();
+        let mut per_move: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let shown = c
+            .changed
+            .iter()
+            .filter(|x| {
+                let n = per_move
+                    .entry((x.old.as_str(), x.new.as_str()))
+                    .or_default();
+                *n += 1;
+                *n <= MAX_CHANGE_EXAMPLES
+            })
+            .collect();
         let page = ChangesPage {
             title: "what changed".into(),
             root: String::new(),
             c,
             moves,
+            shown,
+            max_examples: MAX_CHANGE_EXAMPLES,
         };
         files.push(("changes.html".into(), render("changes.html", &page)?));
     }
