@@ -158,7 +158,7 @@ pub fn scan(root: &Path) -> Scan {
                     });
                     continue;
                 }
-                match read_run(&model, &task_id, &run_id, &rdir) {
+                match read_run(&model, &task_id, &run_id, &rdir, &mut scan.skipped) {
                     Ok(r) => scan.runs.push(r),
                     Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
                 }
@@ -168,7 +168,15 @@ pub fn scan(root: &Path) -> Scan {
     scan
 }
 
-fn read_run(model: &str, task_id: &str, run_id: &str, dir: &Path) -> Result<RunDir, String> {
+/// A run folder; its sample folders whose names cannot be a permalink's last segment are
+/// reported in `skipped`.
+fn read_run(
+    model: &str,
+    task_id: &str,
+    run_id: &str,
+    dir: &Path,
+    skipped: &mut Vec<Skipped>,
+) -> Result<RunDir, String> {
     let cell_path = dir.join("cell.json");
     let bytes = std::fs::read(&cell_path).map_err(|e| format!("cannot read cell.json: {e}"))?;
     let raw: Value =
@@ -196,6 +204,18 @@ fn read_run(model: &str, task_id: &str, run_id: &str, dir: &Path) -> Result<RunD
         .map(|(n, _)| n)
         .filter(|n| !n.starts_with('.'))
         .collect();
+    // A sample's folder name is the last segment of its permalink and an anchor of its run's
+    // page: a hand-made folder named otherwise would become an unencoded href.
+    samples.retain(|n| {
+        let ok = crate::task::is_path_safe(n);
+        if !ok {
+            skipped.push(Skipped {
+                path: sdir.join(n),
+                reason: "not a valid sample folder name: it must match [A-Za-z0-9._-]+".into(),
+            });
+        }
+        ok
+    });
     samples.sort();
     Ok(RunDir {
         model: model.into(),
@@ -322,7 +342,7 @@ pub fn cell_runs(root: &Path, model: &str, task_id: &str) -> Scan {
         if run_id.starts_with('.') {
             continue;
         }
-        match read_run(model, task_id, &run_id, &rdir) {
+        match read_run(model, task_id, &run_id, &rdir, &mut scan.skipped) {
             Ok(r) => scan.runs.push(r),
             Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
         }

@@ -24,15 +24,16 @@ fn pages_match_their_snapshots() {
     insta::assert_snapshot!("index", read(&out, "index.html"));
     insta::assert_snapshot!("model_beta", read(&out, "models/beta.html"));
     insta::assert_snapshot!("tag_enum", read(&out, "tags/enum.html"));
-    // missing_required: the failing object is marked in place.
+    // One page per run: sample 001's missing_required marks the failing object in place, sample
+    // 002's stream was cut mid-way (a transport error, the partial event reported).
     insta::assert_snapshot!(
-        "transcript_missing_required",
-        read(&out, "t/beta/convert-currency/r0001/001.html")
+        "run_beta_convert_currency",
+        read(&out, "t/beta/convert-currency/r0001/index.html")
     );
-    // A stream cut mid-way: a transport error, the partial event reported.
+    // The permalink: a shared link's title and summary, and the way to the sample's section.
     insta::assert_snapshot!(
-        "transcript_cut_stream",
-        read(&out, "t/beta/convert-currency/r0001/002.html")
+        "permalink_missing_required",
+        read(&out, "t/beta/convert-currency/r0001/001.html")
     );
 }
 
@@ -76,10 +77,10 @@ fn build_reports_what_it_read_and_skipped_and_flags_changed_tasks() {
     // The changed task is flagged on its page, its cells and its transcripts.
     assert!(read(&out, "tasks/contact-card.html").contains("This task's file changed"));
     assert!(
-        read(&out, "t/beta/contact-card/r0001/000.html")
+        read(&out, "t/beta/contact-card/r0001/index.html")
             .contains("The task file changed after this sample was collected")
     );
-    assert!(!read(&out, "t/alpha/contact-card/r0001/000.html").contains("The task file changed"));
+    assert!(!read(&out, "t/alpha/contact-card/r0001/index.html").contains("The task file changed"));
     // Site furniture.
     for f in [
         ".nojekyll",
@@ -274,9 +275,25 @@ fn exports_are_complete_and_csv_is_quoted() {
         if row[8].contains(',') || row[8].contains('"') {
             details_with_commas += 1;
         }
-        // Exactly one #fail anchor on the page of a failed or errored sample, none on a pass.
-        let page = read(&out, &row[0]);
-        let anchors = page.matches("id=\"fail\"").count();
+        // The permalink sends the reader to the sample's section of its run's page, where a
+        // failed or errored sample has exactly one fail anchor, and a pass none.
+        let stub = read(&out, &row[0]);
+        assert!(
+            stub.contains(&format!("url=index.html#s-{}\"", &row[4])),
+            "{}: {stub}",
+            &row[0]
+        );
+        let run_page = read(
+            &out,
+            &format!("t/{}/{}/{}/index.html", &row[1], &row[2], &row[3]),
+        );
+        assert_eq!(
+            run_page.matches(&format!("id=\"s-{}\"", &row[4])).count(),
+            1
+        );
+        let anchors = run_page
+            .matches(&format!("id=\"fail-{}\"", &row[4]))
+            .count();
         assert_eq!(anchors, usize::from(&row[5] != "pass"), "{}", &row[0]);
         match &row[5] {
             "fail" => assert!(!row[6].is_empty() && !row[7].is_empty()),
@@ -587,7 +604,7 @@ fn summary_pages_do_not_grow_with_k() {
         .iter()
         .map(|l| read(&b, &format!("labels/{}.html", l.as_str())))
         .collect();
-    let links: usize = labels.iter().map(|p| p.matches("#fail\"").count()).sum();
+    let links: usize = labels.iter().map(|p| p.matches("#fail-").count()).sum();
     let listed: usize = labels.iter().map(|p| p.matches("+27 more").count()).sum();
     assert_eq!(links, 3 * listed);
     assert_eq!(listed, pairs);

@@ -224,6 +224,46 @@ impl Browser {
         );
     }
 
+    /// Opens a sample's permalink and waits until it has sent the browser on to the run's page
+    /// (`…/index.html#…`), fully loaded.
+    fn open_permalink(&mut self, url: &str, width: u32, height: u32) {
+        self.open(url, width, height);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            // Evaluated in whatever document is current; during the hand-over there may be none.
+            self.next += 1;
+            let id = self.next;
+            let msg = json!({"id": id, "method": "Runtime.evaluate", "sessionId": self.session,
+                "params": {"expression": "location.href + ' ' + document.readyState", "returnByValue": true}});
+            let mut bytes = serde_json::to_vec(&msg).unwrap();
+            bytes.push(0);
+            self.to.write_all(&bytes).unwrap();
+            let state = loop {
+                match self.from.recv_timeout(Duration::from_secs(30)) {
+                    Ok(v) if v["id"] == json!(id) => {
+                        break v["result"]["result"]["value"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string();
+                    }
+                    Ok(v) => self.events.push_back(v),
+                    Err(_) => panic!("{url}: no reply while following the permalink"),
+                }
+            };
+            if state.contains("/index.html#") && state.ends_with(" complete") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{url} never reached its run's page: {state}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.eval(
+            "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
+        );
+    }
+
     fn eval(&mut self, expression: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
@@ -366,7 +406,9 @@ fn every_page_type_fits_a_phone_and_logs_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let site = demo_site(tmp.path());
     let rows = samples_csv(&site);
-    let transcript = failed_permalink(&rows, "parallel_collapse");
+    // A run's page, where its samples are shown (their permalinks lead there).
+    let permalink = failed_permalink(&rows, "parallel_collapse");
+    let transcript = format!("{}/index.html", permalink.rsplit_once('/').unwrap().0);
     let pages = [
         "index.html".to_string(),
         "models/mock-sloppy.html".into(),
@@ -484,14 +526,23 @@ fn a_fail_permalink_lands_with_its_label_and_detail_in_view() {
     let mut b = Browser::launch();
     for label in ["parallel_collapse", "missing_required", "escaping_error"] {
         let page = failed_permalink(&rows, label);
+        let sample = page
+            .rsplit_once('/')
+            .and_then(|(_, f)| f.strip_suffix(".html"))
+            .unwrap()
+            .to_string();
         for (w, h) in [(1440, 900), (390, 844)] {
-            b.open(&format!("file://{}#fail", site.join(&page).display()), w, h);
-            let r = b.eval(
-                r##"(() => { const box = s => { const e = document.querySelector(s); if (!e) return null;
-                      const r = e.getBoundingClientRect(); return [r.top, r.bottom]; };
-                      return {badge: box("h1 .o"), detail: box(".detail"), fail: box("#fail"),
-                              height: window.innerHeight, scrolled: window.scrollY}; })()"##,
-            );
+            // The permalink, as a blog post links it: it lands on the sample's failure on its
+            // run's page, with the sample's own label and detail in view.
+            b.open_permalink(&format!("file://{}#fail", site.join(&page).display()), w, h);
+            let r = b.eval(&format!(
+                r##"(() => {{ const box = s => {{ const e = document.querySelector(s); if (!e) return null;
+                      const r = e.getBoundingClientRect(); return [r.top, r.bottom]; }};
+                      return {{badge: box("#s-{sample} h2 .o"), detail: box("#s-{sample} .detail"),
+                              fail: box("#fail-{sample}"), hash: location.hash,
+                              height: window.innerHeight, scrolled: window.scrollY}}; }})()"##
+            ));
+            assert_eq!(r["hash"], json!(format!("#fail-{sample}")), "{page}: {r}");
             let height = r["height"].as_f64().unwrap();
             for what in ["badge", "detail", "fail"] {
                 let b = r[what]
@@ -602,7 +653,12 @@ fn screenshots_of_the_demo() {
         (transcript.as_str(), "transcript-fail"),
     ] {
         for (w, h, suffix) in [(1440, 900, ""), (390, 844, "-phone")] {
-            b.open(&format!("file://{}", site.join(page).display()), w, h);
+            let url = format!("file://{}", site.join(page).display());
+            if page.starts_with("t/") {
+                b.open_permalink(&url, w, h);
+            } else {
+                b.open(&url, w, h);
+            }
             b.screenshot(&shots.join(format!("{name}{suffix}.png")), false);
         }
     }

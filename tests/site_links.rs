@@ -26,7 +26,7 @@ fn check_links(site: &Path) -> usize {
             ids.insert(path.clone(), set);
         }
     }
-    let linked = Selector::parse("[href], [src]").unwrap();
+    let linked = Selector::parse("[href], [src], meta[http-equiv=refresh]").unwrap();
     let mut checked = 0;
     let mut broken = Vec::new();
     for (path, bytes) in &files {
@@ -35,10 +35,14 @@ fn check_links(site: &Path) -> usize {
         }
         let doc = Html::parse_document(&String::from_utf8_lossy(bytes));
         for e in doc.select(&linked) {
-            for attr in ["href", "src"] {
-                let Some(link) = e.value().attr(attr) else {
-                    continue;
-                };
+            // A permalink's refresh (`0; url=index.html#s-000`) is a link too.
+            let refresh = e
+                .value()
+                .attr("content")
+                .filter(|_| e.value().name() == "meta")
+                .map(|c| c.split_once("url=").map_or("", |(_, u)| u));
+            let links = [e.value().attr("href"), e.value().attr("src"), refresh];
+            for link in links.into_iter().flatten() {
                 checked += 1;
                 assert!(
                     !link.starts_with('/') && !link.contains("://"),
@@ -83,9 +87,10 @@ fn every_link_of_the_fixture_site_resolves() {
     build_ok(&fixture_tasks(), &fixture_runs(), &out, &[], &[]);
     let n = check_links(&out);
     assert!(n > 300, "only {n} links checked");
-    // Every failed sample's page carries the #fail anchor the label pages link to.
+    // Every failed sample's section carries the fail anchor the label pages link to (checked
+    // above: the fragment must exist on the run's page).
     let label = read(&out, "labels/missing_required.html");
-    assert!(label.contains("../t/beta/convert-currency/r0001/001.html#fail"));
+    assert!(label.contains("../t/beta/convert-currency/r0001/index.html#fail-001"));
     // The link checker itself can fail.
     std::fs::remove_file(out.join("t/beta/convert-currency/r0001/001.html")).unwrap();
     let r = std::panic::catch_unwind(|| check_links(&out));
@@ -288,6 +293,22 @@ fn model_written_text_never_survives_as_markup() {
                         );
                         continue;
                     }
+                    // A sample's permalink sends the reader on to its section: exactly this
+                    // script, its sample name (a folder name, [A-Za-z0-9._-]) from its path.
+                    let sample = path
+                        .rsplit_once('/')
+                        .and_then(|(_, f)| f.strip_suffix(".html"))
+                        .filter(|f| *f != "index" && path.starts_with("t/"));
+                    if let Some(sample) = sample {
+                        assert_eq!(
+                            body,
+                            format!(
+                                "location.replace(\"index.html#\"+(location.hash==\"#fail\"?\"fail-\":\"s-\")+\"{sample}\")"
+                            ),
+                            "{path}: a permalink's script"
+                        );
+                        continue;
+                    }
                     assert!(
                         el.attr("src").is_some_and(|s| {
                             s.ends_with("sort.js") || s.ends_with("samples.js")
@@ -310,13 +331,12 @@ fn model_written_text_never_survives_as_markup() {
     assert!(pages >= 10 + 5 * 2, "{pages} pages");
     assert!(scripts >= 3);
     // The payloads are still there, as text: escaped, not dropped.
-    let t = read(&out, "t/evil/hostile-task/r1/000.html");
+    let t = read(&out, "t/evil/hostile-task/r1/index.html");
     assert!(
         t.contains("&lt;script&gt;alert('xss')&lt;/script&gt;"),
         "prose is shown escaped"
     );
-    let wrong = read(&out, "t/evil/hostile-task/r1/001.html");
-    assert!(wrong.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(t.contains("&lt;img src=x onerror=alert(1)&gt;"));
     let model = read(&out, "models/evil.html");
     assert!(
         model.contains("served &lt;script&gt;"),

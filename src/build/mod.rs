@@ -142,17 +142,10 @@ pub fn run_samples(
     let mut out = RunOutcome::default();
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
-    // The run's request, from its first sample: each page whose request is the same bytes links
-    // to it on the run's page instead of repeating it.
-    let reference: Option<render::RunRequest> = run.samples.first().and_then(|first| {
-        let dir = run.sample_dir(first);
-        Some(render::RunRequest {
-            sample: first.clone(),
-            bytes: std::fs::read(dir.join("request.json")).ok()?,
-            streamed: dir.join("response.sse").is_file(),
-        })
-    });
     let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
+    // Every readable sample, with what the cache keeps of it: the run's page is rendered whole
+    // or, when nothing in the run changed, not at all.
+    let mut samples: Vec<(read::Sample, cache::CachedSample)> = Vec::new();
     for name in &run.samples {
         let sample = match read::read_sample(runs_root, run, name) {
             Ok(s) => s,
@@ -161,7 +154,6 @@ pub fn run_samples(
                 continue;
             }
         };
-        let transcript_sha256 = cache::transcript_sha256(&sample.files);
         let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
         let signature = if record {
             cache::signature(&run.dir, name, streamed, meta).unwrap_or_default()
@@ -169,21 +161,72 @@ pub fn run_samples(
             0
         };
         listing.extend(sample.files.iter().cloned());
-        let prior_sample = prior.as_mut().and_then(|p| p.samples.remove(name));
-        // Same bytes (read again, e.g. after a fresh clone of runs/): the same verdict and page.
-        if let Some(mut c) = prior_sample.filter(|c| c.transcript_sha256 == transcript_sha256)
-            && let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(name)))
-        {
-            c.signature = signature;
+        let record = cache::CachedSample {
+            signature,
+            streamed,
+            meta,
+            transcript_sha256: cache::transcript_sha256(&sample.files),
+            bytes: sample.bytes,
+            page_len: 0,
+            damage: sample.damage.clone(),
+            scored: None,
+        };
+        samples.push((sample, record));
+    }
+    let listing =
+        crate::site::export::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
+    out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
+    out.cached.listing_sha256 = out.listing_sha256.clone();
+
+    // Same bytes as when the page in the site was written (read again, e.g. after a fresh clone
+    // of runs/): the same verdicts, and the pages stand.
+    if let Some(mut p) = prior.take().filter(|p| {
+        p.run_page.is_some()
+            && p.samples.len() == samples.len()
+            && samples.iter().all(|(s, r)| {
+                p.samples
+                    .get(&s.key.sample)
+                    .is_some_and(|c| c.transcript_sha256 == r.transcript_sha256)
+            })
+    }) {
+        out.cached.run_page = p.run_page;
+        out.pages.0 += 1;
+        out.pages.1 += p.run_page.unwrap_or(0);
+        for (sample, mut record) in samples {
+            let name = &sample.key.sample;
+            let prior = p.samples.remove(name);
+            let Some(scored) = prior
+                .as_ref()
+                .and_then(|c| c.scored.clone())
+                .and_then(|s| s.into_scored(key(name)))
+            else {
+                bail!("the cache's record of {} cannot be read", run.dir.display());
+            };
+            record.page_len = prior.map(|c| c.page_len).unwrap_or(0);
             out.reused += 1;
-            out.keep(scored, c);
-            continue;
+            out.keep(scored, record);
         }
+        if !record {
+            out.cached.samples.clear();
+        }
+        return Ok(out);
+    }
+
+    // The run's request, from its first sample: each sample whose request is the same bytes
+    // shows it by reference, once, at the end of the run's page.
+    let reference = samples.first().map(|(s, _)| render::RunRequest {
+        sample: s.key.sample.clone(),
+        bytes: s.request_raw.clone(),
+        streamed: s.transcript.streamed,
+    });
+    let mut sections = String::new();
+    let mut marks = Vec::with_capacity(samples.len());
+    for (sample, mut record) in samples {
         let (verdict, scored) = score::score_sample(task, input.task_changed, &sample);
         let same_request = reference
             .as_ref()
             .is_some_and(|r| r.bytes == sample.request_raw);
-        let (path, html) = render::sample_page(
+        let (section, (path, stub)) = render::sample_section(
             task,
             &run.cell,
             input.task_changed,
@@ -191,24 +234,19 @@ pub fn run_samples(
             same_request,
             &verdict,
         )?;
-        let page_len = html.len() as u64;
+        sections.push_str(&section);
+        marks.push(crate::site::transcript::SampleMark {
+            name: sample.key.sample.clone(),
+            outcome: verdict.outcome,
+        });
+        record.page_len = stub.len() as u64;
         pages
-            .send((path, html.into_bytes()))
+            .send((path, stub.into_bytes()))
             .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
-        let record = cache::CachedSample {
-            signature,
-            streamed,
-            meta,
-            transcript_sha256,
-            bytes: sample.bytes,
-            page_len,
-            damage: sample.damage.clone(),
-            scored: None,
-        };
         out.keep(scored, record);
     }
-    if let Some(r) = &reference {
-        let (path, html) = render::run_page(task, run, r)?;
+    if !marks.is_empty() {
+        let (path, html) = render::run_page(task, run, &marks, &sections, reference.as_ref())?;
         out.cached.run_page = Some(html.len() as u64);
         out.pages.0 += 1;
         out.pages.1 += html.len() as u64;
@@ -216,10 +254,6 @@ pub fn run_samples(
             .send((path, html.into_bytes()))
             .map_err(|_| anyhow::anyhow!("the page writer stopped"))?;
     }
-    let listing =
-        crate::site::export::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
-    out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
-    out.cached.listing_sha256 = out.listing_sha256.clone();
     if !record {
         out.cached.samples.clear();
     }

@@ -1,5 +1,6 @@
-//! Stage 4, render: a sample's permalink page (while its verdict is alive), and the summary pages
-//! and exports from the aggregates. Pure: data in, (relative path, bytes) out.
+//! Stage 4, render: a run's page with its samples' sections and their permalinks (while their
+//! verdicts are alive), and the summary pages and exports from the aggregates. Pure: data in,
+//! (relative path, bytes) out.
 
 use super::aggregate::Aggregates;
 use super::read::Sample;
@@ -11,16 +12,17 @@ use crate::task::Task;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 
-/// The permalink page of one scored sample: its path relative to the site root, and its HTML.
-pub fn sample_page(
+/// One scored sample's section of its run's page, and its permalink page (path relative to the
+/// site root, HTML).
+pub fn sample_section(
     task: &Task,
     cell: &CellInfo,
     task_changed: bool,
     sample: &Sample,
     same_request: bool,
     verdict: &Verdict,
-) -> Result<(String, String)> {
-    let html = transcript::render(&transcript::SampleContext {
+) -> Result<(String, (String, String))> {
+    let section = transcript::render(&transcript::SampleContext {
         key: &sample.key,
         task,
         cell,
@@ -30,8 +32,10 @@ pub fn sample_page(
         verdict,
         task_changed,
     })
-    .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
-    Ok((sample.key.permalink(), html))
+    .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
+    let stub = transcript::render_stub(&sample.key, verdict)
+        .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
+    Ok((section, (sample.key.permalink(), stub)))
 }
 
 /// The request every sample of a run sent, as its first sample has it: the bytes, and whether
@@ -43,17 +47,23 @@ pub struct RunRequest {
     pub streamed: bool,
 }
 
-/// A run's page (`t/<model>/<task>/<run>/index.html`): the request shown once for its samples.
-pub fn run_page(task: &Task, run: &RunDir, request: &RunRequest) -> Result<(String, String)> {
+/// A run's page (`t/<model>/<task>/<run>/index.html`): its samples' sections, and the request
+/// shown once.
+pub fn run_page(
+    task: &Task,
+    run: &RunDir,
+    samples: &[transcript::SampleMark],
+    sections: &str,
+    request: Option<&RunRequest>,
+) -> Result<(String, String)> {
     let html = transcript::render_run(&transcript::RunContext {
         task,
         cell: &run.cell,
         model: &run.model,
         run: &run.run_id,
-        samples: &run.samples,
-        reference: &request.sample,
-        request_raw: &request.bytes,
-        streamed: request.streamed,
+        samples,
+        sections,
+        reference: request.map(|r| (r.sample.as_str(), r.bytes.as_slice(), r.streamed)),
     })
     .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
     Ok((run_page_path(run), html))

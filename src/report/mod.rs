@@ -33,6 +33,19 @@ impl SampleKey {
             self.model, self.task, self.run, self.sample
         )
     }
+
+    /// Where the sample is shown: its section of its run's page, or with `fail`, its failure
+    /// there. Links inside the site go here directly; the permalink redirects to the same place.
+    pub fn section(&self, fail: bool) -> String {
+        format!(
+            "t/{}/{}/{}/index.html#{}-{}",
+            self.model,
+            self.task,
+            self.run,
+            if fail { "fail" } else { "s" },
+            self.sample
+        )
+    }
 }
 
 /// One sample after scoring: the little that aggregation and the lists need. The full verdict

@@ -93,7 +93,7 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
                 "<a class=\"d o-{}\" href=\"{}{}\" title=\"{}\">{}</a>",
                 m.kind.kind(),
                 root,
-                escape(&m.key.permalink()),
+                escape(&m.key.section(m.kind != crate::taxonomy::Outcome::Pass)),
                 escape(&title),
                 glyph(m.kind)
             ));

@@ -141,7 +141,7 @@ fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
         out.push_str(s.outcome.kind());
         out.push_str("\" href=\"");
         out.push_str(root);
-        out.push_str(&escape(&s.key.permalink()));
+        out.push_str(&escape(&s.key.section(s.outcome != Outcome::Pass)));
         out.push_str("\" title=\"");
         out.push_str(&escape(&s.key.run));
         out.push('/');
@@ -1385,7 +1385,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
                     detail = crate::json::clip(&s.detail, 240);
                 }
                 examples.push(LabelSample {
-                    link: format!("{r}{}#fail", s.key.permalink()),
+                    link: format!("{r}{}", s.key.section(true)),
                     run: s.key.run.clone(),
                     sample: s.key.sample.clone(),
                 });

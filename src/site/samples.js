@@ -112,7 +112,7 @@
       cell(tr, model);
       cell(tr, task);
       var a = document.createElement("a");
-      a.href = "t/" + model + "/" + task + "/" + runName + "/" + name + ".html" + (o !== PASS && o !== ERROR ? "#fail" : "");
+      a.href = "t/" + model + "/" + task + "/" + runName + "/index.html#" + (o !== PASS ? "fail-" : "s-") + name;
       a.textContent = name;
       a.title = "run " + runName;
       var td = document.createElement("td");

@@ -1,9 +1,13 @@
-//! The permalink page of one sample (`t/<model>/<task>/<run>/<NNN>.html`): what was sent, what
-//! came back, the calls the scorer extracted, every stage's verdict, the failing argument marked
-//! in place (`#fail`), and a "copy as curl" block with the key left to an environment variable.
+//! A run's page (`t/<model>/<task>/<run>/index.html`) and its samples' permalinks: each sample
+//! is a section of the run's page (what came back, the calls the scorer extracted, every stage's
+//! verdict, the failing argument marked in place as `#fail-<NNN>`), the request they sent is
+//! shown once with a "copy as curl" block (the key left to an environment variable), and the
+//! permalink `t/<model>/<task>/<run>/<NNN>.html` is a small page that sends the reader to the
+//! sample's section, `#fail` to its failure (a refresh without JavaScript lands on the section).
 //!
-//! Kept lean (a shared stylesheet, no inline styles, tools shown by reference when they are the
-//! task's own), because there is one of these per sample and the site must fit GitHub Pages.
+//! One page per run rather than per sample, and lean (a shared stylesheet, no inline styles, tools
+//! shown by reference when they are the task's own): a BFCL-sized collection is hundreds of
+//! thousands of samples, and its site must fit GitHub Pages' 1 GB.
 
 use super::html::{cell_id, json_html, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
@@ -62,24 +66,19 @@ struct MessageView {
     content: String,
 }
 
+/// One sample's section of its run's page.
 #[derive(Template)]
-#[template(path = "transcript.html")]
-struct Page<'a> {
-    title: String,
+#[template(path = "sample.html")]
+struct Section<'a> {
     root: String,
     key: &'a SampleKey,
-    task_title: &'a str,
     outcome: &'static str,
     outcome_kind: &'static str,
     label: Option<&'static str>,
-    stage: Option<&'static str>,
     detail: &'a str,
-    /// "label: detail", clipped: the meta description and Open Graph text a shared link shows.
-    summary: String,
-    cell_id: String,
     task_changed: bool,
     stages: Vec<StageRow>,
-    /// The label and detail carry the `#fail` anchor (nothing in the output to mark).
+    /// The label and detail carry the sample's fail anchor (nothing in the output to mark).
     fail_on_head: bool,
     calls: Vec<CallView>,
     output: Option<String>,
@@ -98,6 +97,29 @@ struct Page<'a> {
     response: String,
     response_note: Option<String>,
     curl: String,
+}
+
+/// A sample's permalink page: its title and summary for a shared link, and a redirect to its
+/// section of the run's page.
+#[derive(Template)]
+#[template(path = "stub.html")]
+struct Stub<'a> {
+    title: String,
+    key: &'a SampleKey,
+    summary: String,
+}
+
+/// What a run's page shows of one sample above the sections: its name and outcome.
+pub struct SampleMark {
+    pub name: String,
+    pub outcome: Outcome,
+}
+
+struct MarkView {
+    name: String,
+    outcome: &'static str,
+    kind: &'static str,
+    glyph: &'static str,
 }
 
 fn stage_rows(task: &Task, v: &Verdict) -> Vec<StageRow> {
@@ -538,13 +560,12 @@ pub struct RunContext<'a> {
     pub cell: &'a CellInfo,
     pub model: &'a str,
     pub run: &'a str,
-    /// Sample folder names.
-    pub samples: &'a [String],
-    /// The sample whose request is shown (the run's first), and its bytes.
-    pub reference: &'a str,
-    pub request_raw: &'a [u8],
-    /// Whether that sample's response was a stream (for curl's `-N`).
-    pub streamed: bool,
+    /// Every scored sample, in order, and the HTML of their sections ([`render`]), concatenated.
+    pub samples: &'a [SampleMark],
+    pub sections: &'a str,
+    /// The sample whose request is shown (the run's first), its bytes, and whether its response
+    /// was a stream (for curl's `-N`); absent when no sample's request could be read.
+    pub reference: Option<(&'a str, &'a [u8], bool)>,
 }
 
 #[derive(Template)]
@@ -554,14 +575,16 @@ struct RunPage<'a> {
     root: String,
     model: &'a str,
     task: &'a str,
+    task_title: &'a str,
     run: &'a str,
     cell_id: String,
     k: usize,
     started: &'a str,
     ended: &'a str,
     version: &'a str,
-    samples: &'a [String],
-    reference: &'a str,
+    samples: Vec<MarkView>,
+    sections: &'a str,
+    reference: Option<&'a str>,
     messages: Vec<MessageView>,
     tools_same: bool,
     tool_names: Vec<String>,
@@ -569,34 +592,77 @@ struct RunPage<'a> {
     curl: String,
 }
 
-/// Renders a run's page: the request its samples sent (shown once, not on each sample's page),
-/// and "copy as curl", with links to its samples.
+/// Renders a run's page: its samples' sections, then the request they sent (shown once) and
+/// "copy as curl".
 pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
-    let request = serde_json::from_slice::<Value>(cx.request_raw).ok();
-    let sent = sent_view(cx.task, request.as_ref());
+    let (request, curl_text) = match cx.reference {
+        Some((_, bytes, streamed)) => (
+            serde_json::from_slice::<Value>(bytes).ok(),
+            text(&curl(cx.cell, bytes, streamed)),
+        ),
+        None => (None, String::new()),
+    };
+    let sent = if cx.reference.is_some() {
+        sent_view(cx.task, request.as_ref())
+    } else {
+        Sent::default()
+    };
     RunPage {
         title: format!("{} · {} · run {}", cx.model, cx.task.id, cx.run),
         root: root(4),
         model: cx.model,
         task: &cx.task.id,
+        task_title: &cx.task.title,
         run: cx.run,
         cell_id: cell_id(cx.model, &cx.task.id),
         k: cx.samples.len(),
         started: &cx.cell.started,
         ended: &cx.cell.ended,
         version: &cx.cell.callcheck_version,
-        samples: cx.samples,
-        reference: cx.reference,
+        samples: cx
+            .samples
+            .iter()
+            .map(|m| MarkView {
+                name: m.name.clone(),
+                outcome: m.outcome.name(),
+                kind: m.outcome.kind(),
+                glyph: super::glyph(m.outcome),
+            })
+            .collect(),
+        sections: cx.sections,
+        reference: cx.reference.map(|r| r.0),
         messages: sent.messages,
         tools_same: sent.tools_same,
         tool_names: sent.tool_names,
         tools_sent: sent.tools_sent,
-        curl: text(&curl(cx.cell, cx.request_raw, cx.streamed)),
+        curl: curl_text,
     }
     .render()
 }
 
-/// Renders the page for one sample.
+/// The permalink page of a sample (`t/<model>/<task>/<run>/<NNN>.html`): a shared link's title
+/// and summary, and the way to the sample's section of the run's page.
+pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error> {
+    Stub {
+        title: format!(
+            "{} · {} · {}/{}: {}",
+            key.model,
+            key.task,
+            key.run,
+            key.sample,
+            v.outcome.name()
+        ),
+        key,
+        summary: format!(
+            "{}: {}",
+            v.outcome.name(),
+            crate::json::clip(&v.detail, 160)
+        ),
+    }
+    .render()
+}
+
+/// Renders one sample's section of its run's page. Its failure anchor is `fail-<sample>`.
 pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let v = cx.verdict;
     let key = cx.key;
@@ -653,22 +719,13 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     };
     let (response, response_note) = response_view(cx.transcript);
 
-    let page = Page {
-        title: format!("{} · {} · {}/{}", key.model, key.task, key.run, key.sample),
+    let section = Section {
         root: root(4),
         key,
-        task_title: &cx.task.title,
         outcome: v.outcome.name(),
         outcome_kind: v.outcome.kind(),
         label: v.outcome.label().map(|l| l.as_str()),
-        stage: v.stage.map(Stage::as_str),
         detail: &v.detail,
-        summary: format!(
-            "{}: {}",
-            v.outcome.name(),
-            crate::json::clip(&v.detail, 200)
-        ),
-        cell_id: cell_id(&key.model, &key.task),
         task_changed: cx.task_changed,
         stages,
         fail_on_head,
@@ -696,7 +753,14 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
             text(&curl(cx.cell, cx.request_raw, cx.transcript.streamed))
         },
     };
-    page.render()
+    // The one mark the scorer's view placed gets the sample's own anchor: a run's page holds
+    // several samples. Model text is escaped, so this markup can only be ours.
+    let html = section.render()?;
+    Ok(html.replacen(
+        "<mark id=\"fail\">",
+        &format!("<mark id=\"fail-{}\">", key.sample),
+        1,
+    ))
 }
 
 #[cfg(test)]
