@@ -587,7 +587,7 @@ struct LabelSample {
 /// examples and the first one's detail; the task page links every sample.
 struct LabelCell {
     task: String,
-    /// The cell's anchor on the index's matrix.
+    /// Where the cell is drawn ([`cell_href`]).
     cell: String,
     count: u64,
     scored: u64,
@@ -1400,7 +1400,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
                 .or_default()
                 .push(LabelCell {
                     task: c.task.clone(),
-                    cell: cell_id(&c.model, &c.task),
+                    cell: cell_href(m, &c.model, &c.task),
                     count,
                     scored: c.scored,
                     more: count - examples.len() as u64,
@@ -1585,9 +1585,127 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     Ok(files)
 }
 
+/// Where a cell is drawn with its `c~<model>~<task>` anchor, relative to the site root: the
+/// index's matrix, or above [`MATRIX_CELLS`] the page of the task's first tag (tag pages always
+/// carry the anchors), or the task's own page for a task with no tag.
+pub fn cell_href(m: &Matrix, model: &str, task: &str) -> String {
+    if m.models.len() * m.tasks.len() <= MATRIX_CELLS {
+        return format!("index.html#{}", cell_id(model, task));
+    }
+    match m
+        .tasks
+        .binary_search_by(|t| t.id.as_str().cmp(task))
+        .ok()
+        .and_then(|i| m.tasks[i].tags.first())
+    {
+        Some(tag) => format!("tags/{}.html#{}", slug(tag), cell_id(model, task)),
+        None => format!("tasks/{task}.html"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{SampleKey, Scored, TaskInfo, aggregate};
+
+    /// `models` × `tasks` cells, one sample each, over two tags and one untagged task.
+    fn matrix_of(models: usize, tasks: usize) -> Matrix {
+        let infos: Vec<TaskInfo> = (0..tasks)
+            .map(|i| TaskInfo {
+                id: format!("task-{i:04}"),
+                title: format!("task {i}"),
+                tags: match i {
+                    0 => vec![],
+                    _ if i % 2 == 0 => vec!["even".into()],
+                    _ => vec!["odd".into()],
+                },
+            })
+            .collect();
+        let samples = (0..models)
+            .flat_map(|m| {
+                (0..tasks).map(move |t| {
+                    Scored::bare(
+                        SampleKey {
+                            model: format!("model-{m:02}"),
+                            task: format!("task-{t:04}"),
+                            run: "r1".into(),
+                            sample: "000".into(),
+                        },
+                        if (m + t) % 3 == 0 {
+                            Outcome::Fail(Label::WrongTool)
+                        } else {
+                            Outcome::Pass
+                        },
+                    )
+                })
+            })
+            .collect();
+        aggregate(samples, infos, crate::cli::IntervalKind::Wilson)
+    }
+
+    /// The index and the tag pages of [`matrix_of`].
+    fn index_of(m: &Matrix) -> BTreeMap<String, String> {
+        let input = SiteInput {
+            matrix: m,
+            tasks: &[],
+            models: &BTreeMap::new(),
+            skipped: &[],
+            changes: None,
+            task_hashes: &BTreeMap::new(),
+            transcripts: &BTreeMap::new(),
+            comparisons: &[],
+        };
+        let mut files = Vec::new();
+        index_page(&input, &mut files).unwrap();
+        for tag in &m.tags {
+            tag_page(&input, tag, &mut files).unwrap();
+        }
+        files
+            .into_iter()
+            .filter(|(p, _)| p.ends_with(".html"))
+            .map(|(p, b)| (p, String::from_utf8(b).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn above_the_cell_budget_the_index_links_the_tag_pages_which_hold_the_anchors() {
+        // Within the budget: every cell on the index, with its anchor.
+        let small = index_of(&matrix_of(2, 30));
+        let index = &small["index.html"];
+        assert_eq!(index.matches("id=\"c~").count(), 60);
+        assert!(index.contains("<table class=\"matrix\">"));
+        // Above: no matrix, a link to each tag page and to the untagged task's page...
+        let (models, tasks) = (41, MATRIX_CELLS / 40);
+        let m = matrix_of(models, tasks);
+        let big = index_of(&m);
+        let index = &big["index.html"];
+        assert!(!index.contains("<table class=\"matrix\">"));
+        assert_eq!(index.matches("id=\"c~").count(), 0);
+        assert!(index.contains(&format!("make {} cells", models * tasks)));
+        for link in ["tags/even.html", "tags/odd.html", "tasks/task-0000.html"] {
+            assert!(index.contains(&format!("<a href=\"{link}\">")), "{link}");
+        }
+        // ...and the tag pages carry every tagged cell's anchor, so the cell is one click away.
+        let anchored: usize = ["tags/even.html", "tags/odd.html"]
+            .iter()
+            .map(|p| big[*p].matches("id=\"c~").count())
+            .sum();
+        assert_eq!(anchored, models * (tasks - 1));
+        assert!(big["tags/odd.html"].contains("id=\"c~model-40~task-0001\""));
+        // Pages that name a cell link it where it is drawn.
+        assert_eq!(
+            cell_href(&m, "model-40", "task-0001"),
+            "tags/odd.html#c~model-40~task-0001"
+        );
+        assert_eq!(
+            cell_href(&m, "model-40", "task-0000"),
+            "tasks/task-0000.html"
+        );
+        assert_eq!(
+            cell_href(&matrix_of(2, 30), "model-01", "task-0000"),
+            "index.html#c~model-01~task-0000"
+        );
+    }
 
     #[test]
     fn expected_calls_read_as_a_sentence() {
