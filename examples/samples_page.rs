@@ -48,6 +48,7 @@ fn main() -> Result<()> {
             id: format!("task-{i:05}"),
             title: format!("Synthetic task {i}"),
             tags: vec![TAGS[i % TAGS.len()].to_string()],
+            bfcl_scored: false,
         })
         .collect();
     let mut samples = Vec::with_capacity(o.samples);

@@ -147,6 +147,8 @@ pub struct ImportBfclOpts {
     #[arg(long, default_value = "tasks/bfcl")]
     pub out: PathBuf,
     /// Only these categories (comma-separated, BFCL's names: simple_python, live_multiple…).
+    /// BFCL tasks an earlier import left in --out that this one does not produce (other
+    /// categories included) are removed, and listed.
     #[arg(long, value_delimiter = ',')]
     pub categories: Option<Vec<String>>,
 }

@@ -2,9 +2,9 @@
 //! HiTEC paper ("Enhancing Tool Learning in LLMs with Hierarchical Error Checklists"), and its
 //! two metrics, F1 Name and F1 Name + Parameter, computed from emitted calls against gold calls.
 
-use crate::json::values_equal;
 use crate::score::Verdict;
 use crate::score::extract::Source;
+use crate::score::value::call_accepts;
 use crate::task::Task;
 use crate::taxonomy::{Label, Outcome};
 use serde::{Deserialize, Serialize};
@@ -139,7 +139,9 @@ pub struct Metrics {
 }
 
 /// The counts for one sample. Only calls a client would execute count as emitted (structured
-/// `tool_calls`); calls left in content are a conformance failure and count as none. Error
+/// `tool_calls`); calls left in content are a conformance failure and count as none. A call's
+/// parameters are right when its expected call accepts them: any value its `accept` lists, by
+/// that list's rule (BFCL's for imported tasks), else the gold arguments exactly. Error
 /// samples, structured-output tasks and tasks whose calls are only examples (`any_call`: no
 /// gold call to compare with) count nothing.
 pub fn sample_metrics(task: &Task, v: &Verdict) -> Metrics {
@@ -152,17 +154,13 @@ pub fn sample_metrics(task: &Task, v: &Verdict) -> Metrics {
         .filter(|c| c.source == Source::ToolCalls)
         .map(|c| (c.name.as_deref().unwrap_or(""), c.arguments.as_ref()))
         .collect();
-    let gold: Vec<(&str, &Value)> = task
-        .expected_calls()
-        .iter()
-        .map(|c| (c.tool.as_str(), &c.gold))
-        .collect();
+    let gold = task.expected_calls();
     let count = |exact: bool| {
         let mut used = vec![false; gold.len()];
         let mut tp = 0;
         for (name, args) in &emitted {
-            let hit = gold.iter().enumerate().position(|(i, (g, ga))| {
-                !used[i] && g == name && (!exact || args.is_some_and(|a| values_equal(a, ga)))
+            let hit = gold.iter().enumerate().position(|(i, g)| {
+                !used[i] && g.tool == *name && (!exact || args.is_some_and(|a| call_accepts(g, a)))
             });
             if let Some(i) = hit {
                 used[i] = true;
@@ -483,5 +481,34 @@ mod tests {
             sample_metrics(&days, &p).name_and_parameters.true_positives,
             1
         );
+    }
+
+    #[test]
+    fn name_and_parameter_counts_any_value_that_accept_lists() {
+        // BFCL's possible answers: "Paris" or "Paris, France" (BFCL's string rule: spaces and
+        // `,./-_*^` removed, case folded); the unit may be left out.
+        let t = task(json!({
+            "id": "a", "title": "a", "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city"]}}}],
+            "expect": {"calls": [{"tool": "get_weather", "gold": {"city": "Paris"}, "accept": {
+                "city": {"values": ["Paris", "Paris, France"], "rule": "bfcl", "type": "string"},
+                "unit": {"values": ["celsius"], "omit": true, "rule": "bfcl", "type": "string"}
+            }}]}
+        }));
+        let tp = |args: serde_json::Value| {
+            let mut p = verdict(Outcome::Pass, None);
+            p.calls = vec![call(0, Source::ToolCalls, "get_weather", args)];
+            let m = sample_metrics(&t, &p);
+            assert_eq!(m.name.true_positives, 1);
+            m.name_and_parameters.true_positives
+        };
+        // Not the gold arguments, but acceptable: a true positive.
+        assert_eq!(tp(json!({"city": "paris france"})), 1);
+        assert_eq!(tp(json!({"city": "PARIS", "unit": "Celsius"})), 1);
+        assert_eq!(tp(json!({"city": "Paris"})), 1);
+        // A value no answer lists, a parameter no answer names: not one.
+        assert_eq!(tp(json!({"city": "London"})), 0);
+        assert_eq!(tp(json!({"city": "Paris", "unit": "kelvin"})), 0);
+        assert_eq!(tp(json!({"city": "Paris", "country": "FR"})), 0);
     }
 }

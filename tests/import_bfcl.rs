@@ -451,6 +451,85 @@ fn categories_select_and_bad_sources_are_named() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no BFCL data files"));
 }
 
+#[test]
+fn a_reimport_removes_the_bfcl_files_it_no_longer_produces_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("bfcl");
+    copy_dir(&fixture_root(), &data);
+    let out = tmp.path().join("tasks");
+    import(
+        &data,
+        &out,
+        &["--categories", "simple_python,parallel,irrelevance"],
+    );
+    // A hand-written task beside the imports, in a category folder and at the top.
+    let mine = r#"{"id": "mine", "source": {"suite": "not-bfcl"}}"#;
+    std::fs::write(out.join("irrelevance/mine.json"), mine).unwrap();
+    std::fs::write(out.join("hand-written.json"), r#"{"id": "hand"}"#).unwrap();
+    let before = tree(&out);
+    assert!(before.contains_key("simple_python/bfcl-simple-python-1.json"));
+
+    // The data loses simple_python_1; the second import drops the irrelevance category.
+    let file = data.join("bfcl_eval/data/BFCL_v4_simple_python.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("\"simple_python_1\""))
+        .collect();
+    assert_eq!(kept.len(), 1);
+    std::fs::write(&file, kept.join("\n") + "\n").unwrap();
+    let stdout = import(&data, &out, &["--categories", "simple_python,parallel"]);
+    let sep = std::path::MAIN_SEPARATOR;
+    for gone in [
+        format!("irrelevance{sep}bfcl-irrelevance-0.json"),
+        format!("simple_python{sep}bfcl-simple-python-1.json"),
+    ] {
+        assert!(
+            stdout.contains(&format!(
+                "removed {} (an earlier BFCL import this one no longer produces)",
+                out.join(&gone).display()
+            )),
+            "{gone} in\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("removed 2 task files of an earlier import"),
+        "{stdout}"
+    );
+    let after = tree(&out);
+    assert_eq!(
+        after.keys().cloned().collect::<Vec<_>>(),
+        [
+            "hand-written.json",
+            "irrelevance/mine.json",
+            "parallel/bfcl-parallel-0.json",
+            "simple_python/bfcl-simple-python-0.json",
+        ]
+    );
+    // What is still produced is untouched, byte for byte.
+    for (k, v) in &after {
+        assert_eq!(Some(v), before.get(k), "{k}");
+    }
+    // Dropping the last file of a category removes its folder; a third import removes nothing.
+    let stdout = import(&data, &out, &["--categories", "parallel"]);
+    assert!(
+        stdout.contains("removed 1 task file of an earlier import"),
+        "{stdout}"
+    );
+    assert!(!out.join("simple_python").exists());
+    let stdout = import(&data, &out, &["--categories", "parallel"]);
+    assert!(!stdout.contains("removed"), "{stdout}");
+}
+
+/// Copies a folder tree.
+fn copy_dir(from: &Path, to: &Path) {
+    for (rel, bytes) in tree(from) {
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, bytes).unwrap();
+    }
+}
+
 // ---- value_match through `callcheck check` ----
 
 /// A chat completion whose message calls `calls` (name, arguments object).
@@ -796,6 +875,27 @@ fn the_real_wheel_imports_lints_and_its_gold_replies_pass_with_value_match() {
         assert_eq!(&rec[vm], expected, "{rec:?}");
     }
     assert_eq!(rows, sampled * 3 * 2, "every sampled task × k=3 × two rows");
+    // The pooled figures the model pages show: every gold sample right, by both measures.
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
+    for m in matrix["models"].as_array().unwrap() {
+        let v = &m["values_by_task"];
+        for part in ["value_accuracy", "bfcl_style"] {
+            assert!(v[part]["of"].as_u64().unwrap() > 0, "{part}: {v}");
+            assert_eq!(v[part]["count"], v[part]["of"], "{part}: {v}");
+        }
+        assert_eq!(
+            v["bfcl_style"]["of"].as_u64().unwrap() as usize,
+            sampled * 3
+        );
+    }
+    for name in ["gold", "gold-stream"] {
+        let page = std::fs::read_to_string(site.join(format!("models/{name}.html"))).unwrap();
+        assert!(
+            page.contains("id=\"values\""),
+            "{name}'s page has no value table"
+        );
+    }
     println!(
         "{rows} gold samples (JSON and streamed) over {sampled} tasks passed with value_match true where there is a value"
     );

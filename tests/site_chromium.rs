@@ -719,3 +719,38 @@ fn the_404_page_links_to_the_matrix_from_a_deep_missing_address() {
         site.join("index.html")
     );
 }
+
+/// The pages that show value accuracy and BFCL-style accuracy (a BFCL task, its tag, a model),
+/// on a corpus that has them: no console message, nothing wider than a phone outside a
+/// scrolling box, the value table where it should be. Screenshots for the reader to look at.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test site_chromium -- --ignored`"]
+fn value_accuracy_pages_fit_a_phone_and_log_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = value_fixture_site(tmp.path());
+    let shots = screenshots();
+    let mut b = Browser::launch();
+    for (page, name) in [
+        ("tasks/bfcl-fixture-weather.html", "values-task"),
+        ("tags/simple-python.html", "values-tag"),
+        ("models/m2.html", "values-model"),
+    ] {
+        for (w, h, suffix) in [(1440, 900, ""), (390, 844, "-phone")] {
+            b.open(&format!("file://{}", site.join(page).display()), w, h);
+            let console = b.console();
+            assert!(console.is_empty(), "{page} at {w} px: {console:#?}");
+            let width = b
+                .eval("document.documentElement.scrollWidth")
+                .as_u64()
+                .unwrap();
+            assert!(width <= w as u64, "{page} is {width} px wide at {w} px");
+            // Value cells are graded like the others but carry no verdict class.
+            let cells = b.eval(r#"document.querySelectorAll('td[class="iv"]').length"#);
+            assert!(
+                cells.as_u64().unwrap() >= 2,
+                "{page}: no value cells ({cells})"
+            );
+            b.screenshot(&shots.join(format!("{name}{suffix}.png")), true);
+        }
+    }
+}

@@ -28,14 +28,7 @@ pub fn aggregate(
     previous: Option<&BTreeMap<String, String>>,
     interval: IntervalKind,
 ) -> Aggregates {
-    let infos: Vec<TaskInfo> = tasks
-        .iter()
-        .map(|t| TaskInfo {
-            id: t.id.clone(),
-            title: t.title.clone(),
-            tags: t.tags.clone(),
-        })
-        .collect();
+    let infos: Vec<TaskInfo> = tasks.iter().map(TaskInfo::of).collect();
     let matrix = report::aggregate(scored, infos, interval);
     let changes = previous
         .map(|p| export::changes(p, &matrix))

@@ -103,7 +103,7 @@ pub struct CachedSample {
     pub damage: Vec<String>,
     /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
     #[serde(rename = "v")]
-    pub scored: Option<CachedScored>,
+    pub scored: Option<Box<CachedScored>>,
 }
 
 /// [`Scored`] without its key (the key is where the sample sits). Short field names: the cache
@@ -259,23 +259,32 @@ pub fn sample_files(name: &str, streamed: bool, meta: bool) -> Vec<String> {
     files
 }
 
-/// A hash of the size, modification time (ns) and inode of the sample folder and of each of its
-/// files; `None` when one of them cannot be read.
-pub fn signature(run_dir: &Path, name: &str, streamed: bool, meta: bool) -> Option<u64> {
+/// A hash of the name, size, modification time (ns) and inode of each file in the sample's
+/// folder (a file added or removed changes it too); `None` when the folder cannot be listed.
+/// Listed through the folder's handle: a stat relative to it does not walk the whole path
+/// again, and a 100,000-sample rebuild is mostly these stats.
+pub fn signature(run_dir: &Path, name: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let mut all = Vec::with_capacity(96);
-    let mut add = |p: &Path| -> Option<()> {
-        let m = std::fs::symlink_metadata(p).ok()?;
-        for x in [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino()] {
-            all.extend_from_slice(&x.to_le_bytes());
-        }
-        Some(())
-    };
-    add(&run_dir.join("samples").join(name))?;
-    for f in sample_files(name, streamed, meta) {
-        add(&run_dir.join(f))?;
+    let mut entries: Vec<(std::ffi::OsString, [u64; 4])> = Vec::with_capacity(3);
+    for e in std::fs::read_dir(run_dir.join("samples").join(name)).ok()? {
+        let e = e.ok()?;
+        let m = e.metadata().ok()?;
+        entries.push((
+            e.file_name(),
+            [m.len(), m.mtime() as u64, m.mtime_nsec() as u64, m.ino()],
+        ));
     }
-    let digest = sha2::Sha256::digest(&all);
+    // The listing's order is the file system's; the hash must not depend on it.
+    entries.sort();
+    let mut h = sha2::Sha256::new();
+    for (n, m) in &entries {
+        h.update(n.as_encoded_bytes());
+        h.update([0]);
+        for x in m {
+            h.update(x.to_le_bytes());
+        }
+    }
+    let digest = h.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     Some(u64::from_le_bytes(first))
@@ -308,16 +317,45 @@ pub fn load(dir: &Path) -> CacheFile {
     }
 }
 
-/// Writes the cache into `dir` (atomically: a temporary file renamed over the old one).
-pub fn save(dir: &Path, cache: &CacheFile) -> anyhow::Result<()> {
+/// Writes the cache into `dir` (atomically: a temporary file renamed over the old one). Each run
+/// is completed by `fill` (its samples' verdicts) just before it is written, and its verdicts
+/// dropped right after: the same JSON as serialising the whole [`CacheFile`], without holding
+/// every verdict twice.
+pub fn save(
+    dir: &Path,
+    cache: &mut CacheFile,
+    mut fill: impl FnMut(&str, &mut CachedRun),
+) -> anyhow::Result<()> {
     use anyhow::Context;
+    use std::io::Write;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
     let file =
         std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
     let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut w, cache).context("cannot serialise the cache")?;
-    std::io::Write::flush(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+    (|| -> anyhow::Result<()> {
+        w.write_all(b"{\"identity\":")?;
+        serde_json::to_writer(&mut w, &cache.identity)?;
+        w.write_all(b",\"site\":")?;
+        serde_json::to_writer(&mut w, &cache.site)?;
+        w.write_all(b",\"runs\":{")?;
+        for (i, (path, run)) in cache.runs.iter_mut().enumerate() {
+            if i > 0 {
+                w.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut w, path)?;
+            w.write_all(b":")?;
+            fill(path, run);
+            serde_json::to_writer(&mut w, run)?;
+            for s in run.samples.values_mut() {
+                s.scored = None;
+            }
+        }
+        w.write_all(b"}}")?;
+        w.flush()?;
+        Ok(())
+    })()
+    .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, dir.join(FILE))
         .with_context(|| format!("cannot write {}", dir.join(FILE).display()))?;
     Ok(())

@@ -112,9 +112,9 @@ pub fn run_samples(
         && p.run_page.is_some()
         && p.samples.len() == run.samples.len()
         && run.samples.iter().all(|n| {
-            p.samples.get(n).is_some_and(|c| {
-                cache::signature(&run.dir, n, c.streamed, c.meta) == Some(c.signature)
-            })
+            p.samples
+                .get(n)
+                .is_some_and(|c| cache::signature(&run.dir, n) == Some(c.signature))
         })
         && let Some(mut p) = prior.take()
     {
@@ -125,7 +125,7 @@ pub fn run_samples(
         let samples = std::mem::take(&mut p.samples);
         out.cached = p;
         for (name, mut c) in samples {
-            let Some(scored) = c.scored.take().and_then(|s| s.into_scored(key(&name))) else {
+            let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(&name))) else {
                 bail!("the cache's record of {} cannot be read", run.dir.display());
             };
             out.reused += 1;
@@ -156,7 +156,7 @@ pub fn run_samples(
         };
         let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
         let signature = if record {
-            cache::signature(&run.dir, name, streamed, meta).unwrap_or_default()
+            cache::signature(&run.dir, name).unwrap_or_default()
         } else {
             0
         };
@@ -198,7 +198,7 @@ pub fn run_samples(
             let Some(scored) = prior
                 .as_ref()
                 .and_then(|c| c.scored.clone())
-                .and_then(|s| s.into_scored(key(name)))
+                .and_then(|s| (*s).into_scored(key(name)))
             else {
                 bail!("the cache's record of {} cannot be read", run.dir.display());
             };
@@ -222,7 +222,7 @@ pub fn run_samples(
     let mut sections = String::new();
     let mut marks = Vec::with_capacity(samples.len());
     for (sample, mut record) in samples {
-        let (verdict, scored) = score::score_sample(task, input.task_changed, &sample);
+        let (verdict, scored, parsed) = score::score_read(task, input.task_changed, &sample);
         let same_request = reference
             .as_ref()
             .is_some_and(|r| r.bytes == sample.request_raw);
@@ -233,6 +233,7 @@ pub fn run_samples(
             &sample,
             same_request,
             &verdict,
+            parsed.as_ref().ok(),
         )?;
         sections.push_str(&section);
         marks.push(crate::site::transcript::SampleMark {
@@ -403,10 +404,29 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         baseline.as_ref(),
         &agg.matrix.tasks,
     )?;
-    let files = render::summary(&agg, &tasks, &skipped, &transcripts, &comparisons)?;
+    // Each summary file is written as it is rendered; only its name, size and (the manifest's)
+    // hash are kept.
+    let mut files: BTreeMap<String, u64> = BTreeMap::new();
+    let mut manifest = String::new();
+    render::summary(
+        &agg,
+        &tasks,
+        &skipped,
+        &transcripts,
+        &comparisons,
+        &mut |(path, bytes)| {
+            site.summary_file(&path, &bytes)
+                .map_err(|e| crate::site::SiteError::Write(format!("{e:#}")))?;
+            if path == "data/manifest.json" {
+                manifest = crate::task::sha256_hex(&bytes);
+            }
+            files.insert(path, bytes.len() as u64);
+            Ok(())
+        },
+    )?;
     // In place, the previous build's files this one does not have are removed.
     let stale: Vec<String> = if in_place {
-        let now: std::collections::BTreeSet<&str> = files.iter().map(|f| f.0.as_str()).collect();
+        let now: std::collections::BTreeSet<&str> = files.keys().map(String::as_str).collect();
         let mut stale: Vec<String> = prior
             .site
             .iter()
@@ -432,32 +452,33 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     } else {
         Vec::new()
     };
-    let (carried, carried_bytes) = site.finish(&files, &stale)?;
+    let (carried, carried_bytes) = site.finish(&stale)?;
     if let Some(dir) = &opts.cache {
-        for sc in &agg.matrix.samples {
+        // Each run's verdicts are taken from the matrix as the run is written out, so the
+        // cache's copy of them never exists for all samples at once.
+        let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
+        for (i, sc) in agg.matrix.samples.iter().enumerate() {
             let k = &sc.key;
-            if let Some(c) = next
-                .runs
-                .get_mut(&format!("{}/{}/{}", k.model, k.task, k.run))
-                .and_then(|r| r.samples.get_mut(&k.sample))
-            {
-                c.scored = Some(cache::CachedScored::of(sc));
-            }
+            by_run
+                .entry(format!("{}/{}/{}", k.model, k.task, k.run))
+                .and_modify(|r| r.end = i + 1)
+                .or_insert(i..i + 1);
         }
-        let manifest = files
-            .iter()
-            .find(|f| f.0 == "data/manifest.json")
-            .map(|f| crate::task::sha256_hex(&f.1))
-            .unwrap_or_default();
         next.site = Some(cache::CachedSite {
             out: opts.out.clone(),
             manifest_sha256: manifest,
-            summary_files: files
-                .iter()
-                .map(|f| (f.0.clone(), f.1.len() as u64))
-                .collect(),
+            summary_files: files.clone(),
         });
-        cache::save(dir, &next)?;
+        cache::save(dir, &mut next, |path, run| {
+            let Some(range) = by_run.get(path) else {
+                return;
+            };
+            for sc in &agg.matrix.samples[range.clone()] {
+                if let Some(c) = run.samples.get_mut(&sc.key.sample) {
+                    c.scored = Some(Box::new(cache::CachedScored::of(sc)));
+                }
+            }
+        })?;
     }
     let (passes, fails, errors) = agg.matrix.outcome_counts();
     Ok(Summary {
@@ -469,7 +490,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         cells: agg.matrix.cells.len(),
         skipped: skipped.len(),
         files: pages.0 + files.len() + carried,
-        bytes: pages.1 + files.iter().map(|f| f.1.len() as u64).sum::<u64>() + carried_bytes,
+        bytes: pages.1 + files.values().sum::<u64>() + carried_bytes,
         read_bytes,
         reused,
         in_place,

@@ -21,6 +21,7 @@ pub fn sample_section(
     sample: &Sample,
     same_request: bool,
     verdict: &Verdict,
+    completion: Option<&crate::score::wire::Completion>,
 ) -> Result<(String, (String, String))> {
     let section = transcript::render(&transcript::SampleContext {
         key: &sample.key,
@@ -31,6 +32,7 @@ pub fn sample_section(
         same_request,
         verdict,
         task_changed,
+        completion,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
     let stub = transcript::render_stub(&sample.key, verdict)
@@ -74,22 +76,27 @@ pub fn run_page_path(run: &RunDir) -> String {
     format!("t/{}/{}/{}/index.html", run.model, run.task_id, run.run_id)
 }
 
-/// Every other file of the site: summary pages, charts, exports, the manifest.
+/// Every other file of the site (summary pages, charts, exports, the manifest), each handed to
+/// `sink` as soon as it is rendered.
 pub fn summary(
     agg: &Aggregates,
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
     comparisons: &[crate::report::compare::Comparison],
-) -> Result<Vec<File>> {
-    Ok(site::render_site(&SiteInput {
-        matrix: &agg.matrix,
-        tasks,
-        models: &agg.models,
-        skipped,
-        changes: agg.changes.as_ref(),
-        task_hashes: &agg.task_hashes,
-        transcripts,
-        comparisons,
-    })?)
+    sink: &mut dyn FnMut(File) -> Result<(), site::SiteError>,
+) -> Result<()> {
+    Ok(site::render_site(
+        &SiteInput {
+            matrix: &agg.matrix,
+            tasks,
+            models: &agg.models,
+            skipped,
+            changes: agg.changes.as_ref(),
+            task_hashes: &agg.task_hashes,
+            transcripts,
+            comparisons,
+        },
+        sink,
+    )?)
 }

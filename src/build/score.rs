@@ -4,21 +4,28 @@
 
 use super::read::Sample;
 use crate::report::Scored;
-use crate::score::{Verdict, score};
+use crate::score::wire::{Completion, TransportFailure};
+use crate::score::{Verdict, parse, score_parsed};
 use crate::task::Task;
 
 /// Scores one sample: the verdict for its page, and the little that aggregation keeps.
 pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdict, Scored) {
-    let verdict = score(task, &sample.transcript);
-    // Latency and size for the reports: times from meta.json, tokens from the response's usage.
+    let (verdict, scored, _) = score_read(task, task_changed, sample);
+    (verdict, scored)
+}
+
+/// [`score_sample`], and the response as read (the sample's page shows its content): the
+/// response is parsed once for the verdict, the page and the reports.
+pub fn score_read(
+    task: &Task,
+    task_changed: bool,
+    sample: &Sample,
+) -> (Verdict, Scored, Result<Completion, TransportFailure>) {
     let t = &sample.transcript;
-    let completion_tokens = if t.streamed {
-        crate::score::wire::parse_stream(&t.body)
-    } else {
-        crate::score::wire::parse_body(&t.body)
-    }
-    .ok()
-    .and_then(|c| c.completion_tokens);
+    let parsed = parse(t);
+    let verdict = score_parsed(task, t, &parsed);
+    // Latency and size for the reports: times from meta.json, tokens from the response's usage.
+    let completion_tokens = parsed.as_ref().ok().and_then(|c| c.completion_tokens);
     let (ttfb_ms, total_ms) = t
         .meta
         .as_ref()
@@ -36,7 +43,7 @@ pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdic
         ttfb_ms,
         total_ms,
         completion_tokens,
-        response: crate::report::distinct::fingerprint(&t.body, t.streamed),
+        response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
     };
-    (verdict, scored)
+    (verdict, scored, parsed)
 }

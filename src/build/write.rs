@@ -104,20 +104,34 @@ impl SiteWriter {
         }
     }
 
-    /// Writes the summary files (in place: only those whose bytes changed), removes `stale`
-    /// files (in place: the previous build's files this one does not have), carries the
-    /// publisher's files over, and swaps the new site into place. Returns the carried files'
-    /// count and bytes.
-    pub fn finish(mut self, files: &[(String, Vec<u8>)], stale: &[String]) -> Result<(usize, u64)> {
+    /// Writes one summary file now (in place: only when its bytes changed, atomically). The page
+    /// writer must have been drained.
+    pub fn summary_file(&self, path: &str, bytes: &[u8]) -> Result<()> {
+        match &self.tmp {
+            None => {
+                let p = self.out.join(path);
+                if std::fs::read(&p).is_ok_and(|old| old == bytes) {
+                    return Ok(());
+                }
+                write_atomic(&p, bytes)
+            }
+            Some((tmp, _, _)) => {
+                let p = tmp.join(path);
+                if let Some(d) = p.parent() {
+                    std::fs::create_dir_all(d)
+                        .with_context(|| format!("cannot create {}", d.display()))?;
+                }
+                std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))
+            }
+        }
+    }
+
+    /// Removes `stale` files (in place: the previous build's files this one does not have),
+    /// carries the publisher's files over, and swaps the new site into place. Returns the
+    /// carried files' count and bytes.
+    pub fn finish(mut self, stale: &[String]) -> Result<(usize, u64)> {
         self.drain()?;
         let Some((tmp, parent, name)) = self.tmp.take() else {
-            for (path, bytes) in files {
-                let p = self.out.join(path);
-                if std::fs::read(&p).is_ok_and(|old| old == *bytes) {
-                    continue;
-                }
-                write_atomic(&p, bytes)?;
-            }
             for path in stale {
                 let p = self.out.join(path);
                 match std::fs::remove_file(&p) {
@@ -131,15 +145,6 @@ impl SiteWriter {
             return Ok(carried_size(&self.out));
         };
         let result = (|| {
-            for (path, bytes) in files {
-                let p = tmp.join(path);
-                if let Some(d) = p.parent() {
-                    std::fs::create_dir_all(d)
-                        .with_context(|| format!("cannot create {}", d.display()))?;
-                }
-                std::fs::write(&p, bytes)
-                    .with_context(|| format!("cannot write {}", p.display()))?;
-            }
             for c in CARRIED {
                 let from = self.out.join(c);
                 if from.is_file() {

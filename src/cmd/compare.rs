@@ -30,14 +30,7 @@ pub struct Collection {
 
 /// The task infos of a corpus (what aggregation and comparison need).
 pub fn infos(tasks: &[Task]) -> Vec<TaskInfo> {
-    tasks
-        .iter()
-        .map(|t| TaskInfo {
-            id: t.id.clone(),
-            title: t.title.clone(),
-            tags: t.tags.clone(),
-        })
-        .collect()
+    tasks.iter().map(TaskInfo::of).collect()
 }
 
 /// Reads and scores a `runs/` tree with the current checkers. Runs of tasks that are not in the

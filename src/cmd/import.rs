@@ -2,9 +2,9 @@
 //! imported, repaired, skipped and left out.
 
 use crate::cli::{ImportBfclOpts, ImportCommand};
-use crate::import::{bfcl, source};
+use crate::import::{self, bfcl, source};
 use anyhow::{Context, Result, anyhow};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub fn run(cmd: &ImportCommand) -> Result<()> {
     match cmd {
@@ -24,11 +24,13 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
     let data = source::read(&o.from)?;
     let result = bfcl::convert(&data, o.categories.as_deref()).map_err(|e| anyhow!(e))?;
     let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
+    let mut produced = BTreeSet::new();
     for t in &result.tasks {
         let dir = o.out.join(&t.category);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("{}.json", t.id));
+        produced.insert(path.clone());
         // Unchanged files are left alone, so a re-import touches nothing.
         if std::fs::read(&path).ok().as_deref() != Some(t.bytes.as_slice()) {
             std::fs::write(&path, &t.bytes)
@@ -41,6 +43,23 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
     for s in &result.skipped {
         println!("skipped {} ({}): {}", s.bfcl_id, s.category, s.reason);
         counts.entry(s.category.as_str()).or_default().skipped += 1;
+    }
+    // What an earlier import wrote and this one no longer produces would otherwise stay in the
+    // corpus, collected and scored as if it were current: only BFCL imports are removed.
+    let stale = import::stale_imports(&o.out, "bfcl", &produced);
+    for path in &stale {
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the stale import {}", path.display()))?;
+        println!(
+            "removed {} (an earlier BFCL import this one no longer produces)",
+            path.display()
+        );
+        // A category folder left empty goes too; one holding anything else stays.
+        if let Some(dir) = path.parent()
+            && dir != o.out
+        {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
     println!(
         "\nBFCL {} from {} into {}:",
@@ -65,6 +84,13 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
         "| all | {} | {} | {} |",
         total.imported, total.repaired, total.skipped
     );
+    if !stale.is_empty() {
+        println!(
+            "removed {} task file{} of an earlier import",
+            stale.len(),
+            if stale.len() == 1 { "" } else { "s" }
+        );
+    }
     for (cat, why) in &result.not_imported {
         println!("not imported: {cat}: {why}");
     }

@@ -104,6 +104,22 @@ pub struct TaskInfo {
     pub id: String,
     pub title: String,
     pub tags: Vec<String>,
+    /// The task lists acceptable values (`accept`) or was imported from BFCL: its cells, tags
+    /// and models report value accuracy and BFCL-style accuracy beside the conformance rate.
+    pub bfcl_scored: bool,
+}
+
+impl TaskInfo {
+    /// The little of a task that aggregation and the summary pages need.
+    pub fn of(t: &crate::task::Task) -> TaskInfo {
+        TaskInfo {
+            id: t.id.clone(),
+            title: t.title.clone(),
+            tags: t.tags.clone(),
+            bfcl_scored: t.expected_calls().iter().any(|c| c.accept.is_some())
+                || t.source.as_ref().is_some_and(|s| s.suite == "bfcl"),
+        }
+    }
 }
 
 /// The colour a rate gets, and the word that says it without colour.
@@ -194,6 +210,41 @@ impl Cell {
     /// Fewer than three scored samples: too few for the interval to say much.
     pub fn too_few(&self) -> bool {
         self.scored < 3
+    }
+
+    /// Samples BFCL's own scoring would count correct: a pass, and on a task with a value to
+    /// compare, a value match too. A pass whose values are wrong is BFCL's "wrong value"; every
+    /// labelled failure (`no_call`, `malformed_json`…) is wrong as well, as BFCL counts it.
+    pub fn bfcl_style_correct(&self) -> u64 {
+        self.passes
+            .saturating_sub(self.value_compared.saturating_sub(self.value_matches))
+    }
+}
+
+/// Value accuracy and BFCL-style accuracy pooled over one model's cells of tasks that report
+/// them ([`TaskInfo::bfcl_scored`]), each with the by-task interval of [`pooled`]: the k samples
+/// of a task share its difficulty, so the task is the unit, as for the conformance rate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValuePooled {
+    /// The conformance rate over the same tasks, to read the two beside it.
+    pub conformance: pooled::Pooled,
+    /// Value matches (`passes`) over passes with a value to compare (`scored`), by task.
+    pub value: pooled::Pooled,
+    /// BFCL-style correct samples (`passes`) over scored samples (`scored`), by task.
+    pub bfcl_style: pooled::Pooled,
+}
+
+impl ValuePooled {
+    /// Pools the cells (those of tasks that do not report values are left out by the caller).
+    pub fn of<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> ValuePooled {
+        let cells: Vec<&Cell> = cells.into_iter().collect();
+        ValuePooled {
+            value: pooled::pool_counts(cells.iter().map(|c| (c.value_matches, c.value_compared))),
+            bfcl_style: pooled::pool_counts(
+                cells.iter().map(|c| (c.bfcl_style_correct(), c.scored)),
+            ),
+            conformance: pooled::pool(cells),
+        }
     }
 }
 
@@ -301,6 +352,11 @@ pub struct ModelView {
     pub latency: latency::Latency,
     /// The same per tag, sorted by tag.
     pub latency_by_tag: BTreeMap<String, latency::Latency>,
+    /// Per tag with at least one task that reports values ([`TaskInfo::bfcl_scored`]): value
+    /// accuracy and BFCL-style accuracy over those tasks, sorted by tag.
+    pub value_by_tag: BTreeMap<String, ValuePooled>,
+    /// The same over all such tasks of the model; `None` when it ran none.
+    pub value_total: Option<ValuePooled>,
 }
 
 /// Everything the site shows, computed once.
@@ -421,6 +477,11 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         .iter()
         .map(|t| (t.id.as_str(), t.tags.as_slice()))
         .collect();
+    let bfcl_scored: BTreeSet<&str> = tasks
+        .iter()
+        .filter(|t| t.bfcl_scored)
+        .map(|t| t.id.as_str())
+        .collect();
     let mut models: BTreeMap<String, ModelView> = BTreeMap::new();
     for c in cells.values() {
         let m = models.entry(c.model.clone()).or_insert_with(|| ModelView {
@@ -435,6 +496,8 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
             pooled_total: pooled::Pooled::default(),
             latency: latency::Latency::default(),
             latency_by_tag: BTreeMap::new(),
+            value_by_tag: BTreeMap::new(),
+            value_total: None,
         });
         m.total.add(c);
         for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
@@ -499,6 +562,19 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 by_tag.entry(tag.as_str()).or_default().push(c);
             }
         }
+        let reports = |c: &Cell| bfcl_scored.contains(c.task.as_str());
+        m.value_by_tag = by_tag
+            .iter()
+            .filter(|(_, cs)| cs.iter().any(|c| reports(c)))
+            .map(|(tag, cs)| {
+                let cs = cs.iter().filter(|c| reports(c)).copied();
+                (tag.to_string(), ValuePooled::of(cs))
+            })
+            .collect();
+        m.value_total = all
+            .iter()
+            .any(|c| reports(c))
+            .then(|| ValuePooled::of(all.iter().filter(|c| reports(c)).copied()));
         m.pooled = by_tag
             .into_iter()
             .map(|(tag, cs)| (tag.to_string(), pooled::pool(cs)))
@@ -539,11 +615,13 @@ mod tests {
                 id: "a".into(),
                 title: "A".into(),
                 tags: vec!["x".into()],
+                bfcl_scored: false,
             },
             TaskInfo {
                 id: "b".into(),
                 title: "B".into(),
                 tags: vec!["x".into(), "y".into()],
+                bfcl_scored: true,
             },
         ]
     }
@@ -639,5 +717,48 @@ mod tests {
         assert_eq!(Reliability::of(Some(&iv(0.0, 0.49))), Reliability::Broken);
         assert_eq!(Reliability::of(Some(&iv(0.0, 0.5))), Reliability::Uncertain);
         assert_eq!(Reliability::of(None), Reliability::Uncertain);
+    }
+
+    #[test]
+    fn value_figures_pool_only_the_tasks_that_report_them() {
+        let v = |n: &str, o: Outcome, m: Option<bool>| Scored {
+            value_match: m,
+            ..s("m", "b", n, o)
+        };
+        let samples = vec![
+            // a: no accept, not BFCL's: its passes count nowhere in the value figures.
+            s("m", "a", "000", Outcome::Pass),
+            s("m", "a", "001", Outcome::Pass),
+            // b: 2 value matches, 1 wrong value, 1 no_call, 1 transport error.
+            v("000", Outcome::Pass, Some(true)),
+            v("001", Outcome::Pass, Some(true)),
+            v("002", Outcome::Pass, Some(false)),
+            v("003", Outcome::Fail(Label::NoCall), None),
+            v("004", Outcome::Error, None),
+        ];
+        let m = aggregate(samples, tasks(), IntervalKind::Wilson);
+        let b = m.cell("m", "b").unwrap();
+        assert_eq!(b.bfcl_style_correct(), 2);
+        let mv = &m.models[0];
+        let total = mv.value_total.as_ref().unwrap();
+        assert_eq!((total.value.passes, total.value.scored), (2, 3));
+        assert_eq!((total.bfcl_style.passes, total.bfcl_style.scored), (2, 4));
+        assert_eq!((total.conformance.passes, total.conformance.scored), (3, 4));
+        assert_eq!(total.conformance.errors, 1);
+        assert_eq!(total.value.tasks, 1);
+        // Tag x holds a and b, y only b: both pool b alone.
+        assert_eq!(mv.value_by_tag.keys().collect::<Vec<_>>(), ["x", "y"]);
+        assert_eq!(mv.value_by_tag["x"], *total);
+        // With one task the interval by task is Wilson's on its samples.
+        let wilson = interval::interval(IntervalKind::Wilson, 2, 4);
+        assert_eq!(total.bfcl_style.interval, wilson);
+        // A model that ran only a reports none.
+        let only_a = aggregate(
+            vec![s("m", "a", "000", Outcome::Pass)],
+            tasks(),
+            IntervalKind::Wilson,
+        );
+        assert!(only_a.models[0].value_total.is_none());
+        assert!(only_a.models[0].value_by_tag.is_empty());
     }
 }

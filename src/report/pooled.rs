@@ -82,6 +82,25 @@ pub fn pool<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Pooled {
     p
 }
 
+/// Pools per-task `(count, of)` pairs of any proportion (value accuracy, BFCL-style accuracy)
+/// the way [`pool`] pools passes: `passes` holds the counts, `scored` their denominators, and a
+/// task with nothing to count (`of` = 0) is left out of the tasks. No errors are counted here.
+pub fn pool_counts(counts: impl IntoIterator<Item = (u64, u64)>) -> Pooled {
+    let counts: Vec<(u64, u64)> = counts.into_iter().filter(|c| c.1 > 0).collect();
+    let mut p = Pooled {
+        tasks: counts.len() as u64,
+        ..Pooled::default()
+    };
+    for &(x, n) in &counts {
+        p.scored += n;
+        p.passes += x;
+        p.all_passed += u64::from(x == n);
+        p.flaky += u64::from(x > 0 && x < n);
+    }
+    (p.deff, p.interval) = by_task(&counts);
+    p
+}
+
 /// The design effect and the interval for per-task `(passes, scored)` counts.
 pub fn by_task(counts: &[(u64, u64)]) -> (f64, Option<Interval>) {
     let n: u64 = counts.iter().map(|c| c.1).sum();
@@ -280,5 +299,90 @@ mod tests {
             "the by-task interval should do better than treating samples as independent"
         );
         assert!(pct(rel, rel_n) > 30.0 && pct(brk, brk_n) > 50.0);
+    }
+
+    /// Value accuracy and BFCL-style accuracy pooled with [`pool_counts`]: the same by-task
+    /// interval, but value accuracy's denominator is itself random (a task's passes), and tasks
+    /// with no pass drop out. Tags are drawn as above, each task with a pass probability and,
+    /// independently, a probability that a pass has the right values; the truths are the mean
+    /// value accuracy and the mean of their product (BFCL-style). Prints the coverage of both.
+    #[test]
+    fn value_and_bfcl_style_coverage_by_simulation() {
+        let mut rng = StdRng::seed_from_u64(14);
+        let means = [0.1, 0.3, 0.5, 0.7, 0.9, 0.97];
+        let concentrations = [0.5, 2.0, 10.0, 50.0, 1000.0];
+        let draw = |rng: &mut StdRng, beta: &Beta| {
+            let u: f64 = rng.random();
+            beta.inverse_cdf(u.clamp(1e-12, 1.0 - 1e-12))
+        };
+        let (mut value_hit, mut value_all, mut style_hit, mut style_all) = (0u64, 0u64, 0u64, 0u64);
+        let (mut naive_hit, mut far, mut told) = (0u64, 0u64, 0u64);
+        for _ in 0..10_000 {
+            let pick = |rng: &mut StdRng| {
+                let mu = means[rng.random_range(0..means.len())];
+                let phi = concentrations[rng.random_range(0..concentrations.len())];
+                (mu, Beta::new(mu * phi, (1.0 - mu) * phi).unwrap())
+            };
+            let (mu_pass, pass_beta) = pick(&mut rng);
+            let (mu_value, value_beta) = pick(&mut rng);
+            let tasks = rng.random_range(3..=30usize);
+            let k = rng.random_range(3..=10u64);
+            let (mut value, mut style) = (Vec::new(), Vec::new());
+            for _ in 0..tasks {
+                let (p, v) = (draw(&mut rng, &pass_beta), draw(&mut rng, &value_beta));
+                let (mut passes, mut matches) = (0, 0);
+                for _ in 0..k {
+                    if rng.random::<f64>() < p {
+                        passes += 1;
+                        matches += u64::from(rng.random::<f64>() < v);
+                    }
+                }
+                value.push((matches, passes));
+                style.push((matches, k));
+            }
+            let naive = |c: &[(u64, u64)]| {
+                let (x, n) = c.iter().fold((0, 0), |(a, b), &(x, m)| (a + x, b + m));
+                crate::report::interval::interval(crate::cli::IntervalKind::Wilson, x, n)
+            };
+            let truth = mu_value;
+            if let (Some(iv), Some(wide)) = (pool_counts(value.clone()).interval, naive(&value)) {
+                value_hit += u64::from(iv.lower <= truth && truth <= iv.upper);
+                naive_hit += u64::from(wide.lower <= truth && truth <= wide.upper);
+                value_all += 1;
+                // Power: a value accuracy 20 points or more from 50 % is told apart from it.
+                if (truth - 0.5).abs() >= 0.2 && tasks >= 10 {
+                    far += 1;
+                    told += u64::from(iv.upper < 0.5 || iv.lower > 0.5);
+                }
+            }
+            let truth = mu_pass * mu_value;
+            if let Some(iv) = pool_counts(style).interval {
+                style_hit += u64::from(iv.lower <= truth && truth <= iv.upper);
+                style_all += 1;
+            }
+        }
+        let pct = |a: u64, b: u64| 100.0 * a as f64 / b as f64;
+        let (value_cov, style_cov) = (pct(value_hit, value_all), pct(style_hit, style_all));
+        println!(
+            "pooled by task, 95 % nominal: value accuracy coverage {value_cov:.1} % over \
+             {value_all} tags with a pass (samples-as-independent Wilson: {:.1} %); BFCL-style \
+             accuracy coverage {style_cov:.1} % over {style_all} tags",
+            pct(naive_hit, value_all)
+        );
+        println!(
+            "power: a value accuracy 20 points or more from 50 % (≥ 10 tasks) is told apart \
+             from 50 % in {:.1} % of {far} tags",
+            pct(told, far)
+        );
+        assert!(
+            (88.0..=99.0).contains(&value_cov),
+            "value accuracy {value_cov:.1} %"
+        );
+        assert!(
+            (90.0..=99.0).contains(&style_cov),
+            "BFCL-style {style_cov:.1} %"
+        );
+        assert!(pct(naive_hit, value_all) < value_cov);
+        assert!(pct(told, far) > 50.0, "power {:.1} %", pct(told, far));
     }
 }

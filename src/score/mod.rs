@@ -207,6 +207,25 @@ fn offered(task: &Task, request: Option<&Value>) -> Offered {
 
 /// Scores one transcript against its task.
 pub fn score(task: &Task, t: &Transcript) -> Verdict {
+    score_parsed(task, t, &parse(t))
+}
+
+/// The response of `t` read as a completion (JSON body or SSE stream), or why it cannot be.
+pub fn parse(t: &Transcript) -> Result<wire::Completion, wire::TransportFailure> {
+    if t.streamed {
+        wire::parse_stream(&t.body)
+    } else {
+        wire::parse_body(&t.body)
+    }
+}
+
+/// [`score`], with the response already read by [`parse`] (the build reads it once for the
+/// verdict, the page and the reports).
+pub fn score_parsed(
+    task: &Task,
+    t: &Transcript,
+    parsed: &Result<wire::Completion, wire::TransportFailure>,
+) -> Verdict {
     // Stage 0: transport.
     if let Some(meta) = &t.meta {
         match meta.status {
@@ -243,15 +262,10 @@ pub fn score(task: &Task, t: &Transcript) -> Verdict {
             Some(_) => {}
         }
     }
-    let parsed = if t.streamed {
-        wire::parse_stream(&t.body)
-    } else {
-        wire::parse_body(&t.body)
-    };
     let completion = match parsed {
         Ok(c) => c,
         Err(f) => {
-            let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0);
+            let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0.clone());
             if let Some(e) = t.meta.as_ref().and_then(|m| m.error.as_ref()) {
                 v.notes.push(format!("collect recorded: {e}"));
             }
@@ -289,7 +303,7 @@ pub fn score(task: &Task, t: &Transcript) -> Verdict {
     let mut s = Scoring {
         task,
         offered: &offered,
-        completion: &completion,
+        completion,
         cut_reason: cut_reason.clone(),
         calls: Vec::new(),
     };

@@ -47,13 +47,6 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
-/// Samples BFCL's own scoring would count correct: a pass, and on a task with a value to
-/// compare, a value match too (a pass whose values are wrong is BFCL's "wrong value").
-fn bfcl_style_correct(c: &crate::report::Cell) -> u64 {
-    c.passes
-        .saturating_sub(c.value_compared.saturating_sub(c.value_matches))
-}
-
 /// `{"count", "of", "rate", "interval"}` with the build's interval method; `rate` and
 /// `interval` are null when `of` is 0.
 fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
@@ -77,6 +70,25 @@ fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
         "verdict": p.reliability().as_str(),
         "all_passed_cells": p.all_passed,
         "flaky_cells": p.flaky,
+    })
+}
+
+/// Value accuracy and BFCL-style accuracy pooled by task over the tasks that report them, with
+/// the conformance rate over the same tasks (report::ValuePooled).
+fn values_json(v: &crate::report::ValuePooled) -> Value {
+    let part = |p: &crate::report::pooled::Pooled| {
+        json!({
+            "unit": "task",
+            "tasks": p.tasks, "count": p.passes, "of": p.scored,
+            "rate": opt_num(p.rate()),
+            "design_effect": num(p.deff),
+            "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        })
+    };
+    json!({
+        "conformance": pooled_json(&v.conformance),
+        "value_accuracy": part(&v.value),
+        "bfcl_style": part(&v.bfcl_style),
     })
 }
 
@@ -113,7 +125,7 @@ fn cell_json(m: &Matrix, c: &crate::report::Cell) -> Value {
         "value_matches": c.value_matches,
         "value_compared": c.value_compared,
         "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
-        "bfcl_style": rate_with_interval(m, bfcl_style_correct(c), c.scored),
+        "bfcl_style": rate_with_interval(m, c.bfcl_style_correct(), c.scored),
         "task_changed": c.task_changed,
         "distinct_responses": c.distinct_responses,
         "identical": c.identical(),
@@ -174,9 +186,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 .tags
                 .iter()
                 .map(|(tag, t)| {
-                    (
-                        tag.clone(),
-                        json!({
+                    let mut v = json!({
                             "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                             "rate": opt_num(t.rate()),
                             "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
@@ -185,15 +195,18 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "pass_all_k": opt_num(t.pass_all_k()),
                             "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                             "by_task": mv.pooled.get(tag).map(pooled_json),
-                        }),
-                    )
+                        });
+                    if let Some(x) = mv.value_by_tag.get(tag) {
+                        v["values_by_task"] = values_json(x);
+                    }
+                    (tag.clone(), v)
                 })
                 .collect();
             let f1 = |f: &crate::hitec::F1| {
                 json!({"true_positives": f.true_positives, "emitted": f.emitted, "gold": f.gold,
                        "precision": opt_num(f.precision()), "recall": opt_num(f.recall()), "f1": opt_num(f.f1())})
             };
-            json!({
+            let mut v = json!({
                 "model": mv.name,
                 "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                 "rate": opt_num(t.rate()),
@@ -210,7 +223,11 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 })).collect::<Vec<_>>(),
                 "f1_name": f1(&mv.metrics.name),
                 "f1_name_parameter": f1(&mv.metrics.name_and_parameters),
-            })
+            });
+            if let Some(x) = &mv.value_total {
+                v["values_by_task"] = values_json(x);
+            }
+            v
         })
         .collect();
     /// The document, in the order its fields are written.

@@ -10,6 +10,7 @@ pub mod html;
 pub mod samples;
 pub mod tags;
 pub mod transcript;
+pub mod value;
 
 use crate::hitec::HitecError;
 use crate::report::interval::Interval;
@@ -34,6 +35,9 @@ pub enum SiteError {
     Chart { chart: String, message: String },
     #[error("writing data/samples.csv: {0}")]
     Csv(#[from] csv::Error),
+    /// A file could not be handed on (written) as it was rendered.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// What the cell.json files of a model's runs say about it.
@@ -491,6 +495,14 @@ struct TagPage<'a> {
     rows: Vec<MatrixRow>,
     chart: Option<String>,
     legend: Vec<LegendItem>,
+    /// Per model: conformance, value accuracy and BFCL-style accuracy over the tag's tasks
+    /// that report values (empty when none does).
+    value_rows: Vec<value::ValueRow>,
+    /// The tag's tasks that report values.
+    value_tasks: usize,
+    value_first: &'static str,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
 }
 
 struct TaskRow {
@@ -540,17 +552,26 @@ struct ModelPage<'a> {
     comparisons: String,
     /// The sentence saying the row's samples look deterministic, or empty.
     determinism: String,
+    /// Over all the model's tasks that report values, then per tag (empty when it ran none).
+    value_rows: Vec<value::ValueRow>,
+    value_first: &'static str,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
 }
 
 struct ExpectedView {
     tool: String,
     gold: String,
     predicates: Vec<String>,
+    /// What `accept` lists, one line per parameter (empty without `accept`).
+    accept: Vec<String>,
 }
 
 struct ResultRow {
     model: String,
     td: String,
+    /// Value accuracy and BFCL-style accuracy `<td>`s, when the task reports values.
+    value_tds: String,
     labels: String,
 }
 
@@ -572,6 +593,10 @@ struct TaskPage<'a> {
     expected: Vec<ExpectedView>,
     across: Vec<String>,
     results: Vec<ResultRow>,
+    /// The task reports value accuracy and BFCL-style accuracy (it has `accept` or is BFCL's).
+    bfcl_scored: bool,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
 }
@@ -1077,7 +1102,24 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         .iter()
         .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
         .collect();
+    let value_rows = m
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let v = mv.value_by_tag.get(tag)?;
+            Some(value::row(
+                mv.name.clone(),
+                format!("{r}models/{}.html", mv.name),
+                v,
+            ))
+        })
+        .collect();
     let page = TagPage {
+        value_rows,
+        value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
+        value_first: "model",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
         title: format!("tag {tag}"),
         latency,
         root: r,
@@ -1200,7 +1242,20 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .map(preflight_rows)
         .collect();
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
+    let mut value_rows = Vec::new();
+    if let Some(v) = &mv.value_total {
+        value_rows.push(value::row("all such tasks".into(), String::new(), v));
+        value_rows.extend(
+            mv.value_by_tag
+                .iter()
+                .map(|(tag, v)| value::row(tag.clone(), format!("{r}tags/{}.html", slug(tag)), v)),
+        );
+    }
     let page = ModelPage {
+        value_rows,
+        value_first: "tag",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
         comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
         title: mv.name.clone(),
         root: r.clone(),
@@ -1293,14 +1348,20 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
     let r = root(1);
     let mut results = Vec::new();
     let mut changed = false;
+    let bfcl_scored = m.task(&task.id).is_some_and(|t| t.bfcl_scored);
     for mv in &m.models {
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
             cell_td(m, c, &r, false, true, &mut td);
+            let mut value_tds = String::new();
+            if bfcl_scored {
+                value::cell_tds(m, c, &mut value_tds);
+            }
             results.push(ResultRow {
                 model: mv.name.clone(),
                 td,
+                value_tds,
                 labels: label_summary(c),
             });
         }
@@ -1323,6 +1384,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                     tool: c.tool.clone(),
                     gold: json_html(&c.gold, None),
                     predicates: c.where_.iter().map(|p| p.describe()).collect(),
+                    accept: c.accept.as_ref().map(value::accept_lines).unwrap_or_default(),
                 })
                 .collect(),
             across.iter().map(|p| p.describe()).collect(),
@@ -1333,6 +1395,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
                 tool: "structured output".into(),
                 gold: json_html(gold, None),
                 predicates: where_.iter().map(|p| p.describe()).collect(),
+                accept: Vec::new(),
             }],
             vec![],
         ),
@@ -1358,6 +1421,9 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         expected,
         across,
         results,
+        bfcl_scored,
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
     };
     files.push((
         format!("tasks/{}.html", task.id),
@@ -1502,21 +1568,33 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
 
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
 /// it scores, so that no more than a handful of verdicts are alive at once).
-pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
+pub fn render_site(
+    input: &SiteInput,
+    sink: &mut dyn FnMut(File) -> Result<(), SiteError>,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let mut files: Vec<File> = Vec::new();
+    // Each page (or family of pages) is handed on as soon as it is drawn: a BFCL-sized site's
+    // summary files are hundreds of megabytes, never held at once.
+    let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
     index_page(input, &mut files)?;
+    flush(&mut files)?;
     for mv in &m.models {
         model_page(input, mv, &mut files)?;
+        flush(&mut files)?;
     }
     for t in input.tasks {
         task_page(input, t, &mut files)?;
+        flush(&mut files)?;
     }
     for tag in &m.tags {
         tag_page(input, tag, &mut files)?;
+        flush(&mut files)?;
     }
     label_pages(input, &mut files)?;
+    flush(&mut files)?;
     compare::files(input.comparisons, &mut files)?;
+    flush(&mut files)?;
     if let Some(c) = input.changes {
         let moves = c
             .moves
@@ -1572,17 +1650,19 @@ pub fn render_site(input: &SiteInput) -> Result<Vec<File>, SiteError> {
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
     files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
+    flush(&mut files)?;
     files.push((
         "data/matrix.json".into(),
         export::matrix_json(m, input.skipped),
     ));
+    flush(&mut files)?;
     files.push(("data/samples.csv".into(), export::samples_csv(m)?));
+    flush(&mut files)?;
     files.push((
         "data/manifest.json".into(),
         export::manifest_json(m, input.task_hashes, input.transcripts),
     ));
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(files)
+    flush(&mut files)
 }
 
 /// Where a cell is drawn with its `c~<model>~<task>` anchor, relative to the site root: the
@@ -1619,6 +1699,7 @@ mod tests {
                     _ if i % 2 == 0 => vec!["even".into()],
                     _ => vec!["odd".into()],
                 },
+                bfcl_scored: false,
             })
             .collect();
         let samples = (0..models)

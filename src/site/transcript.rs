@@ -39,6 +39,8 @@ pub struct SampleContext<'a> {
     pub same_request: bool,
     pub verdict: &'a Verdict,
     pub task_changed: bool,
+    /// The response as the scorer read it.
+    pub completion: Option<&'a crate::score::wire::Completion>,
 }
 
 struct StageRow {
@@ -77,6 +79,8 @@ struct Section<'a> {
     label: Option<&'static str>,
     detail: &'a str,
     task_changed: bool,
+    /// Every stage passed (or did not apply): said in a few words, not stage by stage.
+    passed: bool,
     stages: Vec<StageRow>,
     /// The label and detail carry the sample's fail anchor (nothing in the output to mark).
     fail_on_head: bool,
@@ -678,16 +682,11 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         json_html(o, mark)
     });
     // The message content as the client sees it (prose, a call left in text, structured output
-    // that did not parse). Parsed again here: the verdict keeps only what it decided on.
-    let completion = if cx.transcript.streamed {
-        crate::score::wire::parse_stream(&cx.transcript.body)
-    } else {
-        crate::score::wire::parse_body(&cx.transcript.body)
-    };
+    // that did not parse), from the response as the scorer read it.
     let mut content_anchor = false;
-    let content = completion
-        .ok()
-        .and_then(|c| c.content)
+    let content = cx
+        .completion
+        .and_then(|c| c.content.as_deref())
         .filter(|c| !c.trim().is_empty())
         // When the structured output parsed, it is shown above; the content would repeat it.
         .filter(|_| v.output.is_none())
@@ -697,7 +696,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
                 && v.output.is_none()
                 && v.outcome.label().is_some()
                 && !call_anchor;
-            let shown = crate::json::clip(&c, MAX_SHOWN);
+            let shown = crate::json::clip(c, MAX_SHOWN);
             if content_anchor {
                 format!("<mark id=\"fail\">{}</mark>", text(&shown))
             } else {
@@ -727,6 +726,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         label: v.outcome.label().map(|l| l.as_str()),
         detail: &v.detail,
         task_changed: cx.task_changed,
+        passed: v.outcome == Outcome::Pass,
         stages,
         fail_on_head,
         calls,

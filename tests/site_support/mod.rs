@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -127,4 +128,170 @@ pub fn chromium() -> PathBuf {
             ""
         }
     );
+}
+
+// ---- a corpus with BFCL-style tasks, and runs written reply by reply ----
+
+/// What one sample's model answered.
+pub enum Reply {
+    /// Tool calls: (tool, arguments).
+    Calls(Vec<(&'static str, Value)>),
+    /// Prose, no call.
+    Prose,
+}
+
+pub fn weather(city: &str) -> Reply {
+    Reply::Calls(vec![("weather_get", json!({ "city": city }))])
+}
+
+pub fn response(model: &str, reply: &Reply) -> Value {
+    let message = match reply {
+        Reply::Prose => json!({"role": "assistant", "content": "I cannot say for sure."}),
+        Reply::Calls(calls) => json!({
+            "role": "assistant",
+            "content": null,
+            "tool_calls": calls.iter().enumerate().map(|(i, (name, args))| json!({
+                "id": format!("call_{i}"),
+                "type": "function",
+                "function": {"name": name, "arguments": args.to_string()},
+            })).collect::<Vec<_>>(),
+        }),
+    };
+    let finish = match reply {
+        Reply::Prose => "stop",
+        Reply::Calls(_) => "tool_calls",
+    };
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1767225600, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    })
+}
+
+/// Writes one finished run of `model` on `task`, one sample per reply.
+pub fn write_run(
+    runs: &Path,
+    tasks: &[callcheck::task::Task],
+    model: &str,
+    task: &str,
+    replies: &[Reply],
+) {
+    let t = tasks
+        .iter()
+        .find(|t| t.id == task)
+        .unwrap_or_else(|| panic!("no task {task}"));
+    let run = runs.join(model).join(task).join("r0001");
+    let served = format!("org/{model}");
+    for (i, reply) in replies.iter().enumerate() {
+        let dir = run.join("samples").join(format!("{i:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let request = json!({"model": served, "messages": t.messages, "tools": t.tools_json});
+        std::fs::write(dir.join("request.json"), request.to_string()).unwrap();
+        std::fs::write(
+            dir.join("response.json"),
+            response(&served, reply).to_string(),
+        )
+        .unwrap();
+        let meta = json!({"status": 200, "headers": {}, "attempts": [{"status": 200, "backoff_ms": 0, "ttfb_ms": 10.0}], "ttfb_ms": 10.0, "total_ms": 20.0, "streamed": false});
+        std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    }
+    let cell = json!({
+        "format_version": 1, "callcheck_version": "0.1.0",
+        "model": {"name": model, "base_url": "http://127.0.0.1:8000/v1", "model": served},
+        "task": {"id": task, "sha256": t.sha256},
+        "k": replies.len(), "run_id": "r0001",
+        "started": "2026-01-01T00:00:00Z", "ended": "2026-01-01T00:01:00Z",
+    });
+    std::fs::write(run.join("cell.json"), cell.to_string()).unwrap();
+}
+
+/// A site whose corpus has value accuracy to show: tests/fixtures/value-tasks (three tasks in
+/// the shape `callcheck import bfcl` gives) and the hand-written convert-currency, with runs of
+/// two models written reply by reply (tests/site_values.rs asserts every count), built into
+/// `tmp/site`.
+pub fn value_fixture_site(tmp: &Path) -> PathBuf {
+    let tasks_dir = tmp.join("tasks");
+    copy_tree(&repo().join("tests/fixtures/value-tasks"), &tasks_dir);
+    std::fs::copy(
+        fixture_tasks().join("convert-currency.json"),
+        tasks_dir.join("convert-currency.json"),
+    )
+    .unwrap();
+    let tasks = callcheck::task::load(&tasks_dir).unwrap_or_else(|e| panic!("{e}"));
+    let runs = tmp.join("runs");
+    let both = || {
+        Reply::Calls(vec![
+            ("weather_get", json!({"city": "Tokyo"})),
+            ("weather_get", json!({"city": "paris"})),
+        ])
+    };
+    // m1 on the single call: three accepted spellings, a wrong city (a pass, no value match)
+    // and prose (no_call): conformance 4/5, value 3/4, BFCL-style 3/5.
+    write_run(
+        &runs,
+        &tasks,
+        "m1",
+        "bfcl-fixture-weather",
+        &[
+            weather("Paris"),
+            weather("paris, france"),
+            Reply::Calls(vec![(
+                "weather_get",
+                json!({"city": "Paris", "unit": "celsius"}),
+            )]),
+            weather("London"),
+            Reply::Prose,
+        ],
+    );
+    write_run(
+        &runs,
+        &tasks,
+        "m1",
+        "bfcl-fixture-parallel",
+        &[both(), both(), both()],
+    );
+    // Irrelevance: two answers in prose pass, a call is spurious_call; nothing to compare.
+    write_run(
+        &runs,
+        &tasks,
+        "m1",
+        "bfcl-fixture-irrelevance",
+        &[Reply::Prose, Reply::Prose, weather("Paris")],
+    );
+    let currency = || {
+        Reply::Calls(vec![(
+            "convert_currency",
+            json!({"amount": 1250, "from": "EUR", "to": "JPY"}),
+        )])
+    };
+    write_run(
+        &runs,
+        &tasks,
+        "m1",
+        "convert-currency",
+        &[currency(), currency(), currency()],
+    );
+    // m2: the wrong city every time it calls (value 0/3), prose once; the parallel task right.
+    write_run(
+        &runs,
+        &tasks,
+        "m2",
+        "bfcl-fixture-weather",
+        &[
+            weather("London"),
+            weather("London"),
+            weather("London"),
+            Reply::Prose,
+        ],
+    );
+    write_run(
+        &runs,
+        &tasks,
+        "m2",
+        "bfcl-fixture-parallel",
+        &[both(), both(), both()],
+    );
+    let out = tmp.join("site");
+    build_ok(&tasks_dir, &runs, &out, &[], &[]);
+    out
 }
