@@ -115,11 +115,12 @@ fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
 /// instead of one glyph per sample, so a summary page grows with the cells it shows, not with k.
 const MAX_MARKS: usize = 12;
 
-/// The index draws its matrix up to this many cells (models × tasks). Above, a table of that
-/// many cells takes a browser more than a second to lay out (bench/index.sh measured 11,800
-/// compact cells at about 2 s in headless Chromium, 1.3 s even without their marks), so the
-/// index links the tag pages, which draw the matrix one call shape at a time.
-const MATRIX_CELLS: usize = 4_000;
+/// The index draws its matrix up to this many cells (models × tasks); above, it links the tag
+/// pages, which draw the matrix one call shape at a time. Layout time grows with the cells:
+/// bench/index.sh measured, in headless Chromium on 2 shared cores, 11,800 compact cells at
+/// about 2 s (1.3 s even without their marks) and 3,894 at 0.75–0.93 s, so the budget keeps the
+/// index under a second with some margin.
+const MATRIX_CELLS: usize = 3_000;
 
 /// A label's page gives at most this many example transcripts per cell (the task page links
 /// every sample), so the page grows with the cells that have the label, not with k.
