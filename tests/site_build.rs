@@ -507,3 +507,105 @@ fn a_preflight_finding_is_shown_as_the_servers_on_the_model_page() {
     // The server's own fields are listed apart, without the preflight.
     assert!(page.contains("<th>version</th><td>0.11.0</td>"), "{page}");
 }
+
+/// The same cells at `per` samples per outcome: per task, `per` gold replies and `per` of each
+/// of the first two failure labels the task can have, for three rows over the fixture tasks.
+/// Returns the number of cells written and of (cell, label) pairs among them.
+fn cells_at(dir: &Path, per: usize) -> (usize, usize) {
+    use callcheck::synth::{ModelRow, RunSpec, Wire, failure_menu, server_info, write_run};
+    let tasks = callcheck::task::load(&fixture_tasks()).unwrap();
+    let (mut cells, mut pairs) = (0, 0);
+    for i in 0..3 {
+        let row = ModelRow {
+            name: format!("row-{i}"),
+            served: format!("org/row-{i}"),
+            stream: i == 1,
+        };
+        for task in &tasks {
+            let mut wires = vec![Wire::Reply(callcheck::corrupt::gold(task)); per];
+            for (_, replies) in failure_menu(task).iter().take(2) {
+                wires.extend(std::iter::repeat_n(Wire::Reply(replies[0].clone()), per));
+                pairs += 1;
+            }
+            write_run(
+                &dir.join("runs"),
+                RunSpec {
+                    model: &row,
+                    task,
+                    task_sha256: &task.sha256,
+                    run_id: "r0001",
+                    server: server_info(&row.served),
+                    seed: i,
+                },
+                &wires,
+            )
+            .unwrap();
+            cells += 1;
+        }
+    }
+    (cells, pairs)
+}
+
+#[test]
+fn summary_pages_do_not_grow_with_k() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (small, big) = (tmp.path().join("k3"), tmp.path().join("k30"));
+    let (cells, pairs) = cells_at(&small, 3);
+    assert_eq!(cells_at(&big, 30), (cells, pairs));
+    build_ok(
+        &fixture_tasks(),
+        &small.join("runs"),
+        &small.join("site"),
+        &[],
+        &[],
+    );
+    build_ok(
+        &fixture_tasks(),
+        &big.join("runs"),
+        &big.join("site"),
+        &[],
+        &[],
+    );
+    let size = |site: &Path, page: &str| read(site, page).len() as i64;
+    let (a, b) = (small.join("site"), big.join("site"));
+    // Ten times the samples: the per-sample pages grow (a sanity check that k really changed)...
+    assert!(tree(&b).len() > tree(&a).len() + 9 * cells);
+    // ...and the summary pages do not: every cell has the same outcome groups at both k, so the
+    // only differences are a count's digits per group (`✓✓✓` against `✓×30`, "3 of 9" against
+    // "30 of 90, +27 more"). One mark per sample would add tens of bytes per extra sample: 27 ×
+    // 3 extra samples per cell, far above this bound.
+    let mut pages = vec!["index.html".to_string(), "labels/index.html".into()];
+    pages.extend(
+        callcheck::taxonomy::Label::ALL
+            .iter()
+            .map(|l| format!("labels/{}.html", l.as_str())),
+    );
+    pages.extend(["models/row-0.html".into(), "models/row-1.html".into()]);
+    for page in &pages {
+        let (x, y) = (size(&a, page), size(&b, page));
+        assert!(
+            (y - x).abs() <= 24 * cells as i64,
+            "{page}: {x} bytes at k = 9, {y} at k = 90 ({cells} cells)"
+        );
+    }
+    // No per-sample transcript link on the index at any k; the task page still links them all.
+    for site in [&a, &b] {
+        let index = read(site, "index.html");
+        assert_eq!(index.matches("href=\"t/").count(), 0);
+        assert!(index.contains("id=\"c~row-0~convert-currency\""));
+    }
+    let task = read(&b, "tasks/convert-currency.html");
+    assert_eq!(
+        task.matches("href=\"../t/row-0/convert-currency/").count(),
+        90
+    );
+    // A label page gives at most three transcripts per cell and says how many more there are.
+    let labels: Vec<String> = callcheck::taxonomy::Label::ALL
+        .iter()
+        .map(|l| read(&b, &format!("labels/{}.html", l.as_str())))
+        .collect();
+    let links: usize = labels.iter().map(|p| p.matches("#fail-").count()).sum();
+    let listed: usize = labels.iter().map(|p| p.matches("+27 more").count()).sum();
+    assert_eq!(links, 3 * listed);
+    assert_eq!(listed, pairs);
+}

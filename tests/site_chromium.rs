@@ -677,7 +677,7 @@ fn the_demo_site_shows_all_eleven_labels_in_chromium() {
         900,
     );
     let shown = b.eval(
-        r#"Array.from(new Set(Array.from(document.querySelectorAll("table.matrix .d")).map(e => e.title)))"#,
+        r#"Array.from(new Set(Array.from(document.querySelectorAll("table.matrix i[title]")).map(e => e.title)))"#,
     );
     let shown: Vec<&str> = shown
         .as_array()

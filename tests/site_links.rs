@@ -361,3 +361,50 @@ fn model_written_text_never_survives_as_markup() {
     );
     assert!(!task_page.contains("onclick"));
 }
+
+/// Above the index's cell budget the matrix is drawn on the tag pages: every link to a cell
+/// (from run pages, label pages, the index) still lands on its anchor.
+#[test]
+fn every_link_resolves_when_the_matrix_moves_to_the_tag_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let b = std::fs::read(&t.file).unwrap();
+            (t, b)
+        })
+        .collect();
+    let synth = tmp.path().join("synth");
+    // 30 models × 101 tasks = 3,030 cells, one sample each.
+    let n = generate(
+        &synth,
+        &templates,
+        &SynthOpts {
+            samples: 3_030,
+            models: 30,
+            k: 1,
+            seed: 5,
+        },
+    )
+    .unwrap();
+    assert_eq!(n, 3_030);
+    let out = tmp.path().join("site");
+    build_ok(&synth.join("tasks"), &synth.join("runs"), &out, &[], &[]);
+    assert!(!read(&out, "index.html").contains("id=\"c~"));
+    let run = std::fs::read_dir(out.join("t/model-00"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let run = std::fs::read_dir(&run)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let page = std::fs::read_to_string(run.join("index.html")).unwrap();
+    assert!(page.contains("href=\"../../../../tags/"), "{page}");
+    assert!(check_links(&out) > 3_030);
+}

@@ -63,6 +63,9 @@ pub struct CachedSite {
     pub manifest_sha256: String,
     /// Every file of the site that is not a sample's page, with its size.
     pub summary_files: BTreeMap<String, u64>,
+    /// Whether the index drew the matrix (run pages link their cell there, else on a tag page).
+    #[serde(default)]
+    pub matrix_on_index: bool,
 }
 
 /// One run folder's samples, valid for one `cell.json` and one version of the task file.

@@ -81,6 +81,8 @@ pub struct RunOutcome {
 /// How a run's samples are taken: all read and scored, or from the previous build where
 /// nothing changed.
 pub struct Reuse {
+    /// Models × tasks of the site (where a run's page links its cell).
+    pub cells: usize,
     /// The previous build's record of this run, when its `cell.json` and task are unchanged and
     /// its pages are in the site being written (an in-place update): an unchanged sample then
     /// needs neither scoring, nor its page rendered or written.
@@ -105,7 +107,11 @@ pub fn run_samples(
         run: run.run_id.clone(),
         sample: name.to_string(),
     };
-    let Reuse { mut prior, record } = reuse;
+    let Reuse {
+        mut prior,
+        record,
+        cells,
+    } = reuse;
     let handle = cache::RunHandle::open(&run.dir);
     // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
     // read, and the listing and the run's page stand.
@@ -254,7 +260,8 @@ pub fn run_samples(
         out.keep(scored, record);
     }
     if !marks.is_empty() {
-        let (path, html) = render::run_page(task, run, &marks, &sections, reference.as_ref())?;
+        let (path, html) =
+            render::run_page(task, run, &marks, &sections, reference.as_ref(), cells)?;
         out.cached.run_page = Some(html.len() as u64);
         out.pages.0 += 1;
         out.pages.1 += html.len() as u64;
@@ -329,8 +336,19 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     // The previous build's pages can be kept where they are only when the site in --out is
     // still exactly the one it wrote.
+    // The matrix's models are those with a sample; its tasks are the whole corpus.
+    let cells = runs
+        .iter()
+        .filter(|r| !r.run.samples.is_empty())
+        .map(|r| r.run.model.as_str())
+        .collect::<BTreeSet<&str>>()
+        .len()
+        * tasks.len();
+    let matrix_on_index = crate::site::index_draws_matrix(cells);
+    // (Run pages link their cell where it is drawn: when that moved, every run page changes.)
     let in_place = prior.site.as_ref().is_some_and(|s| {
-        s.out == opts.out
+        s.matrix_on_index == matrix_on_index
+            && s.out == opts.out
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
@@ -364,7 +382,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             let prior = prior.runs.remove(&rel(&opts.runs, &r.run.dir)).filter(|c| {
                 in_place && c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256
             });
-            (r, Reuse { prior, record })
+            (
+                r,
+                Reuse {
+                    prior,
+                    record,
+                    cells,
+                },
+            )
         })
         .collect();
     drop(prior.runs);
@@ -475,6 +500,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             out: opts.out.clone(),
             manifest_sha256: manifest,
             summary_files: files.clone(),
+            matrix_on_index,
         });
         cache::save(dir, &mut next, |path, run| {
             let Some(range) = by_run.get(path) else {

@@ -57,6 +57,7 @@ pub fn run_page(
     samples: &[transcript::SampleMark],
     sections: &str,
     request: Option<&RunRequest>,
+    cells: usize,
 ) -> Result<(String, String)> {
     let html = transcript::render_run(&transcript::RunContext {
         task,
@@ -66,6 +67,7 @@ pub fn run_page(
         samples,
         sections,
         reference: request.map(|r| (r.sample.as_str(), r.bytes.as_slice(), r.streamed)),
+        cells,
     })
     .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
     Ok((run_page_path(run), html))

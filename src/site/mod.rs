@@ -17,7 +17,7 @@ use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ModelView, Scored, Total};
+use crate::report::{Cell, Matrix, ModelView, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
@@ -111,58 +111,91 @@ fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
     }
 }
 
-/// Cells with more samples than this show label counts instead of one mark per sample, so a
-/// summary page grows with the cells it shows, not with k.
+/// Cells with more samples than this draw each outcome group as its glyph and a count (`✓×27`)
+/// instead of one glyph per sample, so a summary page grows with the cells it shows, not with k.
 const MAX_MARKS: usize = 12;
 
-/// The dots of a cell, marked by glyph and class. With `links`, one link per sample to its
-/// permalink (task and tag pages); without, compact unlinked marks (the index's matrix, whose
-/// size must not grow with samples), or label counts when there are more than [`MAX_MARKS`].
+/// The index draws its matrix up to this many cells (models × tasks); above, it links the tag
+/// pages, which draw the matrix one call shape at a time. Layout time grows with the cells:
+/// bench/index.sh measured, in headless Chromium on 2 shared cores, 11,800 compact cells at
+/// about 2 s (1.3 s even without their marks) and 3,894 at 0.75–0.93 s, so the budget keeps the
+/// index under a second with some margin.
+const MATRIX_CELLS: usize = 3_000;
+
+/// A label's page gives at most this many example transcripts per cell (the task page links
+/// every sample), so the page grows with the cells that have the label, not with k.
+const MAX_LABEL_EXAMPLES: usize = 3;
+
+/// The changes page lists at most this many samples per move (old outcome → new); the moves
+/// table counts them all.
+const MAX_CHANGE_EXAMPLES: usize = 20;
+
+/// The dots of a cell. With `links` (task and tag pages), one link per sample to its permalink,
+/// marked by glyph and class. Without (the index and model pages, whose size must not grow with
+/// samples), see [`compact_marks`].
 fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
     out.push_str("<span class=\"dots\">");
-    if !links && c.samples.len() > MAX_MARKS {
-        out.push_str(&format!("{}✓", c.passes));
-        for (l, n) in &c.labels {
-            out.push_str(&format!(
-                " <i class=\"d o-fail\" title=\"{l}\">{}</i>×{n}",
-                glyph(Outcome::Fail(*l))
-            ));
-        }
-        if c.errors > 0 {
-            out.push_str(&format!(" <i class=\"d o-error\">!</i>×{}", c.errors));
-        }
+    if !links {
+        compact_marks(c, out);
         out.push_str("</span>");
         return;
     }
     for &i in &c.samples {
         let s = &m.samples[i];
-        let name = s.outcome.name();
-        if links {
-            out.push_str("<a class=\"d o-");
-            out.push_str(s.outcome.kind());
-            out.push_str("\" href=\"");
-            out.push_str(root);
-            out.push_str(&escape(&s.key.section(s.outcome != Outcome::Pass)));
-            out.push_str("\" title=\"");
-            out.push_str(&escape(&s.key.run));
-            out.push('/');
-            out.push_str(&escape(&s.key.sample));
-            out.push_str(": ");
-            out.push_str(name);
-            out.push_str("\">");
-            out.push_str(glyph(s.outcome));
-            out.push_str("</a>");
-        } else {
-            out.push_str("<i class=\"d o-");
-            out.push_str(s.outcome.kind());
-            out.push_str("\" title=\"");
-            out.push_str(name);
-            out.push_str("\">");
-            out.push_str(glyph(s.outcome));
-            out.push_str("</i>");
-        }
+        out.push_str("<a class=\"d o-");
+        out.push_str(s.outcome.kind());
+        out.push_str("\" href=\"");
+        out.push_str(root);
+        out.push_str(&escape(&s.key.section(s.outcome != Outcome::Pass)));
+        out.push_str("\" title=\"");
+        out.push_str(&escape(&s.key.run));
+        out.push('/');
+        out.push_str(&escape(&s.key.sample));
+        out.push_str(": ");
+        out.push_str(s.outcome.name());
+        out.push_str("\">");
+        out.push_str(glyph(s.outcome));
+        out.push_str("</a>");
     }
     out.push_str("</span>");
+}
+
+/// A cell's samples as one mark per outcome group, unlinked: passes, then each label in
+/// taxonomy order, then transport errors. A group repeats its glyph once per sample (`✓✓W`) up
+/// to [`MAX_MARKS`] samples in the cell, and reads glyph × count above (`✓×27 W×3`). Failure and
+/// error groups carry their name as a title (the legend explains every glyph, so the marks read
+/// without colour), and the markup is a few dozen bytes whatever k is.
+fn compact_marks(c: &Cell, out: &mut String) {
+    let each = c.samples.len() <= MAX_MARKS;
+    let mut group = |class: &str, title: Option<&str>, glyph: &str, n: u64| {
+        if n == 0 {
+            return;
+        }
+        out.push_str("<i class=\"");
+        out.push_str(class);
+        out.push('"');
+        if let Some(t) = title {
+            out.push_str(" title=\"");
+            out.push_str(t);
+            out.push('"');
+        }
+        out.push('>');
+        if each {
+            for _ in 0..n {
+                out.push_str(glyph);
+            }
+        } else {
+            out.push_str(glyph);
+            out.push('×');
+            out.push_str(&n.to_string());
+        }
+        out.push_str("</i>");
+    };
+    group("mp", None, glyph(Outcome::Pass), c.passes);
+    for (l, n) in &c.labels {
+        group("mf", Some(l.as_str()), glyph(Outcome::Fail(*l)), *n);
+    }
+    group("me", Some("error"), glyph(Outcome::Error), c.errors);
 }
 
 /// The inline style that grades a cell's fill by its interval: green up to the lower bound
@@ -192,8 +225,8 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
     }
 }
 
-/// One matrix cell as a `<td>`, with its anchor, verdict word, rate, notes and dots (linked to
-/// the transcripts with `links`).
+/// One matrix cell as a `<td>`, with its anchor (`with_id`), verdict word, rate, notes and dots:
+/// linked to the transcripts with `links`, else [`compact_marks`], a few dozen bytes at any k.
 fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
     let v = c.reliability.as_str();
     out.push_str("<td class=\"iv v-");
@@ -390,6 +423,14 @@ struct MatrixRow {
     cells: String,
 }
 
+/// Above [`MATRIX_CELLS`], one page holding part of the matrix: a tag page, or the page of a
+/// task with no tag.
+struct MatrixPageLink {
+    name: String,
+    link: String,
+    tasks: usize,
+}
+
 /// The tasks grouped under one tag in the index's matrix.
 struct MatrixGroup {
     tag: String,
@@ -413,11 +454,18 @@ struct IndexPage<'a> {
     has_changes: bool,
     models: Vec<String>,
     shapes: Vec<ShapeRow>,
+    /// The matrix, empty above [`MATRIX_CELLS`] cells.
     groups: Vec<MatrixGroup>,
+    n_cells: usize,
+    matrix_cells: usize,
+    /// Above [`MATRIX_CELLS`] cells: the pages that hold the matrix instead.
+    matrix_pages: Vec<MatrixPageLink>,
     labels: Vec<&'static str>,
     label_rows: Vec<LabelCountRow>,
     totals: Vec<TotalRow>,
     legend: Vec<LegendItem>,
+    /// Above this many samples a cell's marks are counts ([`MAX_MARKS`]).
+    max_marks: usize,
     rules: String,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
@@ -556,17 +604,31 @@ struct TaskPage<'a> {
     comparisons: String,
 }
 
+/// One example of a label on its page: a link to the sample's transcript at `#fail`.
 struct LabelSample {
     link: String,
-    task: String,
     run: String,
     sample: String,
+}
+
+/// One cell (model × task) on a label's page: how many of its samples got the label, a few
+/// examples and the first one's detail; the task page links every sample.
+struct LabelCell {
+    task: String,
+    /// Where the cell is drawn ([`cell_href`]).
+    cell: String,
+    count: u64,
+    scored: u64,
+    examples: Vec<LabelSample>,
+    /// Samples with the label not given as examples.
+    more: u64,
     detail: String,
 }
 
 struct LabelGroup {
     model: String,
-    samples: Vec<LabelSample>,
+    count: u64,
+    cells: Vec<LabelCell>,
 }
 
 #[derive(Template)]
@@ -581,7 +643,9 @@ struct LabelPage {
     hitec: String,
     rerolls: Vec<(String, u64, String)>,
     groups: Vec<LabelGroup>,
-    total: usize,
+    total: u64,
+    n_cells: usize,
+    max_examples: usize,
 }
 
 struct LabelIndexRow {
@@ -606,6 +670,10 @@ struct ChangesPage<'a> {
     root: String,
     c: &'a Changes,
     moves: Vec<(String, String, u64)>,
+    /// The samples listed: at most `max_examples` per move, so that a scoring change that
+    /// moves every verdict does not make a page the size of the collection.
+    shown: Vec<&'a export::Change>,
+    max_examples: usize,
 }
 
 #[derive(Template)]
@@ -860,7 +928,28 @@ fn index_page(
     for t in &m.tasks {
         by_group.entry(primary_tag(t)).or_default().push(t);
     }
+    let n_cells = m.models.len() * m.tasks.len();
     let mut groups = Vec::new();
+    let mut matrix_pages = Vec::new();
+    if n_cells > MATRIX_CELLS {
+        // Too many cells for one page: each tag's page is its part of the matrix (with the
+        // cells' anchors), and tasks with no tag are listed with their own pages.
+        for tag in &m.tags {
+            matrix_pages.push(MatrixPageLink {
+                name: tag.clone(),
+                link: format!("tags/{}.html", slug(tag)),
+                tasks: m.tasks.iter().filter(|t| t.tags.contains(tag)).count(),
+            });
+        }
+        for t in by_group.remove("").unwrap_or_default() {
+            matrix_pages.push(MatrixPageLink {
+                name: t.id.clone(),
+                link: format!("tasks/{}.html", t.id),
+                tasks: 1,
+            });
+        }
+        by_group.clear();
+    }
     for (tag, tasks) in by_group {
         let rows = tasks
             .into_iter()
@@ -938,10 +1027,14 @@ fn index_page(
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
         shapes: shape_rows(m, ""),
         groups,
+        n_cells,
+        matrix_cells: MATRIX_CELLS,
+        matrix_pages,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
         label_rows,
         totals,
         legend: legend(),
+        max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
         samples_csvs,
@@ -966,7 +1059,9 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             let mut s = String::new();
             for mv in &m.models {
                 match m.cell(&mv.name, &t.id) {
-                    Some(c) => cell_td(m, c, &r, false, true, &mut s),
+                    // The cell's anchor here too: above [`MATRIX_CELLS`] the tag pages are the
+                    // matrix.
+                    Some(c) => cell_td(m, c, &r, true, true, &mut s),
                     None => s.push_str("<td class=\"none\">not run</td>"),
                 }
             }
@@ -1347,38 +1442,61 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
 
 fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<&Scored>>> = BTreeMap::new();
-    for s in &m.samples {
-        if let Outcome::Fail(l) = s.outcome {
+    // label → model → the cells with that label, in model and task order. Only the first
+    // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not samples.
+    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<LabelCell>>> = BTreeMap::new();
+    let r = root(1);
+    for c in m.cells.values() {
+        for (&l, &count) in &c.labels {
+            let mut examples = Vec::new();
+            let mut detail = String::new();
+            for &i in &c.samples {
+                let s = &m.samples[i];
+                if s.outcome != Outcome::Fail(l) {
+                    continue;
+                }
+                if examples.is_empty() {
+                    detail = crate::json::clip(&s.detail, 240);
+                }
+                examples.push(LabelSample {
+                    link: format!("{r}{}", s.key.section(true)),
+                    run: s.key.run.clone(),
+                    sample: s.key.sample.clone(),
+                });
+                if examples.len() == MAX_LABEL_EXAMPLES {
+                    break;
+                }
+            }
             by_label
                 .entry(l)
                 .or_default()
-                .entry(s.key.model.as_str())
+                .entry(c.model.as_str())
                 .or_default()
-                .push(s);
+                .push(LabelCell {
+                    task: c.task.clone(),
+                    cell: cell_href(m, &c.model, &c.task),
+                    count,
+                    scored: c.scored,
+                    more: count - examples.len() as u64,
+                    examples,
+                    detail,
+                });
         }
     }
-    let r = root(1);
     let mut index_rows = Vec::new();
     for l in Label::ALL {
-        let groups_src = by_label.remove(&l).unwrap_or_default();
-        let total = groups_src.values().map(Vec::len).sum();
-        let groups = groups_src
+        let groups: Vec<LabelGroup> = by_label
+            .remove(&l)
+            .unwrap_or_default()
             .into_iter()
-            .map(|(model, list)| LabelGroup {
+            .map(|(model, cells)| LabelGroup {
                 model: model.to_string(),
-                samples: list
-                    .into_iter()
-                    .map(|s| LabelSample {
-                        link: format!("{r}{}", s.key.section(true)),
-                        task: s.key.task.clone(),
-                        run: s.key.run.clone(),
-                        sample: s.key.sample.clone(),
-                        detail: crate::json::clip(&s.detail, 240),
-                    })
-                    .collect(),
+                count: cells.iter().map(|c| c.count).sum(),
+                cells,
             })
             .collect();
+        let total: u64 = groups.iter().map(|g| g.count).sum();
+        let n_cells = groups.iter().map(|g| g.cells.len()).sum();
         let rerolls = m
             .models
             .iter()
@@ -1404,7 +1522,7 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
             label: l.as_str(),
             meaning: l.meaning(),
             retry: l.retry().as_str(),
-            count: total as u64,
+            count: total,
         });
         let page = LabelPage {
             title: format!("label {l}"),
@@ -1421,6 +1539,8 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
             rerolls,
             groups,
             total,
+            n_cells,
+            max_examples: MAX_LABEL_EXAMPLES,
         };
         files.push((format!("labels/{l}.html"), render("label page", &page)?));
     }
@@ -1493,11 +1613,25 @@ pub fn render_site(
             .iter()
             .map(|((a, b), n)| (a.clone(), b.clone(), *n))
             .collect();
+        let mut per_move: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let shown = c
+            .changed
+            .iter()
+            .filter(|x| {
+                let n = per_move
+                    .entry((x.old.as_str(), x.new.as_str()))
+                    .or_default();
+                *n += 1;
+                *n <= MAX_CHANGE_EXAMPLES
+            })
+            .collect();
         let page = ChangesPage {
             title: "what changed".into(),
             root: String::new(),
             c,
             moves,
+            shown,
+            max_examples: MAX_CHANGE_EXAMPLES,
         };
         files.push(("changes.html".into(), render("changes.html", &page)?));
     }
@@ -1541,9 +1675,140 @@ pub fn render_site(
     flush(&mut files)
 }
 
+/// Where a cell is drawn with its `c~<model>~<task>` anchor, relative to the site root: the
+/// index's matrix, or above [`MATRIX_CELLS`] the page of the task's first tag (tag pages always
+/// carry the anchors), or the task's own page for a task with no tag.
+pub fn cell_href(m: &Matrix, model: &str, task: &str) -> String {
+    let tags = m
+        .tasks
+        .binary_search_by(|t| t.id.as_str().cmp(task))
+        .ok()
+        .map(|i| m.tasks[i].tags.as_slice())
+        .unwrap_or_default();
+    cell_href_in(m.models.len() * m.tasks.len(), tags, model, task)
+}
+
+/// Whether the index draws the matrix of a site of `cells` cells (else the tag pages do).
+pub fn index_draws_matrix(cells: usize) -> bool {
+    cells <= MATRIX_CELLS
+}
+
+/// [`cell_href`] for a site of `cells` cells (models × tasks), the task having `tags`: what a
+/// run's page links before the matrix exists.
+pub fn cell_href_in(cells: usize, tags: &[String], model: &str, task: &str) -> String {
+    if index_draws_matrix(cells) {
+        return format!("index.html#{}", cell_id(model, task));
+    }
+    match tags.first() {
+        Some(tag) => format!("tags/{}.html#{}", slug(tag), cell_id(model, task)),
+        None => format!("tasks/{task}.html"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{SampleKey, Scored, TaskInfo, aggregate};
+
+    /// `models` × `tasks` cells, one sample each, over two tags and one untagged task.
+    fn matrix_of(models: usize, tasks: usize) -> Matrix {
+        let infos: Vec<TaskInfo> = (0..tasks)
+            .map(|i| TaskInfo {
+                id: format!("task-{i:04}"),
+                title: format!("task {i}"),
+                tags: match i {
+                    0 => vec![],
+                    _ if i % 2 == 0 => vec!["even".into()],
+                    _ => vec!["odd".into()],
+                },
+                bfcl_scored: false,
+            })
+            .collect();
+        let samples = (0..models)
+            .flat_map(|m| {
+                (0..tasks).map(move |t| {
+                    Scored::bare(
+                        SampleKey {
+                            model: format!("model-{m:02}"),
+                            task: format!("task-{t:04}"),
+                            run: "r1".into(),
+                            sample: "000".into(),
+                        },
+                        if (m + t) % 3 == 0 {
+                            Outcome::Fail(Label::WrongTool)
+                        } else {
+                            Outcome::Pass
+                        },
+                    )
+                })
+            })
+            .collect();
+        aggregate(samples, infos, crate::cli::IntervalKind::Wilson)
+    }
+
+    /// The index and the tag pages of [`matrix_of`].
+    fn index_of(m: &Matrix) -> BTreeMap<String, String> {
+        let input = SiteInput {
+            matrix: m,
+            tasks: &[],
+            models: &BTreeMap::new(),
+            skipped: &[],
+            changes: None,
+            task_hashes: &BTreeMap::new(),
+            transcripts: &BTreeMap::new(),
+            comparisons: &[],
+        };
+        let mut files = Vec::new();
+        index_page(&input, &["data/samples.csv".to_string()], &mut files).unwrap();
+        for tag in &m.tags {
+            tag_page(&input, tag, &mut files).unwrap();
+        }
+        files
+            .into_iter()
+            .filter(|(p, _)| p.ends_with(".html"))
+            .map(|(p, b)| (p, String::from_utf8(b).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn above_the_cell_budget_the_index_links_the_tag_pages_which_hold_the_anchors() {
+        // Within the budget: every cell on the index, with its anchor.
+        let small = index_of(&matrix_of(2, 30));
+        let index = &small["index.html"];
+        assert_eq!(index.matches("id=\"c~").count(), 60);
+        assert!(index.contains("<table class=\"matrix\">"));
+        // Above: no matrix, a link to each tag page and to the untagged task's page...
+        let (models, tasks) = (41, MATRIX_CELLS / 40);
+        let m = matrix_of(models, tasks);
+        let big = index_of(&m);
+        let index = &big["index.html"];
+        assert!(!index.contains("<table class=\"matrix\">"));
+        assert_eq!(index.matches("id=\"c~").count(), 0);
+        assert!(index.contains(&format!("make {} cells", models * tasks)));
+        for link in ["tags/even.html", "tags/odd.html", "tasks/task-0000.html"] {
+            assert!(index.contains(&format!("<a href=\"{link}\">")), "{link}");
+        }
+        // ...and the tag pages carry every tagged cell's anchor, so the cell is one click away.
+        let anchored: usize = ["tags/even.html", "tags/odd.html"]
+            .iter()
+            .map(|p| big[*p].matches("id=\"c~").count())
+            .sum();
+        assert_eq!(anchored, models * (tasks - 1));
+        assert!(big["tags/odd.html"].contains("id=\"c~model-40~task-0001\""));
+        // Pages that name a cell link it where it is drawn.
+        assert_eq!(
+            cell_href(&m, "model-40", "task-0001"),
+            "tags/odd.html#c~model-40~task-0001"
+        );
+        assert_eq!(
+            cell_href(&m, "model-40", "task-0000"),
+            "tasks/task-0000.html"
+        );
+        assert_eq!(
+            cell_href(&matrix_of(2, 30), "model-01", "task-0000"),
+            "index.html#c~model-01~task-0000"
+        );
+    }
 
     #[test]
     fn expected_calls_read_as_a_sentence() {

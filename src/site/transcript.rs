@@ -9,7 +9,7 @@
 //! shown by reference when they are the task's own): a BFCL-sized collection is hundreds of
 //! thousands of samples, and its site must fit GitHub Pages' 1 GB.
 
-use super::html::{cell_id, json_html, root, shell_quote, text, text_into};
+use super::html::{json_html, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
 use crate::runs::CellInfo;
 use crate::score::Verdict;
@@ -570,6 +570,8 @@ pub struct RunContext<'a> {
     /// The sample whose request is shown (the run's first), its bytes, and whether its response
     /// was a stream (for curl's `-N`); absent when no sample's request could be read.
     pub reference: Option<(&'a str, &'a [u8], bool)>,
+    /// Models × tasks of the site: where the run's cell is drawn ([`super::cell_href_in`]).
+    pub cells: usize,
 }
 
 #[derive(Template)]
@@ -581,7 +583,8 @@ struct RunPage<'a> {
     task: &'a str,
     task_title: &'a str,
     run: &'a str,
-    cell_id: String,
+    /// Where the run's cell is drawn, relative to the site root.
+    cell_href: String,
     k: usize,
     started: &'a str,
     ended: &'a str,
@@ -618,7 +621,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         task: &cx.task.id,
         task_title: &cx.task.title,
         run: cx.run,
-        cell_id: cell_id(cx.model, &cx.task.id),
+        cell_href: super::cell_href_in(cx.cells, &cx.task.tags, cx.model, &cx.task.id),
         k: cx.samples.len(),
         started: &cx.cell.started,
         ended: &cx.cell.ended,
