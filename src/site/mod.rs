@@ -1061,7 +1061,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 match m.cell(&mv.name, &t.id) {
                     // The cell's anchor here too: above [`MATRIX_CELLS`] the tag pages are the
                     // matrix.
-                    Some(c) => cell_td(m, c, &r, true, true, &mut s),
+                    Some(c) => cell_td(m, c, &r, true, false, &mut s),
                     None => s.push_str("<td class=\"none\">not run</td>"),
                 }
             }
