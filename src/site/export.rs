@@ -294,15 +294,20 @@ pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
 /// at 50 MB per file, and a notebook reading one model should not fetch all of them).
 pub const CSV_SPLIT_BYTES: usize = 40 << 20;
 
-/// Where the one-row-per-sample export goes: `data/samples.csv`, or, past `limit` bytes,
-/// `data/samples/<model>.csv` (each with the header), in model order.
-pub fn samples_csv_files(m: &Matrix, limit: usize) -> Result<Vec<(String, Vec<u8>)>, csv::Error> {
-    let whole = samples_csv(m)?;
-    if whole.len() <= limit {
-        return Ok(vec![(SAMPLES_CSV.to_string(), whole)]);
-    }
-    drop(whole);
-    let mut files = Vec::new();
+/// Writes the one-row-per-sample export through `sink`: `data/samples.csv`, or, past `limit`
+/// bytes, `data/samples/<model>.csv` (each with the header), in model order. Returns the paths
+/// written. Each model's rows are rendered once; no more than `limit` bytes of them are held
+/// before the choice is made, and none after.
+pub fn samples_csv_files(
+    m: &Matrix,
+    limit: usize,
+    sink: &mut dyn FnMut((String, Vec<u8>)) -> Result<(), super::SiteError>,
+) -> Result<Vec<String>, super::SiteError> {
+    let part_name = |model: &str| format!("{SAMPLES_DIR}/{model}.csv");
+    let mut held: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut held_len = 0;
+    let mut names: Vec<String> = Vec::new();
+    let mut split = false;
     let mut start = 0;
     while start < m.samples.len() {
         let model = &m.samples[start].key.model;
@@ -311,13 +316,42 @@ pub fn samples_csv_files(m: &Matrix, limit: usize) -> Result<Vec<(String, Vec<u8
                 .iter()
                 .take_while(|s| s.key.model == *model)
                 .count();
-        files.push((
-            format!("{SAMPLES_DIR}/{model}.csv"),
-            samples_csv_of(m.samples[start..end].iter())?,
-        ));
+        let part = samples_csv_of(m.samples[start..end].iter())?;
         start = end;
+        if split {
+            names.push(part_name(model));
+            sink((part_name(model), part))?;
+            continue;
+        }
+        held_len += part.len();
+        held.push((model.clone(), part));
+        if held_len > limit {
+            split = true;
+            for (model, part) in held.drain(..) {
+                names.push(part_name(&model));
+                sink((part_name(&model), part))?;
+            }
+        }
     }
-    Ok(files)
+    if split {
+        return Ok(names);
+    }
+    // Whole: the first part, then the others' rows without their header line.
+    let mut whole = match held.first() {
+        Some(_) => Vec::with_capacity(held_len),
+        None => samples_csv_of(std::iter::empty())?,
+    };
+    for (i, (_, part)) in held.iter().enumerate() {
+        let rows = if i == 0 {
+            &part[..]
+        } else {
+            let header = part.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
+            &part[header..]
+        };
+        whole.extend_from_slice(rows);
+    }
+    sink((SAMPLES_CSV.to_string(), whole))?;
+    Ok(vec![SAMPLES_CSV.to_string()])
 }
 
 /// The export's path when written whole, and its folder when split by model.
@@ -542,10 +576,22 @@ mod split_tests {
     fn a_large_samples_csv_is_split_by_model_and_read_back_whole() {
         let tasks = crate::task::load(std::path::Path::new("tasks")).unwrap();
         let m = matrix(&tasks);
-        let whole = samples_csv_files(&m, usize::MAX).unwrap();
+        let files = |limit: usize| {
+            let mut out = Vec::new();
+            let names = samples_csv_files(&m, limit, &mut |f| {
+                out.push(f);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(names, out.iter().map(|f| f.0.clone()).collect::<Vec<_>>());
+            out
+        };
+        let whole = files(usize::MAX);
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0].0, "data/samples.csv");
-        let split = samples_csv_files(&m, whole[0].1.len() - 1).unwrap();
+        // Assembled from the per-model parts, byte for byte the file written in one go.
+        assert!(whole[0].1 == samples_csv(&m).unwrap());
+        let split = files(whole[0].1.len() - 1);
         let names: Vec<&str> = split.iter().map(|f| f.0.as_str()).collect();
         assert_eq!(
             names,

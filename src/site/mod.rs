@@ -1584,11 +1584,9 @@ pub fn render_site(
     let mut files: Vec<File> = Vec::new();
     // Each page (or family of pages) is handed on as soon as it is drawn: a BFCL-sized site's
     // summary files are hundreds of megabytes, never held at once.
-    let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
     // The export first: the index names its file(s).
-    files.extend(export::samples_csv_files(m, export::CSV_SPLIT_BYTES)?);
-    let samples_csvs: Vec<String> = files.iter().map(|f| f.0.clone()).collect();
-    flush(&mut files)?;
+    let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut *sink)?;
+    let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
     index_page(input, &samples_csvs, &mut files)?;
     flush(&mut files)?;
     for mv in &m.models {
