@@ -227,6 +227,24 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
 
 /// One matrix cell as a `<td>`, with its anchor (`with_id`), verdict word, rate, notes and dots:
 /// linked to the transcripts with `links`, else [`compact_marks`], a few dozen bytes at any k.
+/// One task's row of a matrix (the index's or a tag page's): a cell per model, each with its
+/// anchor and grouped marks, and `also`, the task's other tags.
+fn matrix_row(m: &Matrix, t: &crate::report::TaskInfo, root: &str, also: String) -> MatrixRow {
+    let mut cells = String::new();
+    for mv in &m.models {
+        match m.cell(&mv.name, &t.id) {
+            Some(c) => cell_td(m, c, root, true, false, &mut cells),
+            None => cells.push_str("<td class=\"none\">not run</td>"),
+        }
+    }
+    MatrixRow {
+        task: t.id.clone(),
+        title: t.title.clone(),
+        also,
+        cells,
+    }
+}
+
 fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
     let v = c.reliability.as_str();
     out.push_str("<td class=\"iv v-");
@@ -954,25 +972,8 @@ fn index_page(
         let rows = tasks
             .into_iter()
             .map(|t| {
-                let mut s = String::new();
-                for mv in &m.models {
-                    match m.cell(&mv.name, &t.id) {
-                        Some(c) => cell_td(m, c, "", true, false, &mut s),
-                        None => s.push_str("<td class=\"none\">not run</td>"),
-                    }
-                }
-                MatrixRow {
-                    task: t.id.clone(),
-                    title: t.title.clone(),
-                    also: t
-                        .tags
-                        .iter()
-                        .skip(1)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    cells: s,
-                }
+                let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
+                matrix_row(m, t, "", also.join(", "))
             })
             .collect();
         groups.push(MatrixGroup {
@@ -1056,27 +1057,14 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
     let rows = tasks
         .iter()
         .map(|t| {
-            let mut s = String::new();
-            for mv in &m.models {
-                match m.cell(&mv.name, &t.id) {
-                    // The cell's anchor here too: above [`MATRIX_CELLS`] the tag pages are the
-                    // matrix.
-                    Some(c) => cell_td(m, c, &r, true, false, &mut s),
-                    None => s.push_str("<td class=\"none\">not run</td>"),
-                }
-            }
-            MatrixRow {
-                task: t.id.clone(),
-                title: t.title.clone(),
-                also: t
-                    .tags
-                    .iter()
-                    .filter(|x| *x != tag)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                cells: s,
-            }
+            // The cells' anchors here too: above [`MATRIX_CELLS`] the tag pages are the matrix.
+            let also = t
+                .tags
+                .iter()
+                .filter(|x| *x != tag)
+                .cloned()
+                .collect::<Vec<_>>();
+            matrix_row(m, t, &r, also.join(", "))
         })
         .collect();
     let mut pooled = String::new();
