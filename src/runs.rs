@@ -14,7 +14,9 @@
 use crate::transcript::{Meta, Transcript};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The newest format this build of callcheck reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -26,14 +28,16 @@ pub struct CellInfo {
     /// The callcheck version that collected the run.
     pub callcheck_version: String,
     /// The model entry used, secrets redacted (it names the key's variable, never its value).
-    pub model: Value,
+    /// Shared: every run of a model carries the same entry, and a build holds one copy of it
+    /// ([`scan`] interns them).
+    pub model: Arc<Value>,
     pub task: TaskRef,
     /// Samples in this run directory.
     pub k: u32,
     pub run_id: String,
     /// What the server said about itself: `/v1/models`, a version if it has one, preflight.
     #[serde(default)]
-    pub server: Value,
+    pub server: Arc<Value>,
     /// UTC timestamps, RFC 3339.
     #[serde(default)]
     pub started: String,
@@ -178,8 +182,19 @@ pub fn scan(root: &Path) -> Scan {
         })
         .collect();
     let mut scan = Scan::default();
+    // One copy of each model entry and server description: tens of thousands of runs share a
+    // handful (a parsed entry costs kilobytes).
+    let mut shared: BTreeMap<String, Arc<Value>> = BTreeMap::new();
+    let mut intern = |v: &mut Arc<Value>| {
+        let key = v.to_string();
+        *v = shared.entry(key).or_insert_with(|| v.clone()).clone();
+    };
     for (run, skipped) in read {
-        scan.runs.extend(run);
+        if let Some(mut run) = run {
+            intern(&mut run.cell.model);
+            intern(&mut run.cell.server);
+            scan.runs.push(run);
+        }
         scan.skipped.extend(skipped);
     }
     scan
@@ -195,7 +210,9 @@ fn read_run(
     skipped: &mut Vec<Skipped>,
 ) -> Result<RunDir, String> {
     let cell_path = dir.join("cell.json");
-    let bytes = std::fs::read(&cell_path).map_err(|e| format!("cannot read cell.json: {e}"))?;
+    let bytes = read_bounded(&cell_path, MAX_CELL_FILE)
+        .map_err(|e| format!("cannot read cell.json: {e}"))?
+        .0;
     let raw: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("cell.json is not JSON: {e}"))?;
     let version = raw
@@ -252,6 +269,66 @@ pub struct SampleFiles {
     pub response: Vec<u8>,
     pub streamed: bool,
     pub meta: Vec<u8>,
+    /// How each file read looked (request, response, then meta when there is one): the verdict
+    /// cache recognises an unchanged sample by these.
+    pub stats: Vec<FileStat>,
+}
+
+/// The most bytes read of one sample file: twice what collect keeps of a response body. A
+/// larger file was not written by collect, and the sample is reported, not read.
+pub const MAX_SAMPLE_FILE: u64 = 64 << 20;
+
+/// The most bytes read of a `cell.json`.
+pub const MAX_CELL_FILE: u64 = 16 << 20;
+
+/// A file's size, modification time and inode, as `stat` gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileStat {
+    pub size: u64,
+    pub mtime: i64,
+    pub mtime_nsec: i64,
+    pub ino: u64,
+}
+
+impl FileStat {
+    pub fn of(m: &std::fs::Metadata) -> FileStat {
+        use std::os::unix::fs::MetadataExt;
+        FileStat {
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+            ino: m.ino(),
+        }
+    }
+}
+
+/// Reads a whole file of at most `max` bytes (a larger one is an error that says so), with how
+/// it looked when opened.
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, FileStat)> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let stat = FileStat::of(&f.metadata()?);
+    if stat.size > max {
+        return Err(std::io::Error::other(format!(
+            "{} is {} bytes, more than the {} MiB callcheck reads of one file (collect never writes one that large)",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            stat.size,
+            max >> 20
+        )));
+    }
+    let mut bytes = Vec::with_capacity(stat.size as usize + 1);
+    // A file that grew since it was opened is read up to the bound, no further.
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "{} grew past {} MiB while it was read",
+            path.display(),
+            max >> 20
+        )));
+    }
+    Ok((bytes, stat))
 }
 
 impl RunDir {
@@ -259,54 +336,72 @@ impl RunDir {
         self.dir.join("samples").join(sample)
     }
 
-    /// Reads one sample's bytes.
+    /// Reads one sample's bytes (each file at most [`MAX_SAMPLE_FILE`]).
     pub fn read_sample(&self, sample: &str) -> std::io::Result<SampleFiles> {
         let d = self.sample_dir(sample);
-        let request = std::fs::read(d.join("request.json"))?;
-        let (response, streamed) = match std::fs::read(d.join("response.sse")) {
+        let read = |name: &str| read_bounded(&d.join(name), MAX_SAMPLE_FILE);
+        let (request, r) = read("request.json")?;
+        let ((response, s), streamed) = match read("response.sse") {
             Ok(b) => (b, true),
-            Err(_) => (std::fs::read(d.join("response.json"))?, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (read("response.json")?, false),
+            Err(e) => return Err(e),
         };
-        let meta = std::fs::read(d.join("meta.json")).unwrap_or_default();
+        let mut stats = vec![r, s];
+        let meta = match read("meta.json") {
+            Ok((b, m)) => {
+                stats.push(m);
+                b
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
         Ok(SampleFiles {
             request,
             response,
             streamed,
             meta,
+            stats,
         })
     }
 }
 
 impl SampleFiles {
-    /// What is damaged in this sample's files, one line each: a `request.json` or a
-    /// `meta.json` that does not parse. The sample is still scored (without the request the
-    /// task's own tools are used; without meta the HTTP status is unknown), and the build
-    /// reports it like a skipped input so nobody mistakes it for intact.
-    pub fn damage(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Err(e) = serde_json::from_slice::<Value>(&self.request) {
-            out.push(format!(
-                "request.json is not JSON ({e}): scored anyway, against the task's tools as they are now"
-            ));
-        }
-        if !self.meta.is_empty()
-            && let Err(e) = serde_json::from_slice::<Meta>(&self.meta)
-        {
-            out.push(format!(
-                "meta.json is not valid ({e}): scored anyway, without the HTTP status and transport error it holds"
-            ));
-        }
-        out
+    /// The request and meta parsed, each once, and what is damaged in them, one line each: a
+    /// `request.json` or a `meta.json` that does not parse is left out (scoring then falls back
+    /// to the task's tools; without meta the HTTP status is unknown), never an error: the sample
+    /// is still scored, and the build reports it like a skipped input so nobody mistakes it
+    /// for intact.
+    pub fn parse(&self) -> (Option<Value>, Option<Meta>, Vec<String>) {
+        let mut damage = Vec::new();
+        let request = serde_json::from_slice::<Value>(&self.request)
+            .map_err(|e| {
+                damage.push(format!(
+                    "request.json is not JSON ({e}): scored anyway, against the task's tools as they are now"
+                ))
+            })
+            .ok();
+        let meta = if self.meta.is_empty() {
+            None
+        } else {
+            serde_json::from_slice::<Meta>(&self.meta)
+                .map_err(|e| {
+                    damage.push(format!(
+                        "meta.json is not valid ({e}): scored anyway, without the HTTP status and transport error it holds"
+                    ))
+                })
+                .ok()
+        };
+        (request, meta, damage)
     }
 
-    /// The transcript the scorer reads. A request or meta that does not parse is left out
-    /// (scoring then falls back to the task), never an error: the sample is still data.
+    /// The transcript the scorer reads ([`SampleFiles::parse`]).
     pub fn transcript(&self) -> Transcript {
+        let (request, meta, _) = self.parse();
         Transcript {
-            request: serde_json::from_slice(&self.request).ok(),
+            request,
             body: self.response.clone(),
             streamed: self.streamed,
-            meta: serde_json::from_slice::<Meta>(&self.meta).ok(),
+            meta,
         }
     }
 }

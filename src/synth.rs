@@ -150,14 +150,14 @@ pub fn write_run(runs: &Path, spec: RunSpec, wires: &[Wire]) -> Result<PathBuf> 
     let cell = CellInfo {
         format_version: FORMAT_VERSION,
         callcheck_version: env!("CARGO_PKG_VERSION").to_string(),
-        model: model.entry(),
+        model: model.entry().into(),
         task: TaskRef {
             id: task.id.clone(),
             sha256: task_sha256.to_string(),
         },
         k: wires.len() as u32,
         run_id: run_id.to_string(),
-        server,
+        server: server.into(),
         started: "2026-01-01T00:00:00Z".into(),
         ended: "2026-01-01T00:05:00Z".into(),
     };

@@ -36,7 +36,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         err.contains("0 of 33 samples' verdicts reused; site written afresh"),
         "{err}"
     );
-    assert!(cache.join("verdicts.json").is_file());
+    assert!(cache.join("verdicts.bin").is_file());
     let before = inodes(&out);
     let previous_csv = tmp.path().join("previous.csv");
     std::fs::copy(out.join("data/samples.csv"), &previous_csv).unwrap();
@@ -173,4 +173,59 @@ fn a_cache_inside_the_site_is_refused() {
     );
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("would be published"));
+}
+
+#[test]
+fn a_damaged_or_foreign_cache_costs_only_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    let cache = tmp.path().join("cache");
+    let cache_arg = cache.to_str().unwrap();
+    build_ok(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &out,
+        &["--cache", cache_arg],
+        &[],
+    );
+    let file = cache.join("verdicts.bin");
+    let good = std::fs::read(&file).unwrap();
+    let fresh = tree(&out);
+    // Cut short, one byte flipped (in a detail, say: it would still decode), another program's
+    // file, an earlier version's JSON cache: each is said, everything is scored again, and the
+    // site is the same.
+    let mut flipped = good.clone();
+    let i = good.len() / 2;
+    flipped[i] ^= 0xff;
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("cut short", good[..good.len() / 3].to_vec()),
+        ("one byte changed", flipped),
+        ("not ours", b"PK\x03\x04 a zip file".to_vec()),
+        ("json", b"{\"identity\": \"x\", \"runs\": {}}".to_vec()),
+    ];
+    for (what, bytes) in cases {
+        std::fs::write(&file, &bytes).unwrap();
+        let err = build_ok(
+            &fixture_tasks(),
+            &fixture_runs(),
+            &out,
+            &["--cache", cache_arg],
+            &[],
+        );
+        assert!(
+            err.contains("note: the cache") && err.contains("everything is scored again"),
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains("0 of 36 samples' verdicts reused"),
+            "{what}: {err}"
+        );
+        assert_eq!(tree(&out), fresh, "{what}: the site differs");
+        // The build wrote a good cache again.
+        assert!(
+            std::fs::read(&file)
+                .unwrap()
+                .starts_with(b"callcheck verdict cache")
+        );
+    }
 }

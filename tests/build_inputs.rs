@@ -1,7 +1,8 @@
 //! What `callcheck build` says about inputs that are not what collect writes: an empty runs/
 //! (an error unless --allow-empty), a hand-made run folder whose name cannot be a path segment
 //! (skipped with a warning, never linked), and a sample whose meta.json or request.json is
-//! damaged (reported, and still scored).
+//! damaged (reported, and still scored), and a sample file far larger than collect ever writes
+//! (reported, never read).
 
 mod site_support;
 
@@ -85,4 +86,42 @@ fn damaged_meta_and_request_files_are_reported_and_the_sample_still_scored() {
     );
     // An intact sample is not reported.
     assert!(!err.contains("r0001/samples/001: "), "{err}");
+}
+
+#[test]
+fn a_sample_file_larger_than_collect_writes_is_reported_and_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let sample = runs.join("alpha/convert-currency/r0001/samples/001");
+    let response = ["response.json", "response.sse"]
+        .iter()
+        .map(|n| sample.join(n))
+        .find(|p| p.is_file())
+        .unwrap();
+    // 65 MiB, sparse: no disk is used, and a build that read it whole would hold it all.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&response)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let out = tmp.path().join("site");
+    let err = build_ok(&fixture_tasks(), &runs, &out, &[], &[]);
+    let name = response.file_name().unwrap().to_string_lossy();
+    assert!(
+        err.contains(&format!(
+            "skipped alpha/convert-currency/r0001/samples/001: sample not readable: {name} is 68157440 bytes, more than the 64 MiB callcheck reads of one file"
+        )),
+        "{err}"
+    );
+    // The run's other samples are built; the oversized one has no page and no row.
+    assert!(
+        out.join("t/alpha/convert-currency/r0001/000.html")
+            .is_file()
+    );
+    assert!(!out.join("t/alpha/convert-currency/r0001/001.html").exists());
+    let csv = read(&out, "data/samples.csv");
+    assert!(csv.contains("alpha,convert-currency,r0001,000"), "{csv}");
+    assert!(!csv.contains("alpha,convert-currency,r0001,001"), "{csv}");
 }

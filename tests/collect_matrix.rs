@@ -97,7 +97,7 @@ fn every_task_every_model_k3_is_collected_byte_for_byte() {
             assert_eq!(&cell.run_id, run_id);
             assert_eq!(cell.task.id, task.id);
             assert_eq!(cell.task.sha256, task.sha256);
-            assert_eq!(cell.model, entry.redacted());
+            assert_eq!(*cell.model, entry.redacted());
             assert_eq!(
                 cell.server["endpoints"][0]["models"]["ids"][1],
                 "mock-sloppy"

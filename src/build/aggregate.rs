@@ -50,11 +50,11 @@ pub fn model_info(runs: &[RunInput]) -> BTreeMap<String, ModelInfo> {
     let mut versions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for r in runs.iter().map(|r| &r.run) {
         let info = out.entry(r.model.clone()).or_default();
-        if !info.entries.contains(&r.cell.model) {
-            info.entries.push(r.cell.model.clone());
+        if !info.entries.contains(&*r.cell.model) {
+            info.entries.push((*r.cell.model).clone());
         }
-        if !r.cell.server.is_null() && !info.servers.contains(&r.cell.server) {
-            info.servers.push(r.cell.server.clone());
+        if !r.cell.server.is_null() && !info.servers.contains(&*r.cell.server) {
+            info.servers.push((*r.cell.server).clone());
         }
         versions
             .entry(r.model.clone())

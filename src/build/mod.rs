@@ -76,6 +76,8 @@ pub struct RunOutcome {
     pub pages: (usize, u64),
     /// What the cache keeps of the run for the next build.
     pub cached: cache::CachedRun,
+    /// Pages the previous build wrote for this run that this build does not write (in place).
+    pub stale: Vec<String>,
 }
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
@@ -168,7 +170,7 @@ pub fn run_samples(
         let signature = if record {
             handle
                 .as_ref()
-                .and_then(|h| cache::signature(h, name, streamed, meta))
+                .and_then(|h| cache::signature_read(h, name, &sample.stats))
                 .unwrap_or_default()
         } else {
             0
@@ -276,6 +278,22 @@ pub fn run_samples(
 }
 
 impl RunOutcome {
+    /// Whether this build writes (or keeps) `page` of the run at `path`.
+    fn writes(&self, path: &str, page: &str) -> bool {
+        let Some(name) = page
+            .strip_prefix("t/")
+            .and_then(|p| p.strip_prefix(path))
+            .and_then(|p| p.strip_prefix('/'))
+            .and_then(|p| p.strip_suffix(".html"))
+        else {
+            return false;
+        };
+        match name {
+            "index" => self.cached.run_page.is_some(),
+            sample => self.cached.samples.contains_key(sample),
+        }
+    }
+
     fn keep(&mut self, scored: Scored, record: cache::CachedSample) {
         // A damaged sample is reported on every build, from the cache too, so an incremental
         // build says what a fresh one says.
@@ -333,7 +351,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         changed_tasks: _,
     } = inputs;
 
-    let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     // The previous build's pages can be kept where they are only when the site in --out is
     // still exactly the one it wrote.
     // The matrix's models are those with a sample; its tasks are the whole corpus.
@@ -352,19 +370,11 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
-    // In place, every page the previous build wrote; those this build does not write again are
-    // removed at the end.
-    let prior_pages: Vec<String> = if in_place {
-        let mut pages = Vec::new();
-        for (path, run) in &prior.runs {
-            if run.run_page.is_some() {
-                pages.push(format!("t/{path}/index.html"));
-            }
-            pages.extend(run.samples.keys().map(|n| format!("t/{path}/{n}.html")));
-        }
-        pages
+    // Not in place, nothing of the previous build is reused.
+    let prior = if in_place {
+        prior
     } else {
-        Vec::new()
+        cache::Prior::default()
     };
     let mut site = if in_place {
         SiteWriter::in_place(&opts.out)
@@ -373,35 +383,39 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     };
     let tx = site.sender()?;
     let record = opts.cache.is_some();
-    // Each run takes its own record out of the previous cache, so the records are dropped as the
-    // runs are done rather than all held to the end.
-    let jobs: Vec<(&RunInput, Reuse)> = runs
-        .iter()
-        .map(|r| {
+    // Each run decodes its own record of the previous cache when it is built, so the records
+    // are never all decoded at once. In place, the pages of the previous build's record that
+    // this build does not write again are removed at the end.
+    let outcomes: Vec<Result<RunOutcome>> = runs
+        .par_iter()
+        .map_with(tx, |tx, r| {
             let task = &tasks[r.task];
-            let prior = prior.runs.remove(&rel(&opts.runs, &r.run.dir)).filter(|c| {
-                in_place && c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256
-            });
-            (
-                r,
-                Reuse {
-                    prior,
-                    record,
-                    cells,
-                },
-            )
-        })
-        .collect();
-    drop(prior.runs);
-    let outcomes: Vec<Result<RunOutcome>> = jobs
-        .into_par_iter()
-        .map_with(tx, |tx, (r, reuse)| {
-            run_samples(&opts.runs, r, &tasks[r.task], reuse, tx)
+            let path = rel(&opts.runs, &r.run.dir);
+            let before = if in_place { prior.run(&path) } else { None };
+            let pages = before.as_ref().map(|c| c.pages(&path)).unwrap_or_default();
+            let prior = before
+                .filter(|c| c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256);
+            let reuse = Reuse {
+                prior,
+                record,
+                cells,
+            };
+            let mut out = run_samples(&opts.runs, r, task, reuse, tx)?;
+            out.stale = pages
+                .into_iter()
+                .filter(|p| !out.writes(&path, p))
+                .collect();
+            Ok(out)
         })
         .collect();
     // All senders are gone once the map is done; the writer drains and ends.
     site.drain()?;
-    let mut scored = Vec::new();
+    let mut scored = Vec::with_capacity(
+        outcomes
+            .iter()
+            .map(|o| o.as_ref().map_or(0, |o| o.scored.len()))
+            .sum(),
+    );
     let mut transcripts = BTreeMap::new();
     let mut read_bytes = 0u64;
     let mut pages = (0usize, 0u64);
@@ -410,8 +424,10 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         identity: cache::identity(),
         ..Default::default()
     };
+    let mut run_stale: Vec<String> = Vec::new();
     for (o, r) in outcomes.into_iter().zip(&runs) {
-        let o = o?;
+        let mut o = o?;
+        run_stale.append(&mut o.stale);
         scored.extend(o.scored);
         transcripts.insert(rel(&opts.runs, &r.run.dir), o.listing_sha256);
         skipped.extend(o.skipped);
@@ -423,12 +439,21 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             next.runs.insert(rel(&opts.runs, &r.run.dir), o.cached);
         }
     }
+    // The pages of runs the previous build had and this one has not; then the previous cache's
+    // bytes are no longer needed.
+    let now: BTreeSet<String> = runs.iter().map(|r| rel(&opts.runs, &r.run.dir)).collect();
+    for path in prior.paths().filter(|p| !now.contains(*p)) {
+        run_stale.extend(prior.run(path).map(|c| c.pages(path)).unwrap_or_default());
+    }
+    drop(now);
+    let prior_site = prior.into_site();
     skipped.sort();
     for s in &skipped {
         eprintln!("skipped {}: {}", s.path, s.reason);
     }
     let n_samples = scored.len();
     let agg = aggregate::aggregate(scored, &tasks, &runs, previous.as_ref(), opts.interval);
+    drop(previous);
     let comparisons = crate::cmd::compare::comparisons(
         &agg.matrix,
         &crate::cmd::compare::row_settings(&agg.models),
@@ -437,81 +462,76 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         &agg.matrix.tasks,
     )?;
     // Each summary file is written as it is rendered; only its name, size and (the manifest's)
-    // hash are kept.
-    let mut files: BTreeMap<String, u64> = BTreeMap::new();
-    let mut manifest = String::new();
-    render::summary(
-        &agg,
-        &tasks,
-        &skipped,
-        &transcripts,
-        &comparisons,
-        &mut |(path, bytes)| {
-            site.summary_file(&path, &bytes)
-                .map_err(|e| crate::site::SiteError::Write(format!("{e:#}")))?;
-            if path == "data/manifest.json" {
-                manifest = crate::task::sha256_hex(&bytes);
+    // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
+    // the matrix as the run is written out, so the cache's copy of them never exists for all
+    // samples at once.
+    let written: std::sync::Mutex<(BTreeMap<String, u64>, String)> = Default::default();
+    let sink = |(path, bytes): crate::site::File| {
+        site.summary_file(&path, &bytes)
+            .map_err(|e| crate::site::SiteError::Write(format!("{e:#}")))?;
+        let mut w = written
+            .lock()
+            .map_err(|_| crate::site::SiteError::Write("a page writer failed".into()))?;
+        if path == "data/manifest.json" {
+            w.1 = crate::task::sha256_hex(&bytes);
+        }
+        w.0.insert(path, bytes.len() as u64);
+        Ok(())
+    };
+    let (rendered, saving) = rayon::join(
+        || render::summary(&agg, &tasks, &skipped, &transcripts, &comparisons, &sink),
+        || {
+            let Some(dir) = &opts.cache else {
+                return Ok(None);
+            };
+            let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
+            for (i, sc) in agg.matrix.samples.iter().enumerate() {
+                let k = &sc.key;
+                by_run
+                    .entry(format!("{}/{}/{}", k.model, k.task, k.run))
+                    .and_modify(|r| r.end = i + 1)
+                    .or_insert(i..i + 1);
             }
-            files.insert(path, bytes.len() as u64);
-            Ok(())
+            cache::save_runs(dir, &mut next, |path, run| {
+                let Some(range) = by_run.get(path) else {
+                    return;
+                };
+                for sc in &agg.matrix.samples[range.clone()] {
+                    if let Some(c) = run.samples.get_mut(&sc.key.sample) {
+                        c.scored = Some(Box::new(cache::CachedScored::of(sc)));
+                    }
+                }
+            })
+            .map(Some)
         },
-    )?;
+    );
+    rendered?;
+    let saving = saving?;
+    let (files, manifest) = written
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a page writer failed"))?;
     // In place, the previous build's files this one does not have are removed.
     let stale: Vec<String> = if in_place {
-        let now: std::collections::BTreeSet<&str> = files.keys().map(String::as_str).collect();
-        let mut stale: Vec<String> = prior
-            .site
+        let now: BTreeSet<&str> = files.keys().map(String::as_str).collect();
+        let mut stale: Vec<String> = prior_site
             .iter()
             .flat_map(|s| s.summary_files.keys())
             .filter(|f| !now.contains(f.as_str()))
             .cloned()
             .collect();
-        for page in prior_pages {
-            let Some((dir, name)) = page.rsplit_once('/') else {
-                continue;
-            };
-            let run = next.runs.get(dir.strip_prefix("t/").unwrap_or(dir));
-            let alive = match name.strip_suffix(".html") {
-                Some("index") => run.is_some_and(|r| r.run_page.is_some()),
-                Some(sample) => run.is_some_and(|r| r.samples.contains_key(sample)),
-                None => false,
-            };
-            if !alive {
-                stale.push(page);
-            }
-        }
+        stale.extend(run_stale);
         stale
     } else {
         Vec::new()
     };
     let (carried, carried_bytes) = site.finish(&stale)?;
-    if let Some(dir) = &opts.cache {
-        // Each run's verdicts are taken from the matrix as the run is written out, so the
-        // cache's copy of them never exists for all samples at once.
-        let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
-        for (i, sc) in agg.matrix.samples.iter().enumerate() {
-            let k = &sc.key;
-            by_run
-                .entry(format!("{}/{}/{}", k.model, k.task, k.run))
-                .and_modify(|r| r.end = i + 1)
-                .or_insert(i..i + 1);
-        }
-        next.site = Some(cache::CachedSite {
+    if let Some(saving) = saving {
+        saving.finish(&Some(cache::CachedSite {
             out: opts.out.clone(),
             manifest_sha256: manifest,
             summary_files: files.clone(),
             matrix_on_index,
-        });
-        cache::save(dir, &mut next, |path, run| {
-            let Some(range) = by_run.get(path) else {
-                return;
-            };
-            for sc in &agg.matrix.samples[range.clone()] {
-                if let Some(c) = run.samples.get_mut(&sc.key.sample) {
-                    c.scored = Some(Box::new(cache::CachedScored::of(sc)));
-                }
-            }
-        })?;
+        }))?;
     }
     let (passes, fails, errors) = agg.matrix.outcome_counts();
     Ok(Summary {

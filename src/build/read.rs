@@ -7,7 +7,7 @@ use crate::report::SampleKey;
 use crate::runs::{self, RunDir, SampleFiles};
 use crate::site::export::{self, SkippedInput};
 use crate::task::Task;
-use crate::transcript::{Meta, Transcript};
+use crate::transcript::Transcript;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -172,6 +172,8 @@ pub struct Sample {
     pub bytes: u64,
     /// What is wrong with a damaged request.json or meta.json (the sample is scored anyway).
     pub damage: Vec<String>,
+    /// How the files read looked ([`crate::runs::SampleFiles::stats`]).
+    pub stats: Vec<crate::runs::FileStat>,
 }
 
 /// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
@@ -190,12 +192,13 @@ pub fn read_sample(
 /// Parses the files of one sample. A request or meta that does not parse is left out (scoring
 /// then falls back to the task), never an error: the sample is still data.
 pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
-    let damage = files.damage();
+    let (request_parsed, meta_parsed, damage) = files.parse();
     let SampleFiles {
         request,
         response,
         streamed,
         meta,
+        stats,
     } = files;
     let base = format!("samples/{name}");
     let sha = crate::task::sha256_hex;
@@ -218,14 +221,15 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
             sample: name.to_string(),
         },
         transcript: Transcript {
-            request: serde_json::from_slice(&request).ok(),
+            request: request_parsed,
             body: response,
             streamed,
-            meta: serde_json::from_slice::<Meta>(&meta).ok(),
+            meta: meta_parsed,
         },
         request_raw: request,
         files: listed,
         bytes,
         damage,
+        stats,
     }
 }

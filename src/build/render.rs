@@ -7,7 +7,7 @@ use super::read::Sample;
 use crate::runs::{CellInfo, RunDir};
 use crate::score::Verdict;
 use crate::site::export::SkippedInput;
-use crate::site::{self, File, SiteInput, transcript};
+use crate::site::{self, SiteInput, transcript};
 use crate::task::Task;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ pub fn summary(
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
     comparisons: &[crate::report::compare::Comparison],
-    sink: &mut dyn FnMut(File) -> Result<(), site::SiteError>,
+    sink: site::Sink,
 ) -> Result<()> {
     Ok(site::render_site(
         &SiteInput {

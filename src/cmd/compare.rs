@@ -50,8 +50,8 @@ pub fn load_runs(root: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Coll
             continue;
         };
         rows.entry(r.model.clone()).or_insert_with(|| RowSettings {
-            entry: r.cell.model.clone(),
-            server: r.cell.server.clone(),
+            entry: (*r.cell.model).clone(),
+            server: (*r.cell.server).clone(),
         });
         for s in &r.samples {
             jobs.push((r, *task, s.as_str()));

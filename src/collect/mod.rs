@@ -838,14 +838,14 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
         let info = CellInfo {
             format_version: runs::FORMAT_VERSION,
             callcheck_version: env!("CARGO_PKG_VERSION").to_string(),
-            model: m.redacted.clone(),
+            model: m.redacted.clone().into(),
             task: TaskRef {
                 id: task.id.clone(),
                 sha256: task.sha256.clone(),
             },
             k: plan.need,
             run_id: shared.run_id.clone(),
-            server: m.server.clone(),
+            server: m.server.clone().into(),
             started: clock::rfc3339_now(),
             ended: String::new(),
         };

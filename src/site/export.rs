@@ -304,51 +304,48 @@ pub fn samples_csv_files(
     sink: &mut dyn FnMut((String, Vec<u8>)) -> Result<(), super::SiteError>,
 ) -> Result<Vec<String>, super::SiteError> {
     let part_name = |model: &str| format!("{SAMPLES_DIR}/{model}.csv");
-    let mut held: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut held_len = 0;
+    let header = samples_csv_of(std::iter::empty())?;
+    // Each model's rows are appended to one buffer while it stays under `limit`: it is then the
+    // export, handed on as it is (never copied). Past the limit the rows held become one file
+    // per model, and the remaining models follow one at a time.
+    let mut whole = header.clone();
+    let mut held: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let mut split = false;
     let mut start = 0;
     while start < m.samples.len() {
-        let model = &m.samples[start].key.model;
+        let model = m.samples[start].key.model.as_str();
         let end = start
             + m.samples[start..]
                 .iter()
-                .take_while(|s| s.key.model == *model)
+                .take_while(|s| s.key.model == model)
                 .count();
-        let part = samples_csv_of(m.samples[start..end].iter())?;
+        let rows = m.samples[start..end].iter();
         start = end;
         if split {
+            let mut part = header.clone();
+            samples_csv_rows(&mut part, rows)?;
             names.push(part_name(model));
             sink((part_name(model), part))?;
             continue;
         }
-        held_len += part.len();
-        held.push((model.clone(), part));
-        if held_len > limit {
+        let from = whole.len();
+        samples_csv_rows(&mut whole, rows)?;
+        held.push((model, from..whole.len()));
+        if whole.len() > limit {
             split = true;
-            for (model, part) in held.drain(..) {
-                names.push(part_name(&model));
-                sink((part_name(&model), part))?;
+            for (model, range) in held.drain(..) {
+                let mut part = Vec::with_capacity(header.len() + range.len());
+                part.extend_from_slice(&header);
+                part.extend_from_slice(&whole[range]);
+                names.push(part_name(model));
+                sink((part_name(model), part))?;
             }
+            whole = Vec::new();
         }
     }
     if split {
         return Ok(names);
-    }
-    // Whole: the first part, then the others' rows without their header line.
-    let mut whole = match held.first() {
-        Some(_) => Vec::with_capacity(held_len),
-        None => samples_csv_of(std::iter::empty())?,
-    };
-    for (i, (_, part)) in held.iter().enumerate() {
-        let rows = if i == 0 {
-            &part[..]
-        } else {
-            let header = part.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
-            &part[header..]
-        };
-        whole.extend_from_slice(rows);
     }
     sink((SAMPLES_CSV.to_string(), whole))?;
     Ok(vec![SAMPLES_CSV.to_string()])
@@ -377,10 +374,26 @@ pub fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 fn samples_csv_of<'a>(samples: impl Iterator<Item = &'a Scored>) -> Result<Vec<u8>, csv::Error> {
+    let mut out = Vec::new();
+    {
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(&mut out);
+        w.write_record(CSV_COLUMNS)?;
+        w.flush()?;
+    }
+    samples_csv_rows(&mut out, samples)?;
+    Ok(out)
+}
+
+/// Appends one CSV row per sample to `out` (no header).
+fn samples_csv_rows<'a>(
+    out: &mut Vec<u8>,
+    samples: impl Iterator<Item = &'a Scored>,
+) -> Result<(), csv::Error> {
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
-        .from_writer(Vec::new());
-    w.write_record(CSV_COLUMNS)?;
+        .from_writer(out);
     for s in samples {
         w.write_record([
             s.key.permalink().as_str(),
@@ -404,7 +417,7 @@ fn samples_csv_of<'a>(samples: impl Iterator<Item = &'a Scored>) -> Result<Vec<u
                 .unwrap_or_default(),
         ])?;
     }
-    w.into_inner().map_err(|e| e.into_error().into())
+    Ok(w.flush()?)
 }
 
 /// `data/manifest.json`: what made this site. `runs` maps every run folder read (relative to the

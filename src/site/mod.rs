@@ -1428,7 +1428,8 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
     Ok(())
 }
 
-fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError> {
+/// The label pages, each handed to `sink` as it is drawn.
+fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
     // label → model → the cells with that label, in model and task order. Only the first
     // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not samples.
@@ -1530,15 +1531,14 @@ fn label_pages(input: &SiteInput, files: &mut Vec<File>) -> Result<(), SiteError
             n_cells,
             max_examples: MAX_LABEL_EXAMPLES,
         };
-        files.push((format!("labels/{l}.html"), render("label page", &page)?));
+        sink((format!("labels/{l}.html"), render("label page", &page)?))?;
     }
     let page = LabelsPage {
         title: "labels".into(),
         root: r,
         rows: index_rows,
     };
-    files.push(("labels/index.html".into(), render("labels index", &page)?));
-    Ok(())
+    sink(("labels/index.html".into(), render("labels index", &page)?))
 }
 
 /// The triage page and what it loads: `samples.html`, `samples.js` and `data/samples.js` (a
@@ -1562,37 +1562,61 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
     ])
 }
 
+/// Where each rendered summary file goes: called from two threads at once.
+pub type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
+
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
-/// it scores, so that no more than a handful of verdicts are alive at once).
-pub fn render_site(
-    input: &SiteInput,
-    sink: &mut dyn FnMut(File) -> Result<(), SiteError>,
-) -> Result<(), SiteError> {
+/// it scores, so that no more than a handful of verdicts are alive at once), on two threads: the
+/// data files with the index (which names the export's files), and every other page. Each file
+/// is handed to `sink` as soon as it is drawn: a BFCL-sized site's summary files are hundreds of
+/// megabytes, never held at once.
+pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+    let (data, pages) = rayon::join(|| data_files(input, sink), || pages(input, sink));
+    data.and(pages)
+}
+
+/// Hands each file of `files` to `sink`, emptying it.
+fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
+    files.drain(..).try_for_each(sink)
+}
+
+/// The exports, the index and the manifest.
+fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
     let mut files: Vec<File> = Vec::new();
-    // Each page (or family of pages) is handed on as soon as it is drawn: a BFCL-sized site's
-    // summary files are hundreds of megabytes, never held at once.
     // The export first: the index names its file(s).
-    let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut *sink)?;
-    let mut flush = |files: &mut Vec<File>| files.drain(..).try_for_each(&mut *sink);
+    let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
     index_page(input, &samples_csvs, &mut files)?;
-    flush(&mut files)?;
+    flush(&mut files, sink)?;
+    sink((
+        "data/matrix.json".into(),
+        export::matrix_json(m, input.skipped),
+    ))?;
+    sink((
+        "data/manifest.json".into(),
+        export::manifest_json(m, input.task_hashes, input.transcripts),
+    ))
+}
+
+/// The model, task, tag, label, comparison and changes pages, the triage page and the assets.
+fn pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let mut files: Vec<File> = Vec::new();
     for mv in &m.models {
         model_page(input, mv, &mut files)?;
-        flush(&mut files)?;
+        flush(&mut files, sink)?;
     }
     for t in input.tasks {
         task_page(input, t, &mut files)?;
-        flush(&mut files)?;
+        flush(&mut files, sink)?;
     }
     for tag in &m.tags {
         tag_page(input, tag, &mut files)?;
-        flush(&mut files)?;
+        flush(&mut files, sink)?;
     }
-    label_pages(input, &mut files)?;
-    flush(&mut files)?;
+    label_pages(input, sink)?;
     compare::files(input.comparisons, &mut files)?;
-    flush(&mut files)?;
+    flush(&mut files, sink)?;
     if let Some(c) = input.changes {
         let moves = c
             .moves
@@ -1648,17 +1672,7 @@ pub fn render_site(
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
     files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
-    flush(&mut files)?;
-    files.push((
-        "data/matrix.json".into(),
-        export::matrix_json(m, input.skipped),
-    ));
-    flush(&mut files)?;
-    files.push((
-        "data/manifest.json".into(),
-        export::manifest_json(m, input.task_hashes, input.transcripts),
-    ));
-    flush(&mut files)
+    flush(&mut files, sink)
 }
 
 /// Where a cell is drawn with its `c~<model>~<task>` anchor, relative to the site root: the

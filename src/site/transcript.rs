@@ -788,14 +788,14 @@ mod tests {
         CellInfo {
             format_version: 1,
             callcheck_version: "0".into(),
-            model,
+            model: model.into(),
             task: TaskRef {
                 id: "t".into(),
                 sha256: String::new(),
             },
             k: 1,
             run_id: "r".into(),
-            server: Value::Null,
+            server: Value::Null.into(),
             started: String::new(),
             ended: String::new(),
         }
