@@ -576,3 +576,41 @@ fn normalise(p: &Path) -> PathBuf {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full build takes a sample's signature from the files as it read them; a rebuild takes it
+    /// with `fstatat`. They must agree, or every rebuild would read every transcript again.
+    #[test]
+    fn the_signature_of_a_sample_read_equals_the_one_looked_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("r0001");
+        let sample = run.join("samples").join("000");
+        std::fs::create_dir_all(&sample).unwrap();
+        for (f, body) in [
+            ("request.json", "{}"),
+            ("response.sse", "data: [DONE]\n\n"),
+            ("meta.json", "{\"status\": 200}"),
+        ] {
+            std::fs::write(sample.join(f), body).unwrap();
+        }
+        let stats: Vec<FileStat> = ["request.json", "response.sse", "meta.json"]
+            .iter()
+            .map(|f| {
+                crate::runs::read_bounded(&sample.join(f), 1 << 20)
+                    .unwrap()
+                    .1
+            })
+            .collect();
+        let h = RunHandle::open(&run).unwrap();
+        let read = signature_read(&h, "000", &stats).unwrap();
+        assert_eq!(signature(&h, "000", true, true), Some(read));
+        // Another file set, or a file changed, gives another signature.
+        assert_ne!(signature(&h, "000", false, true), Some(read));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(sample.join("meta.json"), "{\"status\": 500}").unwrap();
+        assert_ne!(signature(&h, "000", true, true), Some(read));
+    }
+}
