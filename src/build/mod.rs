@@ -461,55 +461,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         baseline.as_ref(),
         &agg.matrix.tasks,
     )?;
-    // Each summary file is written as it is rendered; only its name, size and (the manifest's)
-    // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
-    // the matrix as the run is written out, so the cache's copy of them never exists for all
-    // samples at once.
-    let written: std::sync::Mutex<(BTreeMap<String, u64>, String)> = Default::default();
-    let sink = |(path, bytes): crate::site::File| {
-        site.summary_file(&path, &bytes)
-            .map_err(|e| crate::site::SiteError::Write(format!("{e:#}")))?;
-        let mut w = written
-            .lock()
-            .map_err(|_| crate::site::SiteError::Write("a page writer failed".into()))?;
-        if path == "data/manifest.json" {
-            w.1 = crate::task::sha256_hex(&bytes);
-        }
-        w.0.insert(path, bytes.len() as u64);
-        Ok(())
-    };
-    let (rendered, saving) = rayon::join(
-        || render::summary(&agg, &tasks, &skipped, &transcripts, &comparisons, &sink),
-        || {
-            let Some(dir) = &opts.cache else {
-                return Ok(None);
-            };
-            let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
-            for (i, sc) in agg.matrix.samples.iter().enumerate() {
-                let k = &sc.key;
-                by_run
-                    .entry(format!("{}/{}/{}", k.model, k.task, k.run))
-                    .and_modify(|r| r.end = i + 1)
-                    .or_insert(i..i + 1);
-            }
-            cache::save_runs(dir, &mut next, |path, run| {
-                let Some(range) = by_run.get(path) else {
-                    return;
-                };
-                for sc in &agg.matrix.samples[range.clone()] {
-                    if let Some(c) = run.samples.get_mut(&sc.key.sample) {
-                        c.scored = Some(Box::new(cache::CachedScored::of(sc)));
-                    }
-                }
-            })
-            .map(Some)
-        },
-    );
-    rendered?;
-    let saving = saving?;
-    let (files, manifest) = written
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a page writer failed"))?;
+    let (files, manifest, saving) = write_summary(
+        opts,
+        &site,
+        &agg,
+        &tasks,
+        &skipped,
+        &transcripts,
+        &comparisons,
+        &mut next,
+    )?;
     // In place, the previous build's files this one does not have are removed.
     let stale: Vec<String> = if in_place {
         let now: BTreeSet<&str> = files.keys().map(String::as_str).collect();
@@ -548,6 +509,72 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         reused,
         in_place,
     })
+}
+
+/// Stage 4 and 5 for everything but the samples' pages: renders and writes the summary files
+/// while the cache's runs are written. Returns each summary file's size, the manifest's sha256
+/// and the cache, still to be finished with the site's record.
+#[allow(clippy::too_many_arguments)]
+fn write_summary(
+    opts: &BuildOpts,
+    site: &SiteWriter,
+    agg: &aggregate::Aggregates,
+    tasks: &[Task],
+    skipped: &[SkippedInput],
+    transcripts: &BTreeMap<String, String>,
+    comparisons: &[crate::report::compare::Comparison],
+    next: &mut cache::CacheFile,
+) -> Result<(BTreeMap<String, u64>, String, Option<cache::Saving>)> {
+    // Each summary file is written as it is rendered; only its name, size and (the manifest's)
+    // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
+    // the matrix as the run is written out, so the cache's copy of them never exists for all
+    // samples at once.
+    let written: std::sync::Mutex<(BTreeMap<String, u64>, String)> = Default::default();
+    let sink = |(path, bytes): crate::site::File| {
+        site.summary_file(&path, &bytes)
+            .map_err(|e| crate::site::SiteError::Write(format!("{e:#}")))?;
+        let mut w = written
+            .lock()
+            .map_err(|_| crate::site::SiteError::Write("a page writer failed".into()))?;
+        if path == "data/manifest.json" {
+            w.1 = crate::task::sha256_hex(&bytes);
+        }
+        w.0.insert(path, bytes.len() as u64);
+        Ok(())
+    };
+    let (rendered, saving) = rayon::join(
+        || render::summary(agg, tasks, skipped, transcripts, comparisons, &sink),
+        || {
+            let Some(dir) = &opts.cache else {
+                return Ok(None);
+            };
+            let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
+            for (i, sc) in agg.matrix.samples.iter().enumerate() {
+                let k = &sc.key;
+                by_run
+                    .entry(format!("{}/{}/{}", k.model, k.task, k.run))
+                    .and_modify(|r| r.end = i + 1)
+                    .or_insert(i..i + 1);
+            }
+            cache::save_runs(dir, next, |path, run| {
+                let Some(range) = by_run.get(path) else {
+                    return;
+                };
+                for sc in &agg.matrix.samples[range.clone()] {
+                    if let Some(c) = run.samples.get_mut(&sc.key.sample) {
+                        c.scored = Some(Box::new(cache::CachedScored::of(sc)));
+                    }
+                }
+            })
+            .map(Some)
+        },
+    );
+    rendered?;
+    let saving = saving?;
+    let (files, manifest) = written
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a page writer failed"))?;
+    Ok((files, manifest, saving))
 }
 
 /// The "read …" lines: run folders, samples, models, and tasks whose file changed.
