@@ -272,6 +272,8 @@ pub struct SampleFiles {
     /// How each file read looked (request, response, then meta when there is one): the verdict
     /// cache recognises an unchanged sample by these.
     pub stats: Vec<FileStat>,
+    /// Why a `meta.json` that exists could not be read (the sample is scored without it).
+    pub meta_error: Option<String>,
 }
 
 /// The most bytes read of one sample file: twice what collect keeps of a response body. A
@@ -347,13 +349,19 @@ impl RunDir {
             Err(e) => return Err(e),
         };
         let mut stats = vec![r, s];
+        let mut meta_error = None;
         let meta = match read("meta.json") {
             Ok((b, m)) => {
                 stats.push(m);
                 b
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e),
+            // A meta.json that cannot be read (a folder, too large) is damage, not a reason to
+            // drop the sample: it is scored without it, and reported.
+            Err(e) => {
+                meta_error = Some(e.to_string());
+                Vec::new()
+            }
         };
         Ok(SampleFiles {
             request,
@@ -361,6 +369,7 @@ impl RunDir {
             streamed,
             meta,
             stats,
+            meta_error,
         })
     }
 }
@@ -380,6 +389,11 @@ impl SampleFiles {
                 ))
             })
             .ok();
+        if let Some(e) = &self.meta_error {
+            damage.push(format!(
+                "meta.json is not readable ({e}): scored anyway, without the HTTP status and transport error it holds"
+            ));
+        }
         let meta = if self.meta.is_empty() {
             None
         } else {

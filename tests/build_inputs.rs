@@ -89,6 +89,31 @@ fn damaged_meta_and_request_files_are_reported_and_the_sample_still_scored() {
 }
 
 #[test]
+fn a_meta_json_that_cannot_be_read_is_reported_and_the_sample_still_scored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let sample = runs.join("alpha/convert-currency/r0001/samples/002");
+    // A folder where the file should be: it opens, but does not read.
+    std::fs::remove_file(sample.join("meta.json")).unwrap();
+    std::fs::create_dir(sample.join("meta.json")).unwrap();
+    let out = tmp.path().join("site");
+    let err = build_ok(&fixture_tasks(), &runs, &out, &[], &[]);
+    assert!(
+        err.contains(
+            "skipped alpha/convert-currency/r0001/samples/002: meta.json is not readable ("
+        ),
+        "{err}"
+    );
+    assert!(
+        out.join("t/alpha/convert-currency/r0001/002.html")
+            .is_file()
+    );
+    let csv = read(&out, "data/samples.csv");
+    assert!(csv.contains("alpha,convert-currency,r0001,002"), "{csv}");
+}
+
+#[test]
 fn a_sample_file_larger_than_collect_writes_is_reported_and_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");

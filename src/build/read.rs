@@ -199,6 +199,7 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
         streamed,
         meta,
         stats,
+        meta_error: _,
     } = files;
     let base = format!("samples/{name}");
     let sha = crate::task::sha256_hex;
