@@ -307,7 +307,6 @@ impl FileStat {
 /// Reads a whole file of at most `max` bytes (a larger one is an error that says so), with how
 /// it looked when opened.
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, FileStat)> {
-    use std::io::Read;
     let f = std::fs::File::open(path)?;
     let stat = FileStat::of(&f.metadata()?);
     if stat.size > max {
@@ -320,17 +319,28 @@ pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, FileStat
             max >> 20
         )));
     }
-    let mut bytes = Vec::with_capacity(stat.size as usize + 1);
     // A file that grew since it was opened is read up to the bound, no further.
-    f.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
+    match read_capped(f, max, stat.size as usize + 1)? {
+        Some(bytes) => Ok((bytes, stat)),
+        None => Err(std::io::Error::other(format!(
             "{} grew past {} MiB while it was read",
             path.display(),
             max >> 20
-        )));
+        ))),
     }
-    Ok((bytes, stat))
+}
+
+/// Reads `r` to its end, or `None` when it holds more than `max` bytes (at most `max + 1` are
+/// ever read). `capacity` is what to reserve first.
+pub fn read_capped(
+    r: impl std::io::Read,
+    max: u64,
+    capacity: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(capacity);
+    r.take(max + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
 impl RunDir {

@@ -450,8 +450,26 @@ fn index(bytes: Vec<u8>) -> Result<(String, Prior), String> {
 /// which is known only once the summary files are written; the two overlap in a build.
 pub struct Saving {
     dir: PathBuf,
-    tmp: PathBuf,
-    w: Option<Summed>,
+    tmp: TempFile,
+    w: Summed,
+}
+
+/// A temporary file, removed when dropped unless kept: a build that fails before the cache is
+/// finished leaves the old cache as it was.
+struct TempFile(Option<PathBuf>);
+
+impl TempFile {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// The cache file being written, and the sha256 of what went into it so far.
@@ -488,16 +506,13 @@ pub fn save_runs(
         std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
     let mut saving = Saving {
         dir: dir.to_path_buf(),
-        tmp,
-        w: Some(Summed {
+        tmp: TempFile(Some(tmp)),
+        w: Summed {
             w: std::io::BufWriter::new(file),
             h: sha2::Sha256::new(),
-        }),
+        },
     };
-    let w = saving
-        .w
-        .as_mut()
-        .ok_or_else(|| anyhow::anyhow!("unreachable"))?;
+    let w = &mut saving.w;
     (|| -> anyhow::Result<()> {
         w.write_all(MAGIC)?;
         postcard::to_io(&cache.identity, &mut *w)?;
@@ -514,42 +529,30 @@ pub fn save_runs(
         }
         Ok(())
     })()
-    .with_context(|| format!("cannot write {}", saving.tmp.display()))?;
+    .with_context(|| format!("cannot write {}", saving.tmp.path().display()))?;
     Ok(saving)
 }
 
 impl Saving {
     /// Writes the site's record and puts the cache in place.
-    pub fn finish(mut self, site: &Option<CachedSite>) -> anyhow::Result<()> {
+    pub fn finish(self, site: &Option<CachedSite>) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;
-        let mut w = self
-            .w
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("unreachable"))?;
+        let Saving { dir, mut tmp, w } = self;
         (|| -> anyhow::Result<()> {
-            postcard::to_io(site, &mut w)?;
-            let Summed { mut w, h } = w;
+            let Summed { mut w, h } = postcard::to_io(site, w)?;
             w.write_all(&h.finalize())?;
             w.flush()?;
             Ok(())
         })()
-        .with_context(|| format!("cannot write {}", self.tmp.display()))?;
-        let file = self.dir.join(FILE);
-        std::fs::rename(&self.tmp, &file)
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+        let file = dir.join(FILE);
+        std::fs::rename(tmp.path(), &file)
             .with_context(|| format!("cannot write {}", file.display()))?;
+        tmp.0 = None;
         // An earlier version's cache, never read again.
-        let _ = std::fs::remove_file(self.dir.join(OLD_FILE));
+        let _ = std::fs::remove_file(dir.join(OLD_FILE));
         Ok(())
-    }
-}
-
-impl Drop for Saving {
-    /// A build that failed before the cache was finished leaves the old cache as it was.
-    fn drop(&mut self) {
-        if self.w.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 

@@ -70,17 +70,13 @@ fn has_data(dir: &Path) -> bool {
 }
 
 fn read_bounded(r: impl Read, what: &str) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    r.take(MAX_FILE + 1)
-        .read_to_end(&mut buf)
-        .with_context(|| format!("cannot read {what}"))?;
-    if buf.len() as u64 > MAX_FILE {
-        bail!(
+    match crate::runs::read_capped(r, MAX_FILE, 0).with_context(|| format!("cannot read {what}"))? {
+        Some(buf) => Ok(buf),
+        None => bail!(
             "{what} is larger than {} MB: not a BFCL data file",
             MAX_FILE >> 20
-        );
+        ),
     }
-    Ok(buf)
 }
 
 fn read_dir(dir: &Path) -> Result<DataFiles> {
