@@ -229,3 +229,47 @@ fn a_damaged_or_foreign_cache_costs_only_time() {
         );
     }
 }
+
+#[test]
+fn the_same_site_named_another_way_is_still_updated_in_place() {
+    // `--out site` from the folder above it, `--out ./site/`, or its absolute path: one site,
+    // recognised by the cache each time (before, another spelling silently rebuilt it all).
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("site");
+    let cache = tmp.path().join("cache");
+    let cache_arg = cache.to_str().unwrap();
+    let err = build_ok(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &out,
+        &["--cache", cache_arg],
+        &[],
+    );
+    assert!(err.contains("site written afresh"), "{err}");
+    let fresh = tree(&out);
+    for spelling in ["site", "./site/", "../site"] {
+        let cwd = if spelling == "../site" {
+            std::fs::create_dir_all(tmp.path().join("elsewhere")).unwrap();
+            tmp.path().join("elsewhere")
+        } else {
+            tmp.path().to_path_buf()
+        };
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_callcheck"))
+            .current_dir(&cwd)
+            .arg("build")
+            .arg("--tasks")
+            .arg(fixture_tasks())
+            .arg("--runs")
+            .arg(fixture_runs())
+            .args(["--out", spelling, "--cache", cache_arg])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{spelling}: {err}");
+        assert!(
+            err.contains("36 of 36 samples' verdicts reused; site updated in place"),
+            "{spelling}: {err}"
+        );
+        assert_eq!(tree(&out), fresh, "{spelling}: the site differs");
+    }
+}

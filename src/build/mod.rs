@@ -364,9 +364,10 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         * tasks.len();
     let matrix_on_index = crate::site::index_draws_matrix(cells);
     // (Run pages link their cell where it is drawn: when that moved, every run page changes.)
+    let out_identity = write::canonical_out(&opts.out);
     let in_place = prior.site.as_ref().is_some_and(|s| {
         s.matrix_on_index == matrix_on_index
-            && s.out == opts.out
+            && s.out == out_identity
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
@@ -488,7 +489,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let (carried, carried_bytes) = site.finish(&stale)?;
     if let Some(saving) = saving {
         saving.finish(&Some(cache::CachedSite {
-            out: opts.out.clone(),
+            out: write::canonical_out(&opts.out),
             manifest_sha256: manifest,
             summary_files: files.clone(),
             matrix_on_index,

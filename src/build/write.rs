@@ -38,6 +38,15 @@ pub fn replaceable(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// The folder `out` names, however it was spelt (`site`, `./site`, an absolute path, a link to
+/// it): what the cache records, so that the next build recognises its own site and updates it
+/// in place. A folder that does not exist yet is named absolutely.
+pub fn canonical_out(out: &Path) -> PathBuf {
+    std::fs::canonicalize(out)
+        .or_else(|_| std::path::absolute(out))
+        .unwrap_or_else(|_| out.to_path_buf())
+}
+
 /// A site being written: where its files go and the thread that writes them.
 pub struct SiteWriter {
     out: PathBuf,
