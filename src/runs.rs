@@ -101,13 +101,14 @@ fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
 /// Reads every finished run directory under `root`, in sorted order. Unfinished writes
 /// (dot-names) are ignored silently; anything else unreadable is reported in `skipped`.
 ///
-/// The folders are listed in order first, then the runs (each a `cell.json` to read and a
-/// listing) are read on all cores: a BFCL-sized `runs/` is tens of thousands of them.
+/// The model folders are listed in order first, then each task folder's runs (each a
+/// `cell.json` to read and a listing) on all cores: a BFCL-sized `runs/` is tens of thousands
+/// of them.
 pub fn scan(root: &Path) -> Scan {
     use rayon::prelude::*;
     enum Found {
         Skipped(Skipped),
-        Run(String, String, String, PathBuf),
+        Task(String, String, PathBuf),
     }
     let skip = |path: PathBuf, reason: String| Found::Skipped(Skipped { path, reason });
     let mut found = Vec::new();
@@ -141,43 +142,58 @@ pub fn scan(root: &Path) -> Scan {
             if task_id.starts_with('.') {
                 continue;
             }
-            let runs = match sorted_dirs(&tdir) {
-                Ok(r) => r,
-                Err(e) => {
-                    found.push(skip(tdir, format!("cannot read: {e}")));
-                    continue;
-                }
-            };
-            for (run_id, rdir) in runs {
-                if run_id.starts_with('.') {
-                    continue;
-                }
-                // A run id becomes a path segment of every permalink (t/<model>/<task>/<run>/):
-                // a hand-made folder named otherwise would become an unencoded href.
-                if !is_path_safe(&run_id) {
-                    found.push(skip(
-                        rdir,
-                        "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+".into(),
-                    ));
-                    continue;
-                }
-                found.push(Found::Run(model.clone(), task_id.clone(), run_id, rdir));
-            }
+            found.push(Found::Task(model.clone(), task_id, tdir));
         }
     }
-    let read: Vec<(Option<RunDir>, Vec<Skipped>)> = found
+    // Each task folder's runs are listed and read on all cores (a BFCL-sized `runs/` has tens
+    // of thousands of task folders); the results keep the folders' order.
+    type Read = (Option<(RunDir, String, String)>, Vec<Skipped>);
+    let read: Vec<Vec<Read>> = found
         .into_par_iter()
         .map(|f| match f {
-            Found::Skipped(s) => (None, vec![s]),
-            Found::Run(model, task_id, run_id, rdir) => {
-                let mut skipped = Vec::new();
-                match read_run(&model, &task_id, &run_id, &rdir, &mut skipped) {
-                    Ok(r) => (Some(r), skipped),
-                    Err(reason) => {
-                        skipped.push(Skipped { path: rdir, reason });
-                        (None, skipped)
+            Found::Skipped(s) => vec![(None, vec![s])],
+            Found::Task(model, task_id, tdir) => {
+                let runs = match sorted_dirs(&tdir) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let reason = format!("cannot read: {e}");
+                        return vec![(None, vec![Skipped { path: tdir, reason }])];
+                    }
+                };
+                let mut out = Vec::with_capacity(runs.len());
+                for (run_id, rdir) in runs {
+                    if run_id.starts_with('.') {
+                        continue;
+                    }
+                    // A run id becomes a path segment of every permalink
+                    // (t/<model>/<task>/<run>/): a hand-made folder named otherwise would
+                    // become an unencoded href.
+                    if !is_path_safe(&run_id) {
+                        let reason =
+                            "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+";
+                        out.push((
+                            None,
+                            vec![Skipped {
+                                path: rdir,
+                                reason: reason.into(),
+                            }],
+                        ));
+                        continue;
+                    }
+                    let mut skipped = Vec::new();
+                    match read_run(&model, &task_id, &run_id, &rdir, &mut skipped) {
+                        Ok(r) => {
+                            // The keys the model entry and server description are shared by.
+                            let keys = (r.cell.model.to_string(), r.cell.server.to_string());
+                            out.push((Some((r, keys.0, keys.1)), skipped));
+                        }
+                        Err(reason) => {
+                            skipped.push(Skipped { path: rdir, reason });
+                            out.push((None, skipped));
+                        }
                     }
                 }
+                out
             }
         })
         .collect();
@@ -185,14 +201,13 @@ pub fn scan(root: &Path) -> Scan {
     // One copy of each model entry and server description: tens of thousands of runs share a
     // handful (a parsed entry costs kilobytes).
     let mut shared: BTreeMap<String, Arc<Value>> = BTreeMap::new();
-    let mut intern = |v: &mut Arc<Value>| {
-        let key = v.to_string();
+    let mut intern = |v: &mut Arc<Value>, key: String| {
         *v = shared.entry(key).or_insert_with(|| v.clone()).clone();
     };
-    for (run, skipped) in read {
-        if let Some(mut run) = run {
-            intern(&mut run.cell.model);
-            intern(&mut run.cell.server);
+    for (run, skipped) in read.into_iter().flatten() {
+        if let Some((mut run, model, server)) = run {
+            intern(&mut run.cell.model, model);
+            intern(&mut run.cell.server, server);
             scan.runs.push(run);
         }
         scan.skipped.extend(skipped);
@@ -213,10 +228,16 @@ fn read_run(
     let bytes = read_bounded(&cell_path, MAX_CELL_FILE)
         .map_err(|e| format!("cannot read cell.json: {e}"))?
         .0;
-    let raw: Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("cell.json is not JSON: {e}"))?;
-    let version = raw
-        .get("format_version")
+    // The version first (every other field ignored, no tree built), then the whole file
+    // straight into its struct: a BFCL-sized `runs/` has tens of thousands of these.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        format_version: Option<Value>,
+    }
+    let version = serde_json::from_slice::<Version>(&bytes)
+        .map_err(|e| format!("cell.json is not JSON: {e}"))?
+        .format_version
+        .as_ref()
         .and_then(Value::as_u64)
         .ok_or("cell.json has no format_version")?;
     if version > FORMAT_VERSION as u64 {
@@ -224,7 +245,7 @@ fn read_run(
             "cell.json has format_version {version}, newer than the {FORMAT_VERSION} this callcheck reads: upgrade callcheck to build it"
         ));
     }
-    let cell: CellInfo = serde_json::from_value(raw).map_err(|e| format!("cell.json: {e}"))?;
+    let cell: CellInfo = serde_json::from_slice(&bytes).map_err(|e| format!("cell.json: {e}"))?;
     if cell.task.id != task_id {
         return Err(format!(
             "cell.json is for task {:?} but sits under {task_id:?}",

@@ -246,31 +246,26 @@ pub fn transcript_sha256(files: &[(String, String)]) -> Sha256 {
     Sha256(h.finalize().into())
 }
 
-/// The files a sample holds, relative to its run folder.
-pub fn sample_files(name: &str, streamed: bool, meta: bool) -> Vec<String> {
-    let mut files = vec![format!("samples/{name}/request.json")];
-    files.push(format!(
-        "samples/{name}/{}",
-        if streamed {
-            "response.sse"
-        } else {
-            "response.json"
-        }
-    ));
-    if meta {
-        files.push(format!("samples/{name}/meta.json"));
+/// The files of a sample that its signature covers, in order.
+fn sample_files(streamed: bool, meta: bool) -> &'static [&'static str] {
+    match (streamed, meta) {
+        (false, false) => &["request.json", "response.json"],
+        (true, false) => &["request.json", "response.sse"],
+        (false, true) => &["request.json", "response.json", "meta.json"],
+        (true, true) => &["request.json", "response.sse", "meta.json"],
     }
-    files
 }
 
-/// A run folder opened once, so that its samples' files are looked at relative to it (a stat
-/// of `samples/000/request.json` from the run's handle walks three path components, not the
-/// dozen of the full path: a 100,000-sample rebuild is mostly these stats).
+/// A run's `samples/` folder opened once, so that its samples' files are looked at relative to
+/// it: a stat of `000/request.json` from this handle walks two path components, not the dozen
+/// of the full path (a 100,000-sample rebuild with nothing changed is mostly these stats).
 pub struct RunHandle(std::fs::File);
 
 impl RunHandle {
     pub fn open(run_dir: &Path) -> Option<RunHandle> {
-        std::fs::File::open(run_dir).ok().map(RunHandle)
+        std::fs::File::open(run_dir.join("samples"))
+            .ok()
+            .map(RunHandle)
     }
 }
 
@@ -278,20 +273,23 @@ impl RunHandle {
 /// changes when a file is added or removed) and of each of its files; `None` when one of them
 /// cannot be looked at.
 pub fn signature(run: &RunHandle, name: &str, streamed: bool, meta: bool) -> Option<u64> {
-    let folder = stat_at(run, &format!("samples/{name}"))?;
-    let files = sample_files(name, streamed, meta)
-        .iter()
-        .map(|f| stat_at(run, f))
-        .collect::<Option<Vec<_>>>()?;
-    Some(signature_of(folder, &files))
+    let folder = stat_at(run, name.as_bytes())?;
+    let mut files = [FileStat::default(); 3];
+    let names = sample_files(streamed, meta);
+    let mut path = Vec::with_capacity(name.len() + 16);
+    for (file, st) in names.iter().zip(files.iter_mut()) {
+        path.clear();
+        path.extend_from_slice(name.as_bytes());
+        path.push(b'/');
+        path.extend_from_slice(file.as_bytes());
+        *st = stat_at(run, &path)?;
+    }
+    Some(signature_of(folder, &files[..names.len()]))
 }
 
 /// [`signature`] of a sample just read: its files as they looked when opened, and its folder.
 pub fn signature_read(run: &RunHandle, name: &str, files: &[FileStat]) -> Option<u64> {
-    Some(signature_of(
-        stat_at(run, &format!("samples/{name}"))?,
-        files,
-    ))
+    Some(signature_of(stat_at(run, name.as_bytes())?, files))
 }
 
 fn signature_of(folder: FileStat, files: &[FileStat]) -> u64 {
@@ -307,17 +305,22 @@ fn signature_of(folder: FileStat, files: &[FileStat]) -> u64 {
     u64::from_le_bytes(first)
 }
 
-/// `stat` of a path relative to a run folder, without following a symlink.
-fn stat_at(run: &RunHandle, rel: &str) -> Option<FileStat> {
+/// `stat` of a path relative to a run's `samples/` folder, without following a symlink.
+fn stat_at(run: &RunHandle, rel: &[u8]) -> Option<FileStat> {
     use std::os::fd::AsRawFd;
-    let c = std::ffi::CString::new(rel).ok()?;
-    // SAFETY: `c` is a NUL-terminated path and `st` a stat buffer fstatat fills; the run
-    // handle's descriptor is open for the call's duration.
+    // A sample's paths are short: built on the stack, NUL-terminated.
+    let mut buf = [0u8; 256];
+    if rel.len() >= buf.len() || rel.contains(&0) {
+        return None;
+    }
+    buf[..rel.len()].copy_from_slice(rel);
+    // SAFETY: `buf` is NUL-terminated (zeroed past `rel`) and `st` a stat buffer fstatat
+    // fills; the run handle's descriptor is open for the call's duration.
     let st = unsafe {
         let mut st: libc::stat = std::mem::zeroed();
         let rc = libc::fstatat(
             run.0.as_raw_fd(),
-            c.as_ptr(),
+            buf.as_ptr().cast(),
             &mut st,
             libc::AT_SYMLINK_NOFOLLOW,
         );
