@@ -9,6 +9,8 @@
 #
 # For each tree:
 # - floor: examples/floor.rs reads and parses every file once on all cores (wall and CPU);
+# - floor + permalinks: the same while one thread creates one stub-sized file per sample, the
+#   least any build that keeps every sample's permalink must do;
 # - full: `build --cache` into an empty place, one run folder held back (wall, CPU = user+sys,
 #   peak RSS from /usr/bin/time -v), and its ratios to the floor;
 # - copy: `cp -r` of the built site, the cost of creating its files by themselves (on ext4 in a
@@ -58,6 +60,10 @@ one() { # name, dir (holding tasks/ and runs/), samples
   # cache, so the floor must too (a cold first pass measures the disk, not the parsing).
   "$bin/examples/floor" "$dir/runs" >/dev/null 2>&1
   read -r fw fc < <("$bin/examples/floor" "$dir/runs" 2>/dev/null)
+  # The floor of a site that keeps every permalink: the same reading and parsing while one
+  # thread creates one stub-sized file per sample. Its files are kept until the end (deleting
+  # them now would slow the build's own file creation, see above).
+  read -r pw pc < <("$bin/examples/floor" "$dir/runs" "$trash/floor-$name-$$" 2>/dev/null)
   local cmd=("$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$dir/site" --cache "$dir/cache")
   /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-full.txt" >/dev/null
   # What creating the site's files costs by itself: a copy of the built site (reading it back
@@ -82,7 +88,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
   biggest=$(find "$dir/site" -type f -printf '%s %P\n' | sort -n | tail -1)
   index=$(stat -c %s "$dir/site/index.html")
   manifest=$(stat -c %s "$dir/site/data/manifest.json")
-  awk -v name="$name" -v n="$n" -v fw="$fw" -v fc="$fc" -v cw="$cw" -v cc="$cc" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v iw="$iw" \
+  awk -v name="$name" -v n="$n" -v fw="$fw" -v fc="$fc" -v pw="$pw" -v pc="$pc" -v cw="$cw" -v cc="$cc" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v iw="$iw" \
       -v bytes="$bytes" -v dirbytes="$dirbytes" -v files="$files" -v biggest="$biggest" -v idx="$index" -v manifest="$manifest" '
     BEGIN {
       printf "== %s: %d samples\n", name, n
@@ -91,6 +97,8 @@ one() { # name, dir (holding tasks/ and runs/), samples
       printf "  ratio to the floor   wall %7.2f      cpu %7.2f      goal <= 2\n", bw / fw, bc / fc
       printf "  copying the site     wall %7.2f s   cpu %7.2f s   (cp -r: creating its files alone)\n", cw, cc
       printf "  ratio to floor+copy  wall %7.2f      cpu %7.2f\n", bw / (fw + cw), bc / (fc + cc)
+      printf "  floor + permalinks   wall %7.2f s   cpu %7.2f s   (the floor while one thread writes a stub-sized file per sample)\n", pw, pc
+      printf "  ratio to that floor  wall %7.2f      cpu %7.2f      goal <= 2\n", bw / pw, bc / pc
       printf "  peak RSS             %7d MB (%.0f B/sample)        goal <= 500 MB at 300k\n", bp, bp * 1048576 / n
       printf "  incremental (+1 run) wall %7.2f s = %.1f %% of full    goal <= 10 %%\n", iw, 100 * iw / bw
       printf "  site (file bytes)    %7.1f MB = %.2f KB/sample         goal <= 3.3 KB/sample\n", bytes / 1e6, bytes / n / 1000
