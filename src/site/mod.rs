@@ -1583,59 +1583,38 @@ fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
 /// The exports, the index and the manifest.
 fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
-    // Three jobs that need nothing of each other (the export comes before the index, which
-    // names its file(s)).
-    let (csv_and_index, (matrix, manifest)) = rayon::join(
-        || {
-            let samples_csvs =
-                export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
-            let mut files: Vec<File> = Vec::new();
-            index_page(input, &samples_csvs, &mut files)?;
-            flush(&mut files, sink)
-        },
-        || {
-            rayon::join(
-                || {
-                    sink((
-                        "data/matrix.json".into(),
-                        export::matrix_json(m, input.skipped),
-                    ))
-                },
-                || {
-                    sink((
-                        "data/manifest.json".into(),
-                        export::manifest_json(m, input.task_hashes, input.transcripts),
-                    ))
-                },
-            )
-        },
-    );
-    csv_and_index.and(matrix).and(manifest)
+    let mut files: Vec<File> = Vec::new();
+    // The export first: the index names its file(s).
+    let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
+    index_page(input, &samples_csvs, &mut files)?;
+    flush(&mut files, sink)?;
+    sink((
+        "data/matrix.json".into(),
+        export::matrix_json(m, input.skipped),
+    ))?;
+    sink((
+        "data/manifest.json".into(),
+        export::manifest_json(m, input.task_hashes, input.transcripts),
+    ))
 }
 
 /// The model, task, tag, label, comparison and changes pages, the triage page and the assets.
 fn pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
-    use rayon::prelude::*;
     let m = input.matrix;
-    // One job a page: whichever thread is free (the other may still be on the exports) takes
-    // the next. Each file is handed to the sink alone, so the order never reaches the site.
-    let each = |render: &dyn Fn(&mut Vec<File>) -> Result<(), SiteError>| {
-        let mut files = Vec::new();
-        render(&mut files)?;
-        flush(&mut files, sink)
-    };
-    m.models
-        .par_iter()
-        .try_for_each(|mv| each(&|f| model_page(input, mv, f)))?;
-    input
-        .tasks
-        .par_iter()
-        .try_for_each(|t| each(&|f| task_page(input, t, f)))?;
-    m.tags
-        .par_iter()
-        .try_for_each(|tag| each(&|f| tag_page(input, tag, f)))?;
-    label_pages(input, sink)?;
     let mut files: Vec<File> = Vec::new();
+    for mv in &m.models {
+        model_page(input, mv, &mut files)?;
+        flush(&mut files, sink)?;
+    }
+    for t in input.tasks {
+        task_page(input, t, &mut files)?;
+        flush(&mut files, sink)?;
+    }
+    for tag in &m.tags {
+        tag_page(input, tag, &mut files)?;
+        flush(&mut files, sink)?;
+    }
+    label_pages(input, sink)?;
     compare::files(input.comparisons, &mut files)?;
     flush(&mut files, sink)?;
     if let Some(c) = input.changes {
