@@ -184,8 +184,9 @@ pub fn scan(root: &Path) -> Scan {
                     match read_run(&model, &task_id, &run_id, &rdir, &mut skipped) {
                         Ok(r) => {
                             // The keys the model entry and server description are shared by.
-                            let keys = (r.cell.model.to_string(), r.cell.server.to_string());
-                            out.push((Some((r, keys.0, keys.1)), skipped));
+                            let (model_key, server_key) =
+                                (r.cell.model.to_string(), r.cell.server.to_string());
+                            out.push((Some((r, model_key, server_key)), skipped));
                         }
                         Err(reason) => {
                             skipped.push(Skipped { path: rdir, reason });

@@ -18,6 +18,20 @@ fn inodes(dir: &Path) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
+/// The fixture runs built into `<dir>/site` with the cache in `<dir>/cache`: the two paths and
+/// what the build said.
+fn cached_fixture_build(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let (out, cache) = (dir.join("site"), dir.join("cache"));
+    let err = build_ok(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &out,
+        &["--cache", cache.to_str().unwrap()],
+        &[],
+    );
+    (out, cache, err)
+}
+
 #[test]
 fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     let tmp = tempfile::tempdir().unwrap();
@@ -178,16 +192,8 @@ fn a_cache_inside_the_site_is_refused() {
 #[test]
 fn a_damaged_or_foreign_cache_costs_only_time() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("site");
-    let cache = tmp.path().join("cache");
+    let (out, cache, _) = cached_fixture_build(tmp.path());
     let cache_arg = cache.to_str().unwrap();
-    build_ok(
-        &fixture_tasks(),
-        &fixture_runs(),
-        &out,
-        &["--cache", cache_arg],
-        &[],
-    );
     let file = cache.join("verdicts.bin");
     let good = std::fs::read(&file).unwrap();
     let fresh = tree(&out);
@@ -235,16 +241,8 @@ fn the_same_site_named_another_way_is_still_updated_in_place() {
     // `--out site` from the folder above it, `--out ./site/`, or its absolute path: one site,
     // recognised by the cache each time (before, another spelling silently rebuilt it all).
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("site");
-    let cache = tmp.path().join("cache");
+    let (out, cache, err) = cached_fixture_build(tmp.path());
     let cache_arg = cache.to_str().unwrap();
-    let err = build_ok(
-        &fixture_tasks(),
-        &fixture_runs(),
-        &out,
-        &["--cache", cache_arg],
-        &[],
-    );
     assert!(err.contains("site written afresh"), "{err}");
     let fresh = tree(&out);
     for spelling in ["site", "./site/", "../site"] {

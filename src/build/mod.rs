@@ -489,6 +489,8 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let (carried, carried_bytes) = site.finish(&stale)?;
     if let Some(saving) = saving {
         saving.finish(&Some(cache::CachedSite {
+            // Named again now that the site exists (a folder that did not exist at the start
+            // could only be named absolutely, not resolved).
             out: write::canonical_out(&opts.out),
             manifest_sha256: manifest,
             summary_files: files.clone(),
