@@ -47,7 +47,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     let cache_arg = cache.to_str().unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
-        err.contains("0 of 33 samples' verdicts reused; site written afresh"),
+        err.contains("0 of 33 samples' verdicts reused, 0 of 23 model, task, tag and label pages kept; site written afresh"),
         "{err}"
     );
     assert!(cache.join("verdicts.bin").is_file());
@@ -57,8 +57,10 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
 
     std::fs::rename(&held, runs.join(later)).unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    // Drawn again: the new run's model (gamma), its task, the task's tag (parallel) and the page
+    // of the label its failures carry; the other 19 groups of pages stay as they were.
     assert!(
-        err.contains("33 of 36 samples' verdicts reused; site updated in place"),
+        err.contains("33 of 36 samples' verdicts reused, 19 of 23 model, task, tag and label pages kept; site updated in place"),
         "{err}"
     );
     let incremental = tree(&out);
@@ -106,7 +108,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     std::fs::write(&f, &same).unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
-        err.contains("36 of 36 samples' verdicts reused; site updated in place"),
+        err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
         "{err}"
     );
     let fresh2 = tmp.path().join("fresh2");
@@ -135,8 +137,9 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    // Drawn again: the sample's model, task and tag (the cell has no failure, before or after).
     assert!(
-        err.contains("33 of 36 samples' verdicts reused; site updated in place"),
+        err.contains("33 of 36 samples' verdicts reused, 20 of 23 model, task, tag and label pages kept; site updated in place"),
         "{err}"
     );
     let csv = std::fs::read_to_string(out.join("data/samples.csv")).unwrap();
@@ -265,7 +268,7 @@ fn the_same_site_named_another_way_is_still_updated_in_place() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{spelling}: {err}");
         assert!(
-            err.contains("36 of 36 samples' verdicts reused; site updated in place"),
+            err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
             "{spelling}: {err}"
         );
         assert_eq!(tree(&out), fresh, "{spelling}: the site differs");

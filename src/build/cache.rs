@@ -1,6 +1,7 @@
 //! The verdict cache (`build --cache DIR`): what the previous build learnt about each sample, so
 //! that a rebuild after a collect re-reads, re-scores and re-renders only the samples that are
-//! new or changed, and rewrites only the pages whose bytes changed.
+//! new or changed, draws again only the summary pages whose inputs changed
+//! ([`crate::site::reuse`]), and rewrites only the pages whose bytes changed.
 //!
 //! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
 //! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
@@ -27,7 +28,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 2\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 3\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -78,8 +79,103 @@ pub struct CachedSite {
     /// Every file of the site that is not a sample's page, with its size.
     pub summary_files: BTreeMap<String, u64>,
     /// Whether the index drew the matrix (run pages link their cell there, else on a tag page).
-    #[serde(default)]
     pub matrix_on_index: bool,
+    /// The groups of summary pages ([`crate::site::reuse`]) by name: what they were drawn from,
+    /// and their files.
+    pub groups: BTreeMap<String, CachedGroup>,
+}
+
+/// A group of summary files ([`crate::site::reuse`]) as the previous build drew them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedGroup {
+    /// The key of the inputs they were drawn from.
+    pub key: Sha256,
+    /// Relative to the site, with their sizes.
+    pub files: Vec<(String, u64)>,
+}
+
+/// The groups of summary pages of one build: those the previous build drew into the site being
+/// updated in place (checked against the files on disk when asked for), and those this build
+/// draws or keeps, for the next.
+pub struct GroupBook {
+    site: PathBuf,
+    prior: BTreeMap<String, CachedGroup>,
+    next: std::sync::Mutex<BTreeMap<String, CachedGroup>>,
+    kept: std::sync::atomic::AtomicUsize,
+}
+
+impl GroupBook {
+    /// `prior`: the previous build's groups, when the site in `site` is still the one it wrote
+    /// (else empty: every group is drawn).
+    pub fn new(site: &Path, prior: BTreeMap<String, CachedGroup>) -> GroupBook {
+        GroupBook {
+            site: site.to_path_buf(),
+            prior,
+            next: Default::default(),
+            kept: Default::default(),
+        }
+    }
+
+    /// How many groups were kept as they were, of how many.
+    pub fn kept(&self) -> (usize, usize) {
+        (
+            self.kept.load(std::sync::atomic::Ordering::Relaxed),
+            self.next().len(),
+        )
+    }
+
+    fn next(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CachedGroup>> {
+        // Poisoned only by a panic elsewhere, which fails the build anyway.
+        self.next.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The groups of this build, for the cache, with the size of each file drawn (taken from
+    /// `written`, every summary file written); the files of the groups kept are added to
+    /// `written`, as files of this build's site.
+    pub fn finish(self, written: &mut BTreeMap<String, u64>) -> BTreeMap<String, CachedGroup> {
+        let mut groups = self.next.into_inner().unwrap_or_else(|e| e.into_inner());
+        for g in groups.values_mut() {
+            for (path, size) in &mut g.files {
+                match written.get(path) {
+                    Some(n) => *size = *n,
+                    None => {
+                        written.insert(path.clone(), *size);
+                    }
+                }
+            }
+        }
+        groups
+    }
+}
+
+impl crate::site::reuse::Groups for GroupBook {
+    fn keep(&self, name: &str, key: &crate::site::reuse::Key) -> bool {
+        let Some(g) = self.prior.get(name).filter(|g| g.key.0 == *key) else {
+            return false;
+        };
+        // The files are where the previous build wrote them, with their sizes (the site's
+        // manifest already vouched that nobody rewrote the site since).
+        let intact = g.files.iter().all(|(path, size)| {
+            std::fs::symlink_metadata(self.site.join(path))
+                .is_ok_and(|m| m.is_file() && m.len() == *size)
+        });
+        if intact {
+            self.next().insert(name.to_string(), g.clone());
+            self.kept.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        intact
+    }
+
+    fn drawn(&self, name: &str, key: crate::site::reuse::Key, files: Vec<String>) {
+        let files = files.into_iter().map(|f| (f, 0)).collect();
+        self.next().insert(
+            name.to_string(),
+            CachedGroup {
+                key: Sha256(key),
+                files,
+            },
+        );
+    }
 }
 
 /// One run folder's samples, valid for one `cell.json` and one version of the task file.

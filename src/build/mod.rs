@@ -44,6 +44,9 @@ pub struct Summary {
     /// in place rather than rebuilt beside it.
     pub reused: usize,
     pub in_place: bool,
+    /// Groups of summary pages (a model's, a task's, a tag's or a label's page with its charts)
+    /// left as the previous build wrote them, of how many (with `--cache`).
+    pub pages_kept: (usize, usize),
 }
 
 /// `p` relative to `root`, `/`-separated (published: never a local path).
@@ -447,7 +450,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         run_stale.extend(prior.run(path).map(|c| c.pages(path)).unwrap_or_default());
     }
     drop(now);
-    let prior_site = prior.into_site();
+    let mut prior_site = prior.into_site();
+    // The summary pages' groups are recorded for the next build when there is a cache, and
+    // those of the previous build reused where their inputs did not change (in place only: the
+    // previous record is empty otherwise).
+    let groups = record.then(|| {
+        let prior = prior_site
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.groups))
+            .unwrap_or_default();
+        cache::GroupBook::new(&opts.out, prior)
+    });
     skipped.sort();
     for s in &skipped {
         eprintln!("skipped {}: {}", s.path, s.reason);
@@ -462,7 +475,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         baseline.as_ref(),
         &agg.matrix.tasks,
     )?;
-    let (files, manifest, saving) = write_summary(
+    let (mut files, manifest, saving) = write_summary(
         opts,
         &site,
         &agg,
@@ -470,8 +483,13 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         &skipped,
         &transcripts,
         &comparisons,
+        groups
+            .as_ref()
+            .map(|g| g as &dyn crate::site::reuse::Groups),
         &mut next,
     )?;
+    let pages_kept = groups.as_ref().map(|g| g.kept()).unwrap_or_default();
+    let groups = groups.map(|g| g.finish(&mut files)).unwrap_or_default();
     // In place, the previous build's files this one does not have are removed.
     let stale: Vec<String> = if in_place {
         let now: BTreeSet<&str> = files.keys().map(String::as_str).collect();
@@ -495,6 +513,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             manifest_sha256: manifest,
             summary_files: files.clone(),
             matrix_on_index,
+            groups,
         }))?;
     }
     let (passes, fails, errors) = agg.matrix.outcome_counts();
@@ -511,6 +530,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         read_bytes,
         reused,
         in_place,
+        pages_kept,
     })
 }
 
@@ -526,6 +546,7 @@ fn write_summary(
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
     comparisons: &[crate::report::compare::Comparison],
+    groups: Option<&dyn crate::site::reuse::Groups>,
     next: &mut cache::CacheFile,
 ) -> Result<(BTreeMap<String, u64>, String, Option<cache::Saving>)> {
     // Each summary file is written as it is rendered; only its name, size and (the manifest's)
@@ -546,7 +567,7 @@ fn write_summary(
         Ok(())
     };
     let (rendered, saving) = rayon::join(
-        || render::summary(agg, tasks, skipped, transcripts, comparisons, &sink),
+        || render::summary(agg, tasks, skipped, transcripts, comparisons, groups, &sink),
         || {
             let Some(dir) = &opts.cache else {
                 return Ok(None);

@@ -86,6 +86,7 @@ pub fn summary(
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
     comparisons: &[crate::report::compare::Comparison],
+    groups: Option<&dyn site::reuse::Groups>,
     sink: site::Sink,
 ) -> Result<()> {
     Ok(site::render_site(
@@ -98,6 +99,7 @@ pub fn summary(
             task_hashes: &agg.task_hashes,
             transcripts,
             comparisons,
+            groups,
         },
         sink,
     )?)

@@ -11,10 +11,12 @@ pub fn run(opts: &BuildOpts) -> Result<()> {
     let s = build(opts)?;
     if let Some(c) = &opts.cache {
         eprintln!(
-            "cache {}: {} of {} samples' verdicts reused; site {}",
+            "cache {}: {} of {} samples' verdicts reused, {} of {} model, task, tag and label pages kept; site {}",
             c.display(),
             s.reused,
             s.samples,
+            s.pages_kept.0,
+            s.pages_kept.1,
             if s.in_place {
                 "updated in place"
             } else {

@@ -7,6 +7,7 @@ pub mod charts;
 pub mod compare;
 pub mod export;
 pub mod html;
+pub mod reuse;
 pub mod samples;
 pub mod tags;
 pub mod transcript;
@@ -68,6 +69,10 @@ pub struct SiteInput<'a> {
     pub transcripts: &'a BTreeMap<String, String>,
     /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
     pub comparisons: &'a [crate::report::compare::Comparison],
+    /// The groups of pages the site being updated holds ([`reuse`]): the pages of a model, a
+    /// task, a tag or a label whose inputs did not change are left as they are. `None`: every
+    /// page is drawn, and none is recorded.
+    pub groups: Option<&'a dyn reuse::Groups>,
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -1428,15 +1433,33 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
     Ok(())
 }
 
-/// The label pages, each handed to `sink` as it is drawn.
-fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+/// The label pages, each handed to `sink` as it is drawn (or left as it is: [`reuse`]), and
+/// their index.
+fn label_pages(
+    input: &SiteInput,
+    keys: Option<&(&dyn reuse::Groups, reuse::Keys)>,
+    sink: Sink,
+) -> Result<(), SiteError> {
     let m = input.matrix;
+    // The labels whose page is drawn, with their group's key.
+    let mut drawn: BTreeMap<Label, Option<(&dyn reuse::Groups, reuse::Key)>> = BTreeMap::new();
+    for l in Label::ALL {
+        let key = keys.map(|(g, k)| (*g, k.label(input, l)));
+        if !key.is_some_and(|(g, k)| g.keep(&label_group(l), &k)) {
+            drawn.insert(l, key);
+        }
+    }
     // label → model → the cells with that label, in model and task order. Only the first
     // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not samples.
     let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<LabelCell>>> = BTreeMap::new();
+    let mut totals: BTreeMap<Label, u64> = BTreeMap::new();
     let r = root(1);
     for c in m.cells.values() {
         for (&l, &count) in &c.labels {
+            *totals.entry(l).or_default() += count;
+            if !drawn.contains_key(&l) {
+                continue;
+            }
             let mut examples = Vec::new();
             let mut detail = String::new();
             for &i in &c.samples {
@@ -1472,8 +1495,16 @@ fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
                 });
         }
     }
-    let mut index_rows = Vec::new();
-    for l in Label::ALL {
+    let index_rows = Label::ALL
+        .iter()
+        .map(|&l| LabelIndexRow {
+            label: l.as_str(),
+            meaning: l.meaning(),
+            retry: l.retry().as_str(),
+            count: totals.get(&l).copied().unwrap_or(0),
+        })
+        .collect();
+    for (l, key) in drawn {
         let groups: Vec<LabelGroup> = by_label
             .remove(&l)
             .unwrap_or_default()
@@ -1507,12 +1538,6 @@ fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
             .map(|h| format!("type {} (\u{201c}{}\u{201d})", h.number(), h.name()))
             .collect::<Vec<_>>()
             .join("; ");
-        index_rows.push(LabelIndexRow {
-            label: l.as_str(),
-            meaning: l.meaning(),
-            retry: l.retry().as_str(),
-            count: total,
-        });
         let page = LabelPage {
             title: format!("label {l}"),
             root: r.clone(),
@@ -1531,7 +1556,11 @@ fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
             n_cells,
             max_examples: MAX_LABEL_EXAMPLES,
         };
-        sink((format!("labels/{l}.html"), render("label page", &page)?))?;
+        let path = format!("labels/{l}.html");
+        if let Some((g, key)) = key {
+            g.drawn(&label_group(l), key, vec![path.clone()]);
+        }
+        sink((path, render("label page", &page)?))?;
     }
     let page = LabelsPage {
         title: "labels".into(),
@@ -1539,6 +1568,11 @@ fn label_pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
         rows: index_rows,
     };
     sink(("labels/index.html".into(), render("labels index", &page)?))
+}
+
+/// The name of a label page's group ([`reuse`]).
+fn label_group(l: Label) -> String {
+    format!("label {l}")
 }
 
 /// The triage page and what it loads: `samples.html`, `samples.js` and `data/samples.js` (a
@@ -1575,46 +1609,83 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     data.and(pages)
 }
 
+/// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
+/// holds them as drawn from inputs with the same key.
+fn group(
+    key: Option<(&dyn reuse::Groups, reuse::Key)>,
+    name: &str,
+    sink: Sink,
+    draw: impl FnOnce(&mut Vec<File>) -> Result<(), SiteError>,
+) -> Result<(), SiteError> {
+    if let Some((groups, key)) = &key
+        && groups.keep(name, key)
+    {
+        return Ok(());
+    }
+    let mut files = Vec::new();
+    draw(&mut files)?;
+    if let Some((groups, key)) = key {
+        groups.drawn(name, key, files.iter().map(|f| f.0.clone()).collect());
+    }
+    flush(&mut files, sink)
+}
+
 /// Hands each file of `files` to `sink`, emptying it.
 fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
     files.drain(..).try_for_each(sink)
 }
 
-/// The exports, the index and the manifest.
+/// The exports, the index and the manifest: the export with the index (which names the export's
+/// files), beside `data/matrix.json` and the manifest.
 fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut files: Vec<File> = Vec::new();
-    // The export first: the index names its file(s).
-    let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
-    index_page(input, &samples_csvs, &mut files)?;
-    flush(&mut files, sink)?;
-    sink((
-        "data/matrix.json".into(),
-        export::matrix_json(m, input.skipped),
-    ))?;
-    sink((
-        "data/manifest.json".into(),
-        export::manifest_json(m, input.task_hashes, input.transcripts),
-    ))
+    let export_and_index = || {
+        let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
+        let mut files: Vec<File> = Vec::new();
+        index_page(input, &samples_csvs, &mut files)?;
+        flush(&mut files, sink)
+    };
+    let matrix = || {
+        sink((
+            "data/matrix.json".into(),
+            export::matrix_json(m, input.skipped),
+        ))
+    };
+    let manifest = || {
+        sink((
+            "data/manifest.json".into(),
+            export::manifest_json(m, input.task_hashes, input.transcripts),
+        ))
+    };
+    let (a, (b, c)) = rayon::join(export_and_index, || rayon::join(matrix, manifest));
+    a.and(b).and(c)
 }
 
 /// The model, task, tag, label, comparison and changes pages, the triage page and the assets.
 fn pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
-    let mut files: Vec<File> = Vec::new();
+    let keys = input.groups.map(|g| (g, reuse::Keys::of(input)));
+    let keys = keys.as_ref();
     for mv in &m.models {
-        model_page(input, mv, &mut files)?;
-        flush(&mut files, sink)?;
+        let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
+        group(key, &format!("model {}", mv.name), sink, |files| {
+            model_page(input, mv, files)
+        })?;
     }
     for t in input.tasks {
-        task_page(input, t, &mut files)?;
-        flush(&mut files, sink)?;
+        let key = keys.map(|(g, k)| (*g, k.task(input, &t.id)));
+        group(key, &format!("task {}", t.id), sink, |files| {
+            task_page(input, t, files)
+        })?;
     }
     for tag in &m.tags {
-        tag_page(input, tag, &mut files)?;
-        flush(&mut files, sink)?;
+        let key = keys.map(|(g, k)| (*g, k.tag(input, tag)));
+        group(key, &format!("tag {tag}"), sink, |files| {
+            tag_page(input, tag, files)
+        })?;
     }
-    label_pages(input, sink)?;
+    label_pages(input, keys, sink)?;
+    let mut files: Vec<File> = Vec::new();
     compare::files(input.comparisons, &mut files)?;
     flush(&mut files, sink)?;
     if let Some(c) = input.changes {
@@ -1757,6 +1828,7 @@ mod tests {
             task_hashes: &BTreeMap::new(),
             transcripts: &BTreeMap::new(),
             comparisons: &[],
+            groups: None,
         };
         let mut files = Vec::new();
         index_page(&input, &["data/samples.csv".to_string()], &mut files).unwrap();
