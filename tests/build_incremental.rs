@@ -32,6 +32,38 @@ fn cached_fixture_build(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, 
     (out, cache, err)
 }
 
+/// Asserts that the site in `out` is byte for byte what a fresh build of `runs` writes against
+/// the same previous samples.csv (`previous`), so that both write the same changes page, and
+/// that there is one when some sample `moved`.
+fn assert_as_fresh(runs: &Path, out: &Path, previous: &Path, moved: bool, what: &str) {
+    let fresh = previous.with_extension("fresh");
+    build_ok(
+        &fixture_tasks(),
+        runs,
+        &fresh,
+        &["--previous", previous.to_str().unwrap()],
+        &[],
+    );
+    let (a, b) = (tree(out), tree(&fresh));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(differ.is_empty(), "a rebuild {what} differs: {differ:?}");
+    assert_eq!(
+        b.contains_key("changes.html"),
+        moved,
+        "{what}: the changes page"
+    );
+}
+
+/// A copy of the site's samples.csv, the previous outcomes of the next build.
+fn keep_csv(out: &Path, to: &Path) -> std::path::PathBuf {
+    std::fs::copy(out.join("data/samples.csv"), to).unwrap();
+    to.to_path_buf()
+}
+
 #[test]
 fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     let tmp = tempfile::tempdir().unwrap();
@@ -52,8 +84,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     );
     assert!(cache.join("verdicts.bin").is_file());
     let before = inodes(&out);
-    let previous_csv = tmp.path().join("previous.csv");
-    std::fs::copy(out.join("data/samples.csv"), &previous_csv).unwrap();
+    let previous_csv = keep_csv(&out, &tmp.path().join("previous.csv"));
 
     std::fs::rename(&held, runs.join(later)).unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
@@ -64,26 +95,14 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         "{err}"
     );
     let incremental = tree(&out);
-
-    // A fresh build of the same runs, against the same previous samples.csv (so both write the
-    // same changes page: three samples were added).
-    let fresh_out = tmp.path().join("fresh");
-    build_ok(
-        &fixture_tasks(),
+    // Three samples were added: the changes page says so, as a fresh build's does.
+    assert_as_fresh(
         &runs,
-        &fresh_out,
-        &["--previous", previous_csv.to_str().unwrap()],
-        &[],
+        &out,
+        &previous_csv,
+        true,
+        "after a run folder arrived",
     );
-    let fresh = tree(&fresh_out);
-    assert_eq!(
-        incremental.keys().collect::<Vec<_>>(),
-        fresh.keys().collect::<Vec<_>>()
-    );
-    for (path, bytes) in &fresh {
-        assert!(incremental[path] == *bytes, "{path} differs");
-    }
-    assert!(fresh.contains_key("changes.html"));
 
     // The unchanged samples' pages were not rewritten; the new run's were written.
     let after = inodes(&out);
@@ -100,8 +119,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
 
     // Files rewritten with the same bytes (as a fresh clone of runs/ would give): read and
     // hashed again, their verdicts still reused, the site unchanged.
-    let previous_csv2 = tmp.path().join("previous2.csv");
-    std::fs::copy(out.join("data/samples.csv"), &previous_csv2).unwrap();
+    let previous_csv2 = keep_csv(&out, &tmp.path().join("previous2.csv"));
     let f = runs.join("alpha/contact-card/r0001/samples/000/response.json");
     let same = std::fs::read(&f).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -111,29 +129,11 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
         "{err}"
     );
-    let fresh2 = tmp.path().join("fresh2");
-    build_ok(
-        &fixture_tasks(),
-        &runs,
-        &fresh2,
-        &["--previous", previous_csv2.to_str().unwrap()],
-        &[],
-    );
-    let (a, b) = (tree(&out), tree(&fresh2));
-    let differ: Vec<&String> = a
-        .keys()
-        .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "a rebuild over touched files differs: {differ:?}"
-    );
+    assert_as_fresh(&runs, &out, &previous_csv2, false, "over touched files");
 
     // A file edited in place with other bytes (no file added, the folder's listing unchanged):
     // seen, re-scored, and the site is again what a fresh build gives.
-    let previous_csv3 = tmp.path().join("previous3.csv");
-    std::fs::copy(out.join("data/samples.csv"), &previous_csv3).unwrap();
+    let previous_csv3 = keep_csv(&out, &tmp.path().join("previous3.csv"));
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
@@ -148,26 +148,17 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         .find(|l| l.starts_with("t/alpha/contact-card/r0001/000.html,"))
         .unwrap();
     assert!(row.contains(",error,"), "{row}");
-    let fresh3 = tmp.path().join("fresh3");
-    build_ok(
-        &fixture_tasks(),
-        &runs,
-        &fresh3,
-        &["--previous", previous_csv3.to_str().unwrap()],
-        &[],
-    );
-    let (a, b) = (tree(&out), tree(&fresh3));
-    let differ: Vec<&String> = a
-        .keys()
-        .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
-        .collect();
+    // The changes page lists the sample that moved from pass to error.
+    let changes = std::fs::read_to_string(out.join("changes.html")).unwrap();
     assert!(
-        differ.is_empty(),
-        "a rebuild over an edited file differs: {differ:?}"
+        changes.contains("t/alpha/contact-card/r0001/000.html"),
+        "{changes}"
     );
+    assert_as_fresh(&runs, &out, &previous_csv3, true, "over an edited file");
 
-    // A removed run folder disappears from an in-place rebuild too.
+    // A removed run folder disappears from an in-place rebuild too, and its three samples are
+    // counted as removed, as a fresh build counts them.
+    let previous_csv4 = keep_csv(&out, &tmp.path().join("previous4.csv"));
     std::fs::remove_dir_all(runs.join(later)).unwrap();
     build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
@@ -175,6 +166,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
             .keys()
             .any(|k| k.starts_with(&format!("t/{later}/")))
     );
+    assert_as_fresh(&runs, &out, &previous_csv4, true, "after a run folder left");
 }
 
 #[test]

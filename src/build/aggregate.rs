@@ -20,19 +20,32 @@ pub struct Aggregates {
     pub task_hashes: BTreeMap<String, String>,
 }
 
+/// What is known of the previous build's outcomes.
+pub enum Previous {
+    /// Nothing (no previous site, or its export unreadable): no changes page.
+    Unknown,
+    /// Each sample's outcome by permalink, from its samples.csv.
+    Outcomes(BTreeMap<String, String>),
+    /// What changed, told run by run from the verdict cache.
+    Told(Changes),
+}
+
 /// Aggregates the scored samples (in any order: the matrix sorts them).
 pub fn aggregate(
     scored: Vec<Scored>,
     tasks: &[Task],
     runs: &[RunInput],
-    previous: Option<&BTreeMap<String, String>>,
+    previous: Previous,
     interval: IntervalKind,
 ) -> Aggregates {
     let infos: Vec<TaskInfo> = tasks.iter().map(TaskInfo::of).collect();
     let matrix = report::aggregate(scored, infos, interval);
-    let changes = previous
-        .map(|p| export::changes(p, &matrix))
-        .filter(|c| !c.is_empty());
+    let changes = match previous {
+        Previous::Unknown => None,
+        Previous::Outcomes(p) => Some(export::changes(&p, &matrix)),
+        Previous::Told(c) => Some(c),
+    }
+    .filter(|c| !c.is_empty());
     Aggregates {
         models: model_info(runs),
         changes,

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 3\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 4\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -83,6 +83,8 @@ pub struct CachedSite {
     /// The groups of summary pages ([`crate::site::reuse`]) by name: what they were drawn from,
     /// and their files.
     pub groups: BTreeMap<String, CachedGroup>,
+    /// The samples of its matrix (the rows of its samples.csv).
+    pub samples: u64,
 }
 
 /// A group of summary files ([`crate::site::reuse`]) as the previous build drew them.

@@ -81,6 +81,8 @@ pub struct RunOutcome {
     pub cached: cache::CachedRun,
     /// Pages the previous build wrote for this run that this build does not write (in place).
     pub stale: Vec<String>,
+    /// What changed since the previous build, when its outcomes come from the cache.
+    pub changes: crate::site::export::RunChanges,
 }
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
@@ -88,12 +90,15 @@ pub struct RunOutcome {
 pub struct Reuse {
     /// Models × tasks of the site (where a run's page links its cell).
     pub cells: usize,
-    /// The previous build's record of this run, when its `cell.json` and task are unchanged and
-    /// its pages are in the site being written (an in-place update): an unchanged sample then
-    /// needs neither scoring, nor its page rendered or written.
+    /// The previous build's record of this run. When its `cell.json` and task are unchanged and
+    /// its pages are in the site being written (`in_place`), an unchanged sample needs neither
+    /// scoring, nor its page rendered or written.
     pub prior: Option<cache::CachedRun>,
+    pub in_place: bool,
     /// Keep a record of the run for the next build.
     pub record: bool,
+    /// Tell what changed since the previous build, from `prior`'s outcomes.
+    pub changes: bool,
 }
 
 /// Reads, scores and renders the samples of one run folder, queueing each page for the writer;
@@ -114,14 +119,24 @@ pub fn run_samples(
     };
     let Reuse {
         mut prior,
+        in_place,
         record,
         cells,
+        changes,
     } = reuse;
+    // The previous verdicts stand for the same transcripts of the same run and task, and its
+    // pages where they are.
+    let reusable = |p: &cache::CachedRun| {
+        in_place
+            && p.run_page.is_some()
+            && p.cell_sha256 == run.cell_sha256
+            && p.task_sha256 == task.sha256
+    };
     let handle = cache::RunHandle::open(&run.dir);
     // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
     // read, and the listing and the run's page stand.
     if let Some(p) = &prior
-        && p.run_page.is_some()
+        && reusable(p)
         && p.samples.len() == run.samples.len()
         && run.samples.iter().all(|n| {
             p.samples.get(n).is_some_and(|c| {
@@ -139,6 +154,9 @@ pub fn run_samples(
         };
         let samples = std::mem::take(&mut p.samples);
         out.cached = p;
+        if changes {
+            out.changes.seen = samples.len() as u64;
+        }
         for (name, mut c) in samples {
             let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(&name))) else {
                 bail!("the cache's record of {} cannot be read", run.dir.display());
@@ -198,8 +216,8 @@ pub fn run_samples(
 
     // Same bytes as when the page in the site was written (read again, e.g. after a fresh clone
     // of runs/): the same verdicts, and the pages stand.
-    if let Some(mut p) = prior.take().filter(|p| {
-        p.run_page.is_some()
+    if let Some(mut p) = prior.take_if(|p| {
+        reusable(p)
             && p.samples.len() == samples.len()
             && samples.iter().all(|(s, r)| {
                 p.samples
@@ -210,6 +228,9 @@ pub fn run_samples(
         out.cached.run_page = p.run_page;
         out.pages.0 += 1;
         out.pages.1 += p.run_page.unwrap_or(0);
+        if changes {
+            out.changes.seen = samples.len() as u64;
+        }
         for (sample, mut record) in samples {
             let name = &sample.key.sample;
             let prior = p.samples.remove(name);
@@ -239,8 +260,22 @@ pub fn run_samples(
     });
     let mut sections = String::new();
     let mut marks = Vec::with_capacity(samples.len());
+    // The previous build's outcome of each sample, to tell what changed.
+    let before: BTreeMap<String, String> = prior
+        .filter(|_| changes)
+        .map(|p| {
+            p.samples
+                .into_iter()
+                .filter_map(|(name, c)| Some((name, c.scored?.outcome)))
+                .collect()
+        })
+        .unwrap_or_default();
     for (sample, mut record) in samples {
         let (verdict, scored, parsed) = score::score_read(task, input.task_changed, &sample);
+        if changes {
+            let old = before.get(&sample.key.sample).map(String::as_str);
+            out.changes.sample(&scored, old);
+        }
         let same_request = reference
             .as_ref()
             .is_some_and(|r| r.bytes == sample.request_raw);
@@ -319,7 +354,6 @@ impl RunOutcome {
 
 /// Runs the whole build and reports what it read and skipped on stderr.
 pub fn build(opts: &BuildOpts) -> Result<Summary> {
-    let inputs = read::read(opts)?;
     if !write::replaceable(&opts.out)? {
         bail!(
             "--out {} holds files that are not a callcheck site; refusing to replace it (choose an empty or new folder)",
@@ -335,6 +369,18 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             opts.out.display()
         );
     }
+    // The previous build as its cache tells it, when the site in --out is still the one it
+    // wrote (nobody rebuilt or replaced it since): that build's outcomes, for the changes page,
+    // are then the cache's, and the 'previous' samples.csv in the site need not be read.
+    let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    let out_identity = write::canonical_out(&opts.out);
+    let site_current = prior.site.as_ref().is_some_and(|s| {
+        s.out == out_identity
+            && std::fs::read(opts.out.join("data").join("manifest.json"))
+                .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
+    });
+    let changes_told = site_current && opts.previous.is_none();
+    let inputs = read::read(opts, !changes_told)?;
     say_what_was_read(opts, &inputs);
     // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
     let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
@@ -354,9 +400,6 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         changed_tasks: _,
     } = inputs;
 
-    let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
-    // The previous build's pages can be kept where they are only when the site in --out is
-    // still exactly the one it wrote.
     // The matrix's models are those with a sample; its tasks are the whole corpus.
     let cells = runs
         .iter()
@@ -366,16 +409,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         .len()
         * tasks.len();
     let matrix_on_index = crate::site::index_draws_matrix(cells);
-    // (Run pages link their cell where it is drawn: when that moved, every run page changes.)
-    let out_identity = write::canonical_out(&opts.out);
-    let in_place = prior.site.as_ref().is_some_and(|s| {
-        s.matrix_on_index == matrix_on_index
-            && s.out == out_identity
-            && std::fs::read(opts.out.join("data").join("manifest.json"))
-                .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
-    });
-    // Not in place, nothing of the previous build is reused.
-    let prior = if in_place {
+    // The previous build's pages can be kept where they are only when the site in --out is
+    // still exactly the one it wrote. (Run pages link their cell where it is drawn: when that
+    // moved, every run page changes.)
+    let in_place = site_current
+        && prior
+            .site
+            .as_ref()
+            .is_some_and(|s| s.matrix_on_index == matrix_on_index);
+    // Not in place, nothing of the previous build is reused (its outcomes may still be told).
+    let prior = if in_place || changes_told {
         prior
     } else {
         cache::Prior::default()
@@ -395,14 +438,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         .map_with(tx, |tx, r| {
             let task = &tasks[r.task];
             let path = rel(&opts.runs, &r.run.dir);
-            let before = if in_place { prior.run(&path) } else { None };
-            let pages = before.as_ref().map(|c| c.pages(&path)).unwrap_or_default();
-            let prior = before
-                .filter(|c| c.cell_sha256 == r.run.cell_sha256 && c.task_sha256 == task.sha256);
+            let prior = prior.run(&path);
+            let pages = match &prior {
+                Some(c) if in_place => c.pages(&path),
+                _ => Vec::new(),
+            };
             let reuse = Reuse {
                 prior,
+                in_place,
                 record,
                 cells,
+                changes: changes_told,
             };
             let mut out = run_samples(&opts.runs, r, task, reuse, tx)?;
             out.stale = pages
@@ -429,9 +475,11 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         ..Default::default()
     };
     let mut run_stale: Vec<String> = Vec::new();
+    let mut run_changes = Vec::new();
     for (o, r) in outcomes.into_iter().zip(&runs) {
         let mut o = o?;
         run_stale.append(&mut o.stale);
+        run_changes.push(o.changes);
         scored.extend(o.scored);
         transcripts.insert(rel(&opts.runs, &r.run.dir), o.listing_sha256);
         skipped.extend(o.skipped);
@@ -446,7 +494,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // The pages of runs the previous build had and this one has not; then the previous cache's
     // bytes are no longer needed.
     let now: BTreeSet<String> = runs.iter().map(|r| rel(&opts.runs, &r.run.dir)).collect();
-    for path in prior.paths().filter(|p| !now.contains(*p)) {
+    for path in prior.paths().filter(|p| in_place && !now.contains(*p)) {
         run_stale.extend(prior.run(path).map(|c| c.pages(path)).unwrap_or_default());
     }
     drop(now);
@@ -466,8 +514,15 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         eprintln!("skipped {}: {}", s.path, s.reason);
     }
     let n_samples = scored.len();
-    let agg = aggregate::aggregate(scored, &tasks, &runs, previous.as_ref(), opts.interval);
-    drop(previous);
+    let previous = match (changes_told, previous) {
+        (true, _) => aggregate::Previous::Told(crate::site::export::Changes::gather(
+            prior_site.as_ref().map_or(0, |s| s.samples),
+            run_changes,
+        )),
+        (false, Some(p)) => aggregate::Previous::Outcomes(p),
+        (false, None) => aggregate::Previous::Unknown,
+    };
+    let agg = aggregate::aggregate(scored, &tasks, &runs, previous, opts.interval);
     let comparisons = crate::cmd::compare::comparisons(
         &agg.matrix,
         &crate::cmd::compare::row_settings(&agg.models),
@@ -514,6 +569,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             summary_files: files.clone(),
             matrix_on_index,
             groups,
+            samples: n_samples as u64,
         }))?;
     }
     let (passes, fails, errors) = agg.matrix.outcome_counts();

@@ -45,7 +45,9 @@ impl Inputs {
 }
 
 /// Reads the corpus and scans `runs/`; no sample file is opened yet.
-pub fn read(opts: &BuildOpts) -> Result<Inputs> {
+/// With `previous_csv` false the previous build's outcomes are not read from the site (the
+/// cache knows them).
+pub fn read(opts: &BuildOpts, previous_csv: bool) -> Result<Inputs> {
     let mut tasks = crate::task::load(&opts.tasks)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("cannot load the tasks from {}", opts.tasks.display()))?;
@@ -63,7 +65,16 @@ pub fn read(opts: &BuildOpts) -> Result<Inputs> {
         );
     }
     // The previous export (for the changes page) is read while the runs are scanned.
-    let (previous, scan) = rayon::join(|| read_previous(opts), || runs::scan(&opts.runs));
+    let (previous, scan) = rayon::join(
+        || {
+            if previous_csv {
+                read_previous(opts)
+            } else {
+                Ok(None)
+            }
+        },
+        || runs::scan(&opts.runs),
+    );
     let previous = previous?;
     let mut skipped: Vec<SkippedInput> = scan
         .skipped

@@ -518,35 +518,67 @@ impl Changes {
 
 /// Compares the previous build's outcomes with this build's.
 pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
-    let mut c = Changes {
-        previous: previous.len() as u64,
-        ..Changes::default()
-    };
-    let mut seen = 0u64;
-    let mut rows: Vec<Change> = Vec::new();
+    let mut c = RunChanges::default();
     for s in &m.samples {
-        let link = s.key.permalink();
-        let new = s.outcome.name().to_string();
-        match previous.get(&link) {
-            None => c.added += 1,
+        c.sample(s, previous.get(&s.key.permalink()).map(String::as_str));
+    }
+    Changes::gather(previous.len() as u64, [c])
+}
+
+/// What changed in some samples since the previous build: a rebuild that knows the previous
+/// outcomes from its cache tells this run by run, and [`Changes::gather`] adds them up.
+#[derive(Debug, Default)]
+pub struct RunChanges {
+    /// Samples the previous build had too.
+    pub seen: u64,
+    /// Samples it did not have.
+    pub added: u64,
+    /// Samples whose outcome moved.
+    pub changed: Vec<Change>,
+}
+
+impl RunChanges {
+    /// Sample `s`, whose outcome in the previous build was `old` (`None`: it had no such sample).
+    pub fn sample(&mut self, s: &Scored, old: Option<&str>) {
+        let new = s.outcome.name();
+        match old {
+            None => self.added += 1,
             Some(old) => {
-                seen += 1;
-                if *old != new {
-                    *c.moves.entry((old.clone(), new.clone())).or_default() += 1;
-                    rows.push(Change {
-                        permalink: link,
-                        old: old.clone(),
-                        new,
+                self.seen += 1;
+                if old != new {
+                    self.changed.push(Change {
+                        permalink: s.key.permalink(),
+                        old: old.to_string(),
+                        new: new.to_string(),
                         detail: s.detail.clone(),
                     });
                 }
             }
         }
     }
-    rows.sort_by(|a, b| a.permalink.cmp(&b.permalink));
-    c.changed = rows;
-    c.removed = c.previous - seen;
-    c
+}
+
+impl Changes {
+    /// The changes of all samples, told in parts, against a previous build of `previous`
+    /// samples: what it had and this build has not were removed.
+    pub fn gather(previous: u64, parts: impl IntoIterator<Item = RunChanges>) -> Changes {
+        let mut c = Changes {
+            previous,
+            ..Changes::default()
+        };
+        let mut seen = 0u64;
+        for p in parts {
+            seen += p.seen;
+            c.added += p.added;
+            c.changed.extend(p.changed);
+        }
+        for x in &c.changed {
+            *c.moves.entry((x.old.clone(), x.new.clone())).or_default() += 1;
+        }
+        c.changed.sort_by(|a, b| a.permalink.cmp(&b.permalink));
+        c.removed = previous.saturating_sub(seen);
+        c
+    }
 }
 
 #[cfg(test)]
