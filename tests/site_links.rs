@@ -80,6 +80,20 @@ fn check_links(site: &Path) -> usize {
     checked
 }
 
+/// A synthetic collection in `dir` (`tasks/` and `runs/`) drawn from the fixture tasks, as
+/// examples/synth.rs draws one; returns its number of samples.
+fn synth_tree(dir: &Path, opts: &SynthOpts) -> usize {
+    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let b = std::fs::read(&t.file).unwrap();
+            (t, b)
+        })
+        .collect();
+    generate(dir, &templates, opts).unwrap()
+}
+
 #[test]
 fn every_link_of_the_fixture_site_resolves() {
     let tmp = tempfile::tempdir().unwrap();
@@ -101,26 +115,16 @@ fn every_link_of_the_fixture_site_resolves() {
 fn same_inputs_give_a_byte_identical_site_whatever_the_thread_count() {
     let tmp = tempfile::tempdir().unwrap();
     // A bigger synthetic tree beside the fixture, so scheduling really varies.
-    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
-        .unwrap()
-        .into_iter()
-        .map(|t| {
-            let b = std::fs::read(&t.file).unwrap();
-            (t, b)
-        })
-        .collect();
     let synth = tmp.path().join("synth");
-    let n = generate(
+    let n = synth_tree(
         &synth,
-        &templates,
         &SynthOpts {
             samples: 600,
             models: 5,
             k: 6,
             seed: 3,
         },
-    )
-    .unwrap();
+    );
     assert_eq!(n, 600);
     for (tasks, runs, name) in [
         (fixture_tasks(), fixture_runs(), "fixture"),
@@ -367,27 +371,17 @@ fn model_written_text_never_survives_as_markup() {
 #[test]
 fn every_link_resolves_when_the_matrix_moves_to_the_tag_pages() {
     let tmp = tempfile::tempdir().unwrap();
-    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
-        .unwrap()
-        .into_iter()
-        .map(|t| {
-            let b = std::fs::read(&t.file).unwrap();
-            (t, b)
-        })
-        .collect();
     let synth = tmp.path().join("synth");
     // 30 models × 101 tasks = 3,030 cells, one sample each.
-    let n = generate(
+    let n = synth_tree(
         &synth,
-        &templates,
         &SynthOpts {
             samples: 3_030,
             models: 30,
             k: 1,
             seed: 5,
         },
-    )
-    .unwrap();
+    );
     assert_eq!(n, 3_030);
     let out = tmp.path().join("site");
     build_ok(&synth.join("tasks"), &synth.join("runs"), &out, &[], &[]);

@@ -47,16 +47,58 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
 
+/// A number of `data/matrix.json` written straight from its struct: rounded to four decimals
+/// (the same text [`num`] gives), null when not finite.
+#[derive(Clone, Copy)]
+struct Num(f64);
+
+impl serde::Serialize for Num {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let x = round4(self.0);
+        if x.is_finite() {
+            s.serialize_f64(x)
+        } else {
+            s.serialize_none()
+        }
+    }
+}
+
+/// An interval's bounds.
+#[derive(serde::Serialize)]
+struct Bounds {
+    lower: Num,
+    upper: Num,
+}
+
+impl Bounds {
+    fn of(iv: &crate::report::interval::Interval) -> Bounds {
+        Bounds {
+            lower: Num(iv.lower),
+            upper: Num(iv.upper),
+        }
+    }
+}
+
 /// `{"count", "of", "rate", "interval"}` with the build's interval method; `rate` and
 /// `interval` are null when `of` is 0.
-fn rate_with_interval(m: &Matrix, count: u64, of: u64) -> Value {
-    let iv = crate::report::interval::interval(m.method, count, of);
-    json!({
-        "count": count,
-        "of": of,
-        "rate": if of == 0 { Value::Null } else { num(count as f64 / of as f64) },
-        "interval": iv.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-    })
+#[derive(serde::Serialize)]
+struct RateWithInterval {
+    count: u64,
+    of: u64,
+    rate: Option<Num>,
+    interval: Option<Bounds>,
+}
+
+impl RateWithInterval {
+    fn of(m: &Matrix, count: u64, of: u64) -> RateWithInterval {
+        let iv = crate::report::interval::interval(m.method, count, of);
+        RateWithInterval {
+            count,
+            of,
+            rate: (of != 0).then(|| Num(count as f64 / of as f64)),
+            interval: iv.as_ref().map(Bounds::of),
+        }
+    }
 }
 
 /// A pooled rate whose interval takes the task as its unit (report::pooled).
@@ -101,36 +143,68 @@ pub struct SkippedInput {
 }
 
 /// One cell of `data/matrix.json`.
-fn cell_json(m: &Matrix, c: &crate::report::Cell) -> Value {
-    let tags = m.task(&c.task).map(|t| t.tags.clone()).unwrap_or_default();
-    let labels: Map<String, Value> = c
-        .labels
-        .iter()
-        .map(|(l, n)| (l.as_str().to_string(), json!(n)))
-        .collect();
-    json!({
-        "model": c.model,
-        "task": c.task,
-        "tags": tags,
-        "runs": c.runs,
-        "k": c.k,
-        "scored": c.scored,
-        "passes": c.passes,
-        "errors": c.errors,
-        "rate": opt_num(c.rate()),
-        "interval": c.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-        "verdict": c.reliability.as_str(),
-        "flaky": c.flaky(),
-        "all_passed": c.all_passed(),
-        "value_matches": c.value_matches,
-        "value_compared": c.value_compared,
-        "value_accuracy": rate_with_interval(m, c.value_matches, c.value_compared),
-        "bfcl_style": rate_with_interval(m, c.bfcl_style_correct(), c.scored),
-        "task_changed": c.task_changed,
-        "distinct_responses": c.distinct_responses,
-        "identical": c.identical(),
-        "label_counts": labels,
-    })
+/// One cell of `data/matrix.json`, in the order its fields are written (docs/data.md).
+#[derive(serde::Serialize)]
+struct CellJson<'a> {
+    model: &'a str,
+    task: &'a str,
+    tags: &'a [String],
+    runs: &'a [String],
+    k: u64,
+    scored: u64,
+    passes: u64,
+    errors: u64,
+    rate: Option<Num>,
+    interval: Option<Bounds>,
+    verdict: &'static str,
+    flaky: bool,
+    all_passed: bool,
+    value_matches: u64,
+    value_compared: u64,
+    value_accuracy: RateWithInterval,
+    bfcl_style: RateWithInterval,
+    task_changed: bool,
+    distinct_responses: u64,
+    identical: bool,
+    label_counts: LabelCounts<'a>,
+}
+
+/// A cell's label counts, as an object in label order.
+struct LabelCounts<'a>(&'a BTreeMap<Label, u64>);
+
+impl serde::Serialize for LabelCounts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(l, n)| (l.as_str(), n)))
+    }
+}
+
+fn cell_json<'a>(m: &'a Matrix, c: &'a crate::report::Cell) -> CellJson<'a> {
+    CellJson {
+        model: &c.model,
+        task: &c.task,
+        tags: m
+            .task(&c.task)
+            .map(|t| t.tags.as_slice())
+            .unwrap_or_default(),
+        runs: &c.runs,
+        k: c.k,
+        scored: c.scored,
+        passes: c.passes,
+        errors: c.errors,
+        rate: c.rate().map(Num),
+        interval: c.interval.as_ref().map(Bounds::of),
+        verdict: c.reliability.as_str(),
+        flaky: c.flaky(),
+        all_passed: c.all_passed(),
+        value_matches: c.value_matches,
+        value_compared: c.value_compared,
+        value_accuracy: RateWithInterval::of(m, c.value_matches, c.value_compared),
+        bfcl_style: RateWithInterval::of(m, c.bfcl_style_correct(), c.scored),
+        task_changed: c.task_changed,
+        distinct_responses: c.distinct_responses,
+        identical: c.identical(),
+        label_counts: LabelCounts(&c.labels),
+    }
 }
 
 /// The cells of `data/matrix.json`, each built only while it is written: a large matrix never
