@@ -35,10 +35,17 @@ fn cached_fixture_build(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, 
 /// Asserts that the site in `out` is byte for byte what a fresh build of `runs` writes against
 /// the same previous samples.csv (`previous`), so that both write the same changes page, and
 /// that there is one when some sample `moved`.
-fn assert_as_fresh(runs: &Path, out: &Path, previous: &Path, moved: bool, what: &str) {
+fn assert_as_fresh(
+    tasks: &Path,
+    runs: &Path,
+    out: &Path,
+    previous: &Path,
+    moved: bool,
+    what: &str,
+) {
     let fresh = previous.with_extension("fresh");
     build_ok(
-        &fixture_tasks(),
+        tasks,
         runs,
         &fresh,
         &["--previous", previous.to_str().unwrap()],
@@ -97,6 +104,7 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     let incremental = tree(&out);
     // Three samples were added: the changes page says so, as a fresh build's does.
     assert_as_fresh(
+        &fixture_tasks(),
         &runs,
         &out,
         &previous_csv,
@@ -129,7 +137,14 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
         "{err}"
     );
-    assert_as_fresh(&runs, &out, &previous_csv2, false, "over touched files");
+    assert_as_fresh(
+        &fixture_tasks(),
+        &runs,
+        &out,
+        &previous_csv2,
+        false,
+        "over touched files",
+    );
 
     // A file edited in place with other bytes (no file added, the folder's listing unchanged):
     // seen, re-scored, and the site is again what a fresh build gives.
@@ -154,7 +169,14 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         changes.contains("t/alpha/contact-card/r0001/000.html"),
         "{changes}"
     );
-    assert_as_fresh(&runs, &out, &previous_csv3, true, "over an edited file");
+    assert_as_fresh(
+        &fixture_tasks(),
+        &runs,
+        &out,
+        &previous_csv3,
+        true,
+        "over an edited file",
+    );
 
     // A removed run folder disappears from an in-place rebuild too, and its three samples are
     // counted as removed, as a fresh build counts them.
@@ -166,7 +188,58 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
             .keys()
             .any(|k| k.starts_with(&format!("t/{later}/")))
     );
-    assert_as_fresh(&runs, &out, &previous_csv4, true, "after a run folder left");
+    assert_as_fresh(
+        &fixture_tasks(),
+        &runs,
+        &out,
+        &previous_csv4,
+        true,
+        "after a run folder left",
+    );
+}
+
+#[test]
+fn a_rebuild_over_a_site_whose_matrix_moved_is_a_fresh_one() {
+    // 30 models x 101 tasks = 3,030 cells: the matrix is drawn on the tag pages; without the
+    // last model, 2,929 cells, on the index. Every run page links its cell where the matrix is,
+    // so when the last model arrives the site is built beside, none of its pages kept; the
+    // site in --out is still the cache's, so what changed is told from the cache, and must be
+    // what a fresh build reading the previous samples.csv says.
+    let tmp = tempfile::tempdir().unwrap();
+    let synth = tmp.path().join("synth");
+    let opts = callcheck::synth::SynthOpts {
+        samples: 3_030,
+        models: 30,
+        k: 1,
+        seed: 7,
+    };
+    assert_eq!(synth_tree(&synth, &opts), 3_030);
+    let (tasks, runs) = (synth.join("tasks"), synth.join("runs"));
+    let held = tmp.path().join("model-29");
+    std::fs::rename(runs.join("model-29"), &held).unwrap();
+    let out = tmp.path().join("site");
+    let cache = tmp.path().join("cache");
+    let cache_arg = ["--cache", cache.to_str().unwrap()];
+    build_ok(&tasks, &runs, &out, &cache_arg, &[]);
+    assert!(read(&out, "index.html").contains("id=\"c~"));
+    let previous = keep_csv(&out, &tmp.path().join("previous.csv"));
+
+    std::fs::rename(&held, runs.join("model-29")).unwrap();
+    let err = build_ok(&tasks, &runs, &out, &cache_arg, &[]);
+    assert!(
+        err.contains("0 of 3030 samples' verdicts reused, 0 of 147 model, task, tag and label pages kept; site written afresh"),
+        "{err}"
+    );
+    assert!(!read(&out, "index.html").contains("id=\"c~"));
+    // The changes page says 101 samples were added, as a fresh build's does.
+    assert_as_fresh(
+        &tasks,
+        &runs,
+        &out,
+        &previous,
+        true,
+        "after the matrix moved",
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 mod site_support;
 
 use callcheck::reply::{Reply, ReplyCall};
-use callcheck::synth::{ModelRow, RunSpec, SynthOpts, Wire, generate, server_info, write_run};
+use callcheck::synth::{ModelRow, RunSpec, SynthOpts, Wire, server_info, write_run};
 use scraper::{Html, Selector};
 use site_support::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,20 +78,6 @@ fn check_links(site: &Path) -> usize {
         broken.join("\n")
     );
     checked
-}
-
-/// A synthetic collection in `dir` (`tasks/` and `runs/`) drawn from the fixture tasks, as
-/// examples/synth.rs draws one; returns its number of samples.
-fn synth_tree(dir: &Path, opts: &SynthOpts) -> usize {
-    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
-        .unwrap()
-        .into_iter()
-        .map(|t| {
-            let b = std::fs::read(&t.file).unwrap();
-            (t, b)
-        })
-        .collect();
-    generate(dir, &templates, opts).unwrap()
 }
 
 #[test]

@@ -500,11 +500,12 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     drop(now);
     let mut prior_site = prior.into_site();
     // The summary pages' groups are recorded for the next build when there is a cache, and
-    // those of the previous build reused where their inputs did not change (in place only: the
-    // previous record is empty otherwise).
+    // those of the previous build kept where their inputs did not change (in place only: a site
+    // built beside the previous one holds none of its files).
     let groups = record.then(|| {
         let prior = prior_site
             .as_mut()
+            .filter(|_| in_place)
             .map(|s| std::mem::take(&mut s.groups))
             .unwrap_or_default();
         cache::GroupBook::new(&opts.out, prior)

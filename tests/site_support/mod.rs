@@ -8,6 +8,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// A synthetic collection in `dir` (`tasks/` and `runs/`) drawn from the fixture tasks, as
+/// examples/synth.rs draws one; returns its number of samples.
+pub fn synth_tree(dir: &Path, opts: &callcheck::synth::SynthOpts) -> usize {
+    let templates: Vec<_> = callcheck::task::load(&fixture_tasks())
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let b = std::fs::read(&t.file).unwrap();
+            (t, b)
+        })
+        .collect();
+    callcheck::synth::generate(dir, &templates, opts).unwrap()
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
