@@ -17,7 +17,8 @@
 #   VM, creating 110,000 small files costs more CPU than reading and parsing 100,000 samples),
 #   and build's ratio to the floor plus that copy;
 # - incremental: the held-back run folder is put back and the same command runs again (the
-#   verdicts of every other sample come from the cache; unchanged pages are not rewritten);
+#   verdicts of every other sample come from the cache; unchanged pages are not rewritten),
+#   then once more with nothing changed (the cost of proving every sample unchanged);
 # - the site: bytes per sample (apparent size, everything included), files per sample, the
 #   largest file, index.html and data/manifest.json.
 # Goals (issue 15): build <= 2x the floor (wall and CPU) at 100k and 300k; peak RSS <= 500 MB at
@@ -77,9 +78,12 @@ one() { # name, dir (holding tasks/ and runs/), samples
   rm -r "$dir/held"
   sync
   /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-incremental.txt" >/dev/null
-  local bw bc bp iw
+  # Once more with nothing changed: what proving every sample unchanged costs by itself.
+  /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-unchanged.txt" >/dev/null
+  local bw bc bp iw uw
   bw=$(field "$dir/time-full.txt" wall); bc=$(field "$dir/time-full.txt" cpu); bp=$(field "$dir/time-full.txt" peak)
   iw=$(field "$dir/time-incremental.txt" wall)
+  uw=$(field "$dir/time-unchanged.txt" wall)
   local bytes files biggest index manifest
   bytes=$(find "$dir/site" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
   local dirbytes
@@ -88,7 +92,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
   biggest=$(find "$dir/site" -type f -printf '%s %P\n' | sort -n | tail -1)
   index=$(stat -c %s "$dir/site/index.html")
   manifest=$(stat -c %s "$dir/site/data/manifest.json")
-  awk -v name="$name" -v n="$n" -v fw="$fw" -v fc="$fc" -v pw="$pw" -v pc="$pc" -v cw="$cw" -v cc="$cc" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v iw="$iw" \
+  awk -v name="$name" -v n="$n" -v fw="$fw" -v fc="$fc" -v pw="$pw" -v pc="$pc" -v cw="$cw" -v cc="$cc" -v bw="$bw" -v bc="$bc" -v bp="$bp" -v iw="$iw" -v uw="$uw" \
       -v bytes="$bytes" -v dirbytes="$dirbytes" -v files="$files" -v biggest="$biggest" -v idx="$index" -v manifest="$manifest" '
     BEGIN {
       printf "== %s: %d samples\n", name, n
@@ -101,6 +105,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
       printf "  ratio to that floor  wall %7.2f      cpu %7.2f      goal <= 2\n", bw / pw, bc / pc
       printf "  peak RSS             %7d MB (%.0f B/sample)        goal <= 500 MB at 300k\n", bp, bp * 1048576 / n
       printf "  incremental (+1 run) wall %7.2f s = %.1f %% of full    goal <= 10 %%\n", iw, 100 * iw / bw
+      printf "  rebuild, no change   wall %7.2f s = %.1f %% of full\n", uw, 100 * uw / bw
       printf "  site (file bytes)    %7.1f MB = %.2f KB/sample         goal <= 3.3 KB/sample\n", bytes / 1e6, bytes / n / 1000
       printf "  site (du, with dirs) %7.1f MB = %.2f KB/sample\n", dirbytes / 1e6, dirbytes / n / 1000
       printf "  files                %7d = %.3f per sample\n", files, files / n
