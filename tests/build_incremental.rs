@@ -231,7 +231,12 @@ fn a_rebuild_over_a_site_whose_matrix_moved_is_a_fresh_one() {
         "{err}"
     );
     assert!(!read(&out, "index.html").contains("id=\"c~"));
-    // The changes page says 101 samples were added, as a fresh build's does.
+    // The changes page says the last model's 101 samples are new, as a fresh build's does.
+    let changes = read(&out, "changes.html");
+    assert!(
+        changes.contains("(2929 samples): 0 samples changed outcome, 101 new, 0 no longer present"),
+        "{changes}"
+    );
     assert_as_fresh(
         &tasks,
         &runs,
