@@ -31,8 +31,9 @@ pub trait Groups: Sync {
 /// The keys of one build's groups.
 pub struct Keys {
     global: Key,
-    /// (model, task) → hash of the listings of the run folders under `runs/<model>/<task>/`.
-    cells: BTreeMap<(String, String), Key>,
+    /// Model → task → hash of the listings of the run folders under `runs/<model>/<task>/`
+    /// (nested, so that a lookup borrows its names).
+    cells: BTreeMap<String, BTreeMap<String, Key>>,
 }
 
 /// Adds `s` to `h` so that no two sequences of fields hash alike.
@@ -58,12 +59,16 @@ impl Keys {
         }
         field(&mut g, b"comparisons");
         field(&mut g, format!("{:?}", input.comparisons).as_bytes());
-        let mut cells: BTreeMap<(String, String), Sha256> = BTreeMap::new();
+        let mut cells: BTreeMap<String, BTreeMap<String, Sha256>> = BTreeMap::new();
         for (path, listing) in input.transcripts {
             let mut parts = path.splitn(3, '/');
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(model), Some(task), Some(run)) => {
-                    let h = cells.entry((model.into(), task.into())).or_default();
+                    let h = cells
+                        .entry(model.into())
+                        .or_default()
+                        .entry(task.into())
+                        .or_default();
                     field(h, run.as_bytes());
                     field(h, listing.as_bytes());
                 }
@@ -78,7 +83,13 @@ impl Keys {
             global: g.finalize().into(),
             cells: cells
                 .into_iter()
-                .map(|(k, h)| (k, h.finalize().into()))
+                .map(|(model, tasks)| {
+                    let tasks = tasks
+                        .into_iter()
+                        .map(|(task, h)| (task, h.finalize().into()))
+                        .collect();
+                    (model, tasks)
+                })
                 .collect(),
         }
     }
@@ -92,7 +103,7 @@ impl Keys {
     }
 
     fn cell(&self, h: &mut Sha256, model: &str, task: &str) {
-        if let Some(c) = self.cells.get(&(model.to_string(), task.to_string())) {
+        if let Some(c) = self.cells.get(model).and_then(|t| t.get(task)) {
             field(h, model.as_bytes());
             field(h, task.as_bytes());
             h.update(c);
