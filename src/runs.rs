@@ -291,9 +291,6 @@ pub struct SampleFiles {
     pub response: Vec<u8>,
     pub streamed: bool,
     pub meta: Vec<u8>,
-    /// How each file read looked (request, response, then meta when there is one): the verdict
-    /// cache recognises an unchanged sample by these.
-    pub stats: Vec<FileStat>,
     /// Why a `meta.json` that exists could not be read (the sample is scored without it).
     pub meta_error: Option<String>,
 }
@@ -305,12 +302,16 @@ pub const MAX_SAMPLE_FILE: u64 = 64 << 20;
 /// The most bytes read of a `cell.json`.
 pub const MAX_CELL_FILE: u64 = 16 << 20;
 
-/// A file's size, modification time and inode, as `stat` gives them.
+/// A file's size, modification and change times and inode, as `stat` gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FileStat {
     pub size: u64,
     pub mtime: i64,
     pub mtime_nsec: i64,
+    /// The change time: set by the kernel whenever the file (or a folder's listing) changes,
+    /// never by a program (`touch`, `rsync -a` and `tar -x` set the modification time only).
+    pub ctime: i64,
+    pub ctime_nsec: i64,
     pub ino: u64,
 }
 
@@ -321,6 +322,8 @@ impl FileStat {
             size: m.size(),
             mtime: m.mtime(),
             mtime_nsec: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
             ino: m.ino(),
         }
     }
@@ -374,19 +377,15 @@ impl RunDir {
     pub fn read_sample(&self, sample: &str) -> std::io::Result<SampleFiles> {
         let d = self.sample_dir(sample);
         let read = |name: &str| read_bounded(&d.join(name), MAX_SAMPLE_FILE);
-        let (request, r) = read("request.json")?;
-        let ((response, s), streamed) = match read("response.sse") {
+        let (request, _) = read("request.json")?;
+        let ((response, _), streamed) = match read("response.sse") {
             Ok(b) => (b, true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (read("response.json")?, false),
             Err(e) => return Err(e),
         };
-        let mut stats = vec![r, s];
         let mut meta_error = None;
         let meta = match read("meta.json") {
-            Ok((b, m)) => {
-                stats.push(m);
-                b
-            }
+            Ok((b, _)) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             // A meta.json that cannot be read (a folder, too large) is damage, not a reason to
             // drop the sample: it is scored without it, and reported.
@@ -400,7 +399,6 @@ impl RunDir {
             response,
             streamed,
             meta,
-            stats,
             meta_error,
         })
     }

@@ -125,13 +125,19 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     // The cache is beside the site, never in it.
     assert!(!incremental.keys().any(|k| k.contains("verdicts")));
 
-    // Files rewritten with the same bytes (as a fresh clone of runs/ would give): read and
-    // hashed again, their verdicts still reused, the site unchanged.
+    // Files written again with the same bytes, renamed into place as git, rsync and editors
+    // write them: the sample's folder changed, so its run is read and hashed again; its
+    // verdicts are still reused and the site is unchanged.
     let previous_csv2 = keep_csv(&out, &tmp.path().join("previous2.csv"));
     let f = runs.join("alpha/contact-card/r0001/samples/000/response.json");
     let same = std::fs::read(&f).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(&f, &same).unwrap();
+    let replace = |bytes: &[u8]| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let tmp = f.with_file_name(".response.json.new");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, &f).unwrap();
+    };
+    replace(&same);
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
         err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
@@ -146,11 +152,10 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         "over touched files",
     );
 
-    // A file edited in place with other bytes (no file added, the folder's listing unchanged):
-    // seen, re-scored, and the site is again what a fresh build gives.
+    // A file edited with other bytes: seen, re-scored, and the site is again what a fresh
+    // build gives.
     let previous_csv3 = keep_csv(&out, &tmp.path().join("previous3.csv"));
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
+    replace(b"{\"not\": \"a completion\"}");
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     // Drawn again: the sample's model, task and tag (the cell has no failure, before or after).
     assert!(
@@ -176,6 +181,32 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &previous_csv3,
         true,
         "over an edited file",
+    );
+
+    // A file rewritten in place (truncated and written, its folder left as it was) breaks SPEC
+    // §4's "a finished run directory is never modified again", which the cache trusts: the
+    // rebuild keeps the previous verdict. Touching the sample's folder says it changed.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, &same).unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(err.contains("36 of 36 samples' verdicts reused"), "{err}");
+    let previous_csv3b = keep_csv(&out, &tmp.path().join("previous3b.csv"));
+    let sample_dir = f.parent().unwrap();
+    std::fs::File::open(sample_dir)
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_modified(std::time::SystemTime::now()))
+        .unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(err.contains("33 of 36 samples' verdicts reused"), "{err}");
+    let csv = std::fs::read_to_string(out.join("data/samples.csv")).unwrap();
+    assert!(csv.contains("t/alpha/contact-card/r0001/000.html,alpha,contact-card,r0001,000,pass,"));
+    assert_as_fresh(
+        &fixture_tasks(),
+        &runs,
+        &out,
+        &previous_csv3b,
+        true,
+        "over a file rewritten in place, its folder touched",
     );
 
     // A removed run folder disappears from an in-place rebuild too, and its three samples are

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 4\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 5\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -189,23 +189,17 @@ pub struct CachedRun {
     pub listing_sha256: String,
     /// The size of the run's page (`index.html`), when it has one.
     pub run_page: Option<u64>,
+    /// How the run's folders looked before its samples were read ([`run_signature`]; 0 when
+    /// they could not be looked at).
+    pub signature: u64,
     /// By sample folder name.
     pub samples: BTreeMap<String, CachedSample>,
 }
 
-/// One sample: how its files looked, what they hashed to, its verdict and its page. Kept small:
-/// a build holds one of these per sample.
+/// One sample: what its files hashed to, its verdict and its page. Kept small: a build holds
+/// one of these per sample.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CachedSample {
-    /// A hash of the size, modification time and inode of the sample's folder and files
-    /// ([`signature`]).
-    #[serde(rename = "g")]
-    pub signature: u64,
-    /// The response was `response.sse` (else `response.json`), and there was a `meta.json`.
-    #[serde(rename = "s")]
-    pub streamed: bool,
-    #[serde(rename = "m")]
-    pub meta: bool,
     /// sha256 over the sample's file hashes.
     #[serde(rename = "t")]
     pub transcript_sha256: Sha256,
@@ -344,19 +338,8 @@ pub fn transcript_sha256(files: &[(String, String)]) -> Sha256 {
     Sha256(h.finalize().into())
 }
 
-/// The files of a sample that its signature covers, in order.
-fn sample_files(streamed: bool, meta: bool) -> &'static [&'static str] {
-    match (streamed, meta) {
-        (false, false) => &["request.json", "response.json"],
-        (true, false) => &["request.json", "response.sse"],
-        (false, true) => &["request.json", "response.json", "meta.json"],
-        (true, true) => &["request.json", "response.sse", "meta.json"],
-    }
-}
-
-/// A run's `samples/` folder opened once, so that its samples' files are looked at relative to
-/// it: a stat of `000/request.json` from this handle walks two path components, not the dozen
-/// of the full path (a 100,000-sample rebuild with nothing changed is mostly these stats).
+/// A run's `samples/` folder opened once, so that its sample folders are looked at relative to
+/// it: a stat of `000` from this handle walks one path component, not the dozen of the full path.
 pub struct RunHandle(std::fs::File);
 
 impl RunHandle {
@@ -367,40 +350,47 @@ impl RunHandle {
     }
 }
 
-/// A hash of the size, modification time (ns) and inode of the sample's folder (its time
-/// changes when a file is added or removed) and of each of its files; `None` when one of them
+/// A run folder's signature: a hash of how the run's folder, its `samples/` folder and each of
+/// `samples`' folders look (size, modification and change times, inode); `None` when one of them
 /// cannot be looked at.
-pub fn signature(run: &RunHandle, name: &str, streamed: bool, meta: bool) -> Option<u64> {
-    let folder = stat_at(run, name.as_bytes())?;
-    let mut files = [FileStat::default(); 3];
-    let names = sample_files(streamed, meta);
-    let mut path = Vec::with_capacity(name.len() + 16);
-    for (file, st) in names.iter().zip(files.iter_mut()) {
-        path.clear();
-        path.extend_from_slice(name.as_bytes());
-        path.push(b'/');
-        path.extend_from_slice(file.as_bytes());
-        *st = stat_at(run, &path)?;
-    }
-    Some(signature_of(folder, &files[..names.len()]))
-}
-
-/// [`signature`] of a sample just read: its files as they looked when opened, and its folder.
-pub fn signature_read(run: &RunHandle, name: &str, files: &[FileStat]) -> Option<u64> {
-    Some(signature_of(stat_at(run, name.as_bytes())?, files))
-}
-
-fn signature_of(folder: FileStat, files: &[FileStat]) -> u64 {
-    let mut h = sha2::Sha256::new();
-    for st in std::iter::once(&folder).chain(files) {
-        for x in [st.size, st.mtime as u64, st.mtime_nsec as u64, st.ino] {
+///
+/// A finished run folder is never modified again (SPEC §4), so a rebuild takes an unchanged
+/// signature for unchanged transcripts and reads none of them. A folder's times change whenever
+/// a file in it is added, removed, renamed or replaced the way collect, git, rsync and most
+/// editors write (a new file renamed into place), and its change time cannot be set back. A file
+/// rewritten in place inside a finished run leaves its folder as it was: `touch` the sample's
+/// folder (or build without `--cache`) to have it read again.
+///
+/// Taken before the run's samples are read: a change made while they are read shows at the next
+/// build.
+pub fn run_signature(run_dir: &Path, run: &RunHandle, samples: &[String]) -> Option<u64> {
+    fn add(h: &mut sha2::Sha256, st: FileStat) {
+        for x in [
+            st.size,
+            st.mtime as u64,
+            st.mtime_nsec as u64,
+            st.ctime as u64,
+            st.ctime_nsec as u64,
+            st.ino,
+        ] {
             h.update(x.to_le_bytes());
         }
+    }
+    let mut h = sha2::Sha256::new();
+    add(
+        &mut h,
+        FileStat::of(&std::fs::symlink_metadata(run_dir).ok()?),
+    );
+    add(&mut h, FileStat::of(&run.0.metadata().ok()?));
+    for name in samples {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        add(&mut h, stat_at(run, name.as_bytes())?);
     }
     let digest = h.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(first)
+    Some(u64::from_le_bytes(first))
 }
 
 /// `stat` of a path relative to a run's `samples/` folder, without following a symlink.
@@ -428,6 +418,8 @@ fn stat_at(run: &RunHandle, rel: &[u8]) -> Option<FileStat> {
         size: st.st_size as u64,
         mtime: st.st_mtime,
         mtime_nsec: st.st_mtime_nsec,
+        ctime: st.st_ctime,
+        ctime_nsec: st.st_ctime_nsec,
         ino: st.st_ino,
     })
 }
@@ -685,36 +677,58 @@ fn normalise(p: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
-    /// A full build takes a sample's signature from the files as it read them; a rebuild takes it
-    /// with `fstatat`. They must agree, or every rebuild would read every transcript again.
+    /// A run's signature changes with anything that changes one of its folders: a sample added,
+    /// a file replaced the way collect, git and editors write (renamed into place), a folder
+    /// touched. A file rewritten in place leaves its folder as it was (SPEC §4 says a finished
+    /// run is never modified; `touch` says it was).
     #[test]
-    fn the_signature_of_a_sample_read_equals_the_one_looked_up() {
+    fn a_run_signature_follows_its_folders() {
         let tmp = tempfile::tempdir().unwrap();
         let run = tmp.path().join("r0001");
         let sample = run.join("samples").join("000");
         std::fs::create_dir_all(&sample).unwrap();
-        for (f, body) in [
-            ("request.json", "{}"),
-            ("response.sse", "data: [DONE]\n\n"),
-            ("meta.json", "{\"status\": 200}"),
-        ] {
+        for (f, body) in [("request.json", "{}"), ("response.json", "{}")] {
             std::fs::write(sample.join(f), body).unwrap();
         }
-        let stats: Vec<FileStat> = ["request.json", "response.sse", "meta.json"]
-            .iter()
-            .map(|f| {
-                crate::runs::read_bounded(&sample.join(f), 1 << 20)
-                    .unwrap()
-                    .1
-            })
-            .collect();
-        let h = RunHandle::open(&run).unwrap();
-        let read = signature_read(&h, "000", &stats).unwrap();
-        assert_eq!(signature(&h, "000", true, true), Some(read));
-        // Another file set, or a file changed, gives another signature.
-        assert_ne!(signature(&h, "000", false, true), Some(read));
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        std::fs::write(sample.join("meta.json"), "{\"status\": 500}").unwrap();
-        assert_ne!(signature(&h, "000", true, true), Some(read));
+        let names = vec!["000".to_string()];
+        let sig = || run_signature(&run, &RunHandle::open(&run).unwrap(), &names).unwrap();
+        let first = sig();
+        assert_eq!(sig(), first, "nothing changed");
+        // Another list of samples is another signature.
+        let none = run_signature(&run, &RunHandle::open(&run).unwrap(), &[]).unwrap();
+        assert_ne!(none, first);
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+        pause();
+        std::fs::write(sample.join("response.json"), "{\"x\": 1}").unwrap();
+        assert_eq!(
+            sig(),
+            first,
+            "a file rewritten in place leaves its folder as it was"
+        );
+        pause();
+        std::fs::write(sample.join(".response.json.tmp"), "{\"x\": 2}").unwrap();
+        std::fs::rename(
+            sample.join(".response.json.tmp"),
+            sample.join("response.json"),
+        )
+        .unwrap();
+        let replaced = sig();
+        assert_ne!(replaced, first, "a file renamed into place");
+        pause();
+        std::fs::create_dir(run.join("samples").join("001")).unwrap();
+        let added = sig();
+        assert_ne!(
+            added, replaced,
+            "a sample folder added (even one not yet listed)"
+        );
+        // `touch` of a sample's folder: its modification time set to now.
+        pause();
+        let now = std::time::SystemTime::now();
+        std::fs::File::open(&sample)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_modified(now))
+            .unwrap();
+        assert_ne!(sig(), added, "a sample folder touched");
+        assert!(RunHandle::open(&tmp.path().join("missing")).is_none());
     }
 }

@@ -132,20 +132,18 @@ pub fn run_samples(
             && p.cell_sha256 == run.cell_sha256
             && p.task_sha256 == task.sha256
     };
-    let handle = cache::RunHandle::open(&run.dir);
-    // Nothing changed (every sample's files as they were when hashed, same samples): nothing is
-    // read, and the listing and the run's page stand.
+    // How the run's folders look now, before anything is read. The same as when the previous
+    // build read them, with the same samples: nothing is read, and the listing and the run's
+    // page stand (a finished run folder is never modified again, SPEC §4).
+    let signature = record
+        .then(|| cache::RunHandle::open(&run.dir))
+        .flatten()
+        .and_then(|h| cache::run_signature(&run.dir, &h, &run.samples));
     if let Some(p) = &prior
         && reusable(p)
+        && signature == Some(p.signature)
         && p.samples.len() == run.samples.len()
-        && run.samples.iter().all(|n| {
-            p.samples.get(n).is_some_and(|c| {
-                handle
-                    .as_ref()
-                    .and_then(|h| cache::signature(h, n, c.streamed, c.meta))
-                    == Some(c.signature)
-            })
-        })
+        && run.samples.iter().all(|n| p.samples.contains_key(n))
         && let Some(mut p) = prior.take()
     {
         let mut out = RunOutcome {
@@ -175,6 +173,7 @@ pub fn run_samples(
     let mut out = RunOutcome::default();
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
+    out.cached.signature = signature.unwrap_or(0);
     let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
     // Every readable sample, with what the cache keeps of it: the run's page is rendered whole
     // or, when nothing in the run changed, not at all.
@@ -187,20 +186,8 @@ pub fn run_samples(
                 continue;
             }
         };
-        let (streamed, meta) = (sample.transcript.streamed, sample.files.len() > 2);
-        let signature = if record {
-            handle
-                .as_ref()
-                .and_then(|h| cache::signature_read(h, name, &sample.stats))
-                .unwrap_or_default()
-        } else {
-            0
-        };
         listing.extend(sample.files.iter().cloned());
         let record = cache::CachedSample {
-            signature,
-            streamed,
-            meta,
             transcript_sha256: cache::transcript_sha256(&sample.files),
             bytes: sample.bytes,
             page_len: 0,

@@ -183,8 +183,6 @@ pub struct Sample {
     pub bytes: u64,
     /// What is wrong with a damaged request.json or meta.json (the sample is scored anyway).
     pub damage: Vec<String>,
-    /// How the files read looked ([`crate::runs::SampleFiles::stats`]).
-    pub stats: Vec<crate::runs::FileStat>,
 }
 
 /// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
@@ -209,7 +207,6 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
         response,
         streamed,
         meta,
-        stats,
         meta_error: _,
     } = files;
     let base = format!("samples/{name}");
@@ -242,6 +239,5 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
         files: listed,
         bytes,
         damage,
-        stats,
     }
 }
