@@ -150,18 +150,22 @@ pub fn run_samples(
             listing_sha256: p.listing_sha256.clone(),
             ..RunOutcome::default()
         };
-        let samples = std::mem::take(&mut p.samples);
+        // The records stay where they are (the next cache's); only their verdicts move out.
+        let mut samples = std::mem::take(&mut p.samples);
         out.cached = p;
         if changes {
             out.changes.seen = samples.len() as u64;
         }
-        for (name, mut c) in samples {
-            let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(&name))) else {
+        out.scored.reserve(samples.len());
+        for (name, c) in samples.iter_mut() {
+            let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(name))) else {
                 bail!("the cache's record of {} cannot be read", run.dir.display());
             };
             out.reused += 1;
-            out.keep(scored, c);
+            out.count(&scored, c);
+            out.scored.push(scored);
         }
+        out.cached.samples = samples;
         out.pages.0 += 1;
         out.pages.1 += out.cached.run_page.unwrap_or(0);
         if !record {
@@ -320,22 +324,29 @@ impl RunOutcome {
     }
 
     fn keep(&mut self, scored: Scored, record: cache::CachedSample) {
-        // A damaged sample is reported on every build, from the cache too, so an incremental
-        // build says what a fresh one says.
-        let k = &scored.key;
-        let path = format!("{}/{}/{}/samples/{}", k.model, k.task, k.run, k.sample);
-        self.skipped
-            .extend(record.damage.iter().map(|reason| SkippedInput {
-                path: path.clone(),
-                reason: reason.clone(),
-            }));
-        self.bytes += record.bytes;
-        self.pages.0 += 1;
-        self.pages.1 += record.page_len;
+        self.count(&scored, &record);
         self.cached
             .samples
             .insert(scored.key.sample.clone(), record);
         self.scored.push(scored);
+    }
+
+    /// Adds a sample's damage, bytes and page to the run's.
+    fn count(&mut self, scored: &Scored, record: &cache::CachedSample) {
+        // A damaged sample is reported on every build, from the cache too, so an incremental
+        // build says what a fresh one says.
+        if !record.damage.is_empty() {
+            let k = &scored.key;
+            let path = format!("{}/{}/{}/samples/{}", k.model, k.task, k.run, k.sample);
+            self.skipped
+                .extend(record.damage.iter().map(|reason| SkippedInput {
+                    path: path.clone(),
+                    reason: reason.clone(),
+                }));
+        }
+        self.bytes += record.bytes;
+        self.pages.0 += 1;
+        self.pages.1 += record.page_len;
     }
 }
 

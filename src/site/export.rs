@@ -382,7 +382,18 @@ pub fn samples_csv_files(
     // Each model's rows are appended to one buffer while it stays under `limit`: it is then the
     // export, handed on as it is (never copied). Past the limit the rows held become one file
     // per model, and the remaining models follow one at a time.
-    let mut whole = header.clone();
+    // Room for the rows up front (a row is about the length of its fields, twice its key's):
+    // the export is not copied from buffer to ever larger buffer as it grows.
+    let estimate: usize = m
+        .samples
+        .iter()
+        .map(|s| {
+            let k = &s.key;
+            64 + s.detail.len() + 2 * (k.model.len() + k.task.len() + k.run.len() + k.sample.len())
+        })
+        .sum();
+    let mut whole = Vec::with_capacity(header.len() + estimate.min(limit));
+    whole.extend_from_slice(&header);
     let mut held: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let mut split = false;
@@ -465,16 +476,35 @@ fn samples_csv_rows<'a>(
     out: &mut Vec<u8>,
     samples: impl Iterator<Item = &'a Scored>,
 ) -> Result<(), csv::Error> {
+    use std::fmt::Write as _;
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(out);
+    // The fields that are formatted are formatted into buffers reused from row to row.
+    let (mut link, mut ttfb, mut total, mut tokens) =
+        (String::new(), String::new(), String::new(), String::new());
     for s in samples {
+        let k = &s.key;
+        for b in [&mut link, &mut ttfb, &mut total, &mut tokens] {
+            b.clear();
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(link, "t/{}/{}/{}/{}.html", k.model, k.task, k.run, k.sample);
+        if let Some(x) = s.ttfb_ms {
+            let _ = write!(ttfb, "{x:.1}");
+        }
+        if let Some(x) = s.total_ms {
+            let _ = write!(total, "{x:.1}");
+        }
+        if let Some(x) = s.completion_tokens {
+            let _ = write!(tokens, "{x}");
+        }
         w.write_record([
-            s.key.permalink().as_str(),
-            &s.key.model,
-            &s.key.task,
-            &s.key.run,
-            &s.key.sample,
+            link.as_str(),
+            &k.model,
+            &k.task,
+            &k.run,
+            &k.sample,
             s.outcome.kind(),
             s.outcome.label().map(Label::as_str).unwrap_or(""),
             s.stage.map(|x| x.as_str()).unwrap_or(""),
@@ -484,11 +514,9 @@ fn samples_csv_rows<'a>(
                 Some(false) => "false",
                 None => "",
             },
-            &s.ttfb_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
-            &s.total_ms.map(|x| format!("{x:.1}")).unwrap_or_default(),
-            &s.completion_tokens
-                .map(|x| x.to_string())
-                .unwrap_or_default(),
+            &ttfb,
+            &total,
+            &tokens,
         ])?;
     }
     Ok(w.flush()?)
