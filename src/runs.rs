@@ -65,6 +65,67 @@ pub struct RunDir {
     pub cell_sha256: String,
     /// Sample folder names (`000`, `001`…), sorted.
     pub samples: Vec<String>,
+    /// How the run's folders looked just before they were read, when their listing held only
+    /// sample folders (the next build may then take the listing and `cell.json` from its cache).
+    pub look: Option<RunLook>,
+    /// `cell.json` as read.
+    pub cell_json: Vec<u8>,
+}
+
+/// How a run folder and its `samples/` folder looked (`lstat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunLook {
+    pub run: FileStat,
+    pub samples: FileStat,
+}
+
+impl RunLook {
+    pub fn of(run_dir: &Path) -> Option<RunLook> {
+        Some(RunLook {
+            run: FileStat::look(run_dir)?,
+            samples: FileStat::look(&run_dir.join("samples"))?,
+        })
+    }
+}
+
+/// What an earlier scan read, for folders that look as they did then. A folder's listing
+/// changes only with its times (adding, removing or renaming an entry sets them, and its change
+/// time cannot be set back), and a finished run's `cell.json` is never modified (SPEC §4): a
+/// `cell.json` replaced the way collect, git or an editor writes (renamed into place) changes
+/// its run's folder.
+pub trait Known: Sync {
+    /// The folders in task folder `rel` (relative to the runs root) when it looked like `look`.
+    fn listing(&self, rel: &str, look: &FileStat) -> Option<Vec<String>>;
+    /// What was read of run folder `rel` when it looked like `look`.
+    fn run(&self, rel: &str, look: &RunLook) -> Option<SeenRun>;
+}
+
+/// A run folder's `cell.json` and sample folders, as an earlier scan read them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SeenRun {
+    pub cell_json: Vec<u8>,
+    pub samples: Vec<String>,
+}
+
+/// A scan with nothing known: everything is listed and read.
+pub struct Unknown;
+
+impl Known for Unknown {
+    fn listing(&self, _: &str, _: &FileStat) -> Option<Vec<String>> {
+        None
+    }
+    fn run(&self, _: &str, _: &RunLook) -> Option<SeenRun> {
+        None
+    }
+}
+
+/// A task folder's listing (its folders), with how the folder looked before it was listed.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// `<model>/<task-id>`, relative to the runs root.
+    pub rel: String,
+    pub look: FileStat,
+    pub names: Vec<String>,
 }
 
 /// Something under `runs/` that was not read, and why.
@@ -79,10 +140,17 @@ pub struct Skipped {
 pub struct Scan {
     pub runs: Vec<RunDir>,
     pub skipped: Vec<Skipped>,
+    /// The task folders listed, for the next build's cache.
+    pub listings: Vec<Listing>,
 }
 
 /// True for names collect may use as path segments (SPEC §4).
 pub use crate::task::is_path_safe;
+
+/// The names of the folders in `dir`, sorted.
+fn sorted_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    Ok(sorted_dirs(dir)?.into_iter().map(|(n, _)| n).collect())
+}
 
 fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
@@ -105,6 +173,12 @@ fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
 /// `cell.json` to read and a listing) on all cores: a BFCL-sized `runs/` is tens of thousands
 /// of them.
 pub fn scan(root: &Path) -> Scan {
+    scan_with(root, &Unknown)
+}
+
+/// [`scan`], except that a task folder or run folder that looks as `known` saw it is not listed
+/// or read again.
+pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
     use rayon::prelude::*;
     enum Found {
         Skipped(Skipped),
@@ -148,20 +222,33 @@ pub fn scan(root: &Path) -> Scan {
     // Each task folder's runs are listed and read on all cores (a BFCL-sized `runs/` has tens
     // of thousands of task folders); the results keep the folders' order.
     type Read = (Option<(RunDir, String, String)>, Vec<Skipped>);
-    let read: Vec<Vec<Read>> = found
+    let read: Vec<(Vec<Read>, Option<Listing>)> = found
         .into_par_iter()
         .map(|f| match f {
-            Found::Skipped(s) => vec![(None, vec![s])],
+            Found::Skipped(s) => (vec![(None, vec![s])], None),
             Found::Task(model, task_id, tdir) => {
-                let runs = match sorted_dirs(&tdir) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let reason = format!("cannot read: {e}");
-                        return vec![(None, vec![Skipped { path: tdir, reason }])];
-                    }
+                let rel = format!("{model}/{task_id}");
+                // How the folder looks before it is listed: a change made meanwhile shows at
+                // the next build.
+                let look = FileStat::look(&tdir);
+                let runs = match look.and_then(|l| known.listing(&rel, &l)) {
+                    Some(names) => names,
+                    None => match sorted_names(&tdir) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let reason = format!("cannot read: {e}");
+                            return (vec![(None, vec![Skipped { path: tdir, reason }])], None);
+                        }
+                    },
                 };
+                let listing = look.map(|look| Listing {
+                    rel: rel.clone(),
+                    look,
+                    names: runs.clone(),
+                });
                 let mut out = Vec::with_capacity(runs.len());
-                for (run_id, rdir) in runs {
+                for run_id in runs {
+                    let rdir = tdir.join(&run_id);
                     if run_id.starts_with('.') {
                         continue;
                     }
@@ -181,7 +268,9 @@ pub fn scan(root: &Path) -> Scan {
                         continue;
                     }
                     let mut skipped = Vec::new();
-                    match read_run(&model, &task_id, &run_id, &rdir, &mut skipped) {
+                    let look = RunLook::of(&rdir);
+                    let seen = look.and_then(|l| known.run(&format!("{rel}/{run_id}"), &l));
+                    match read_run(&model, &task_id, &run_id, &rdir, look, seen, &mut skipped) {
                         Ok(r) => {
                             // The keys the model entry and server description are shared by.
                             let (model_key, server_key) =
@@ -194,7 +283,7 @@ pub fn scan(root: &Path) -> Scan {
                         }
                     }
                 }
-                out
+                (out, listing)
             }
         })
         .collect();
@@ -205,30 +294,41 @@ pub fn scan(root: &Path) -> Scan {
     let mut intern = |v: &mut Arc<Value>, key: String| {
         *v = shared.entry(key).or_insert_with(|| v.clone()).clone();
     };
-    for (run, skipped) in read.into_iter().flatten() {
-        if let Some((mut run, model, server)) = run {
-            intern(&mut run.cell.model, model);
-            intern(&mut run.cell.server, server);
-            scan.runs.push(run);
+    for (runs, listing) in read {
+        scan.listings.extend(listing);
+        for (run, skipped) in runs {
+            if let Some((mut run, model, server)) = run {
+                intern(&mut run.cell.model, model);
+                intern(&mut run.cell.server, server);
+                scan.runs.push(run);
+            }
+            scan.skipped.extend(skipped);
         }
-        scan.skipped.extend(skipped);
     }
     scan
 }
 
 /// A run folder; its sample folders whose names cannot be a permalink's last segment are
-/// reported in `skipped`.
+/// reported in `skipped`. `look` is how its folders looked before anything was read, and `seen`
+/// what an earlier scan read of it when they looked the same.
 fn read_run(
     model: &str,
     task_id: &str,
     run_id: &str,
     dir: &Path,
+    look: Option<RunLook>,
+    seen: Option<SeenRun>,
     skipped: &mut Vec<Skipped>,
 ) -> Result<RunDir, String> {
-    let cell_path = dir.join("cell.json");
-    let bytes = read_bounded(&cell_path, MAX_CELL_FILE)
-        .map_err(|e| format!("cannot read cell.json: {e}"))?
-        .0;
+    let (bytes, listed) = match seen {
+        Some(SeenRun { cell_json, samples }) => (cell_json, Some(samples)),
+        None => {
+            let bytes = read_bounded(&dir.join("cell.json"), MAX_CELL_FILE)
+                .map_err(|e| format!("cannot read cell.json: {e}"))?
+                .0;
+            (bytes, None)
+        }
+    };
     // The version first (every other field ignored, no tree built), then the whole file
     // straight into its struct: a BFCL-sized `runs/` has tens of thousands of these.
     #[derive(serde::Deserialize)]
@@ -253,26 +353,32 @@ fn read_run(
             cell.task.id
         ));
     }
-    let sdir = dir.join("samples");
-    let mut samples: Vec<String> = sorted_dirs(&sdir)
-        .map_err(|e| format!("cannot read samples/: {e}"))?
-        .into_iter()
-        .map(|(n, _)| n)
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    // A sample's folder name is the last segment of its permalink and an anchor of its run's
-    // page: a hand-made folder named otherwise would become an unencoded href.
-    samples.retain(|n| {
-        let ok = crate::task::is_path_safe(n);
-        if !ok {
-            skipped.push(Skipped {
-                path: sdir.join(n),
-                reason: "not a valid sample folder name: it must match [A-Za-z0-9._-]+".into(),
+    // The listing is kept for the next build only when it held nothing but sample folders.
+    let (samples, clean) = match listed {
+        Some(samples) => (samples, true),
+        None => {
+            let sdir = dir.join("samples");
+            let listed = sorted_names(&sdir).map_err(|e| format!("cannot read samples/: {e}"))?;
+            let n = listed.len();
+            let mut samples: Vec<String> =
+                listed.into_iter().filter(|n| !n.starts_with('.')).collect();
+            // A sample's folder name is the last segment of its permalink and an anchor of its
+            // run's page: a hand-made folder named otherwise would become an unencoded href.
+            samples.retain(|n| {
+                let ok = crate::task::is_path_safe(n);
+                if !ok {
+                    skipped.push(Skipped {
+                        path: sdir.join(n),
+                        reason: "not a valid sample folder name: it must match [A-Za-z0-9._-]+"
+                            .into(),
+                    });
+                }
+                ok
             });
+            let clean = samples.len() == n;
+            (samples, clean)
         }
-        ok
-    });
-    samples.sort();
+    };
     Ok(RunDir {
         model: model.into(),
         task_id: task_id.into(),
@@ -281,6 +387,8 @@ fn read_run(
         cell,
         cell_sha256: crate::task::sha256_hex(&bytes),
         samples,
+        look: look.filter(|_| clean),
+        cell_json: bytes,
     })
 }
 
@@ -303,7 +411,7 @@ pub const MAX_SAMPLE_FILE: u64 = 64 << 20;
 pub const MAX_CELL_FILE: u64 = 16 << 20;
 
 /// A file's size, modification and change times and inode, as `stat` gives them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FileStat {
     pub size: u64,
     pub mtime: i64,
@@ -316,6 +424,13 @@ pub struct FileStat {
 }
 
 impl FileStat {
+    /// `lstat` of `path`; `None` when it cannot be looked at.
+    pub fn look(path: &Path) -> Option<FileStat> {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| FileStat::of(&m))
+    }
+
     pub fn of(m: &std::fs::Metadata) -> FileStat {
         use std::os::unix::fs::MetadataExt;
         FileStat {
@@ -498,7 +613,15 @@ pub fn cell_runs(root: &Path, model: &str, task_id: &str) -> Scan {
         if run_id.starts_with('.') {
             continue;
         }
-        match read_run(model, task_id, &run_id, &rdir, &mut scan.skipped) {
+        match read_run(
+            model,
+            task_id,
+            &run_id,
+            &rdir,
+            None,
+            None,
+            &mut scan.skipped,
+        ) {
             Ok(r) => scan.runs.push(r),
             Err(reason) => scan.skipped.push(Skipped { path: rdir, reason }),
         }
@@ -736,5 +859,107 @@ impl RunWriter {
     /// Where the run is being written.
     pub fn tmp_dir(&self) -> &Path {
         &self.tmp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Known that serves what a first scan saw (or what a test makes it claim).
+    #[derive(Default)]
+    struct Seen {
+        listings: BTreeMap<String, (FileStat, Vec<String>)>,
+        runs: BTreeMap<String, (RunLook, SeenRun)>,
+    }
+
+    impl Known for Seen {
+        fn listing(&self, rel: &str, look: &FileStat) -> Option<Vec<String>> {
+            let (l, names) = self.listings.get(rel)?;
+            (l == look).then(|| names.clone())
+        }
+        fn run(&self, rel: &str, look: &RunLook) -> Option<SeenRun> {
+            let (l, seen) = self.runs.get(rel)?;
+            (l == look).then(|| seen.clone())
+        }
+    }
+
+    fn write_run(dir: &Path, samples: &[&str]) {
+        let cell = serde_json::json!({
+            "format_version": 1, "callcheck_version": "0.1.0",
+            "model": {"name": "m"}, "task": {"id": "t", "sha256": "00"},
+            "k": samples.len(), "run_id": dir.file_name().unwrap().to_str().unwrap(),
+        });
+        std::fs::create_dir_all(dir.join("samples")).unwrap();
+        std::fs::write(dir.join("cell.json"), cell.to_string()).unwrap();
+        for s in samples {
+            std::fs::create_dir_all(dir.join("samples").join(s)).unwrap();
+        }
+    }
+
+    fn remember(scan: &Scan) -> Seen {
+        let mut seen = Seen::default();
+        for l in &scan.listings {
+            seen.listings
+                .insert(l.rel.clone(), (l.look, l.names.clone()));
+        }
+        for r in &scan.runs {
+            let rel = format!("{}/{}/{}", r.model, r.task_id, r.run_id);
+            let read = SeenRun {
+                cell_json: r.cell_json.clone(),
+                samples: r.samples.clone(),
+            };
+            seen.runs.insert(rel, (r.look.unwrap(), read));
+        }
+        seen
+    }
+
+    /// A folder that looks as an earlier scan saw it is taken from what that scan read (shown
+    /// here by making it claim something the disk does not hold); a folder that changed since
+    /// is listed and read again.
+    #[test]
+    fn a_scan_lists_again_only_the_folders_that_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write_run(&root.join("m/t/r0001"), &["000"]);
+        let first = scan(root);
+        assert_eq!(first.runs.len(), 1);
+        assert_eq!(first.runs[0].samples, ["000"]);
+        assert!(first.runs[0].look.is_some());
+        assert_eq!(first.listings.len(), 1);
+        assert_eq!(first.listings[0].names, ["r0001"]);
+
+        let mut seen = remember(&first);
+        seen.runs.get_mut("m/t/r0001").unwrap().1.samples = vec!["000".into(), "claimed".into()];
+        let again = scan_with(root, &seen);
+        assert_eq!(again.runs[0].samples, ["000", "claimed"], "taken from what was seen");
+        assert_eq!(again.runs[0].cell_sha256, first.runs[0].cell_sha256);
+
+        // A sample folder added: samples/ changed, so it is listed again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::create_dir(root.join("m/t/r0001/samples/001")).unwrap();
+        let again = scan_with(root, &seen);
+        assert_eq!(again.runs[0].samples, ["000", "001"]);
+
+        // The task folder: a claimed run is looked for while the folder looks the same...
+        let mut seen = remember(&scan(root));
+        seen.listings.get_mut("m/t").unwrap().1.push("r0002".into());
+        let again = scan_with(root, &seen);
+        assert_eq!(again.runs.len(), 1);
+        assert_eq!(again.skipped.len(), 1, "{:?}", again.skipped);
+        // ...and a run folder renamed into it (as collect finishes one) is found.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_run(&root.join("m/t/.tmp-r0003"), &["000"]);
+        std::fs::rename(root.join("m/t/.tmp-r0003"), root.join("m/t/r0003")).unwrap();
+        let again = scan_with(root, &seen);
+        let ids: Vec<&str> = again.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["r0001", "r0003"]);
+        assert!(again.skipped.is_empty());
+
+        // A listing holding something that is not a sample folder is never remembered.
+        std::fs::create_dir(root.join("m/t/r0003/samples/.partial")).unwrap();
+        let again = scan(root);
+        assert!(again.runs[1].look.is_none());
+        assert_eq!(again.runs[1].samples, ["000"]);
     }
 }

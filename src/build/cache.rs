@@ -13,7 +13,7 @@
 //! The cache lives outside the published site (never under `--out`); losing it only costs time.
 
 use crate::report::{SampleKey, Scored};
-use crate::runs::FileStat;
+use crate::runs::{FileStat, RunLook};
 use crate::taxonomy::{Label, Outcome, Stage};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 5\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 6\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -66,6 +66,8 @@ pub struct CacheFile {
     pub identity: String,
     /// The site the previous build wrote, when it wrote one.
     pub site: Option<CachedSite>,
+    /// Task folders' listings, by `<model>/<task-id>`, with how each folder looked.
+    pub listings: BTreeMap<String, (FileStat, Vec<String>)>,
     /// By run folder, relative to the runs root.
     pub runs: BTreeMap<String, CachedRun>,
 }
@@ -183,6 +185,9 @@ impl crate::site::reuse::Groups for GroupBook {
 /// One run folder's samples, valid for one `cell.json` and one version of the task file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CachedRun {
+    /// What the scan read of the run, while its folders look the same ([`crate::runs::Known`]).
+    /// First: the scan decodes it alone ([`Prior::folders`]).
+    pub folders: Option<CachedFolders>,
     pub cell_sha256: String,
     pub task_sha256: String,
     /// sha256 of the run's listing, as in the manifest.
@@ -194,6 +199,13 @@ pub struct CachedRun {
     pub signature: u64,
     /// By sample folder name.
     pub samples: BTreeMap<String, CachedSample>,
+}
+
+/// A run's folders as the scan saw them: how they looked, and what it read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CachedFolders {
+    pub look: RunLook,
+    pub seen: crate::runs::SeenRun,
 }
 
 /// One sample: what its files hashed to, its verdict and its page. Kept small: a build holds
@@ -350,9 +362,9 @@ impl RunHandle {
     }
 }
 
-/// A run folder's signature: a hash of how the run's folder, its `samples/` folder and each of
-/// `samples`' folders look (size, modification and change times, inode); `None` when one of them
-/// cannot be looked at.
+/// A run folder's signature: a hash of how the run's folder and its `samples/` folder looked
+/// (`look`, taken before the scan listed them) and of how each of `samples`' folders looks
+/// (size, modification and change times, inode); `None` when one of them cannot be looked at.
 ///
 /// A finished run folder is never modified again (SPEC §4), so a rebuild takes an unchanged
 /// signature for unchanged transcripts and reads none of them. A folder's times change whenever
@@ -363,8 +375,8 @@ impl RunHandle {
 ///
 /// Taken before the run's samples are read: a change made while they are read shows at the next
 /// build.
-pub fn run_signature(run_dir: &Path, run: &RunHandle, samples: &[String]) -> Option<u64> {
-    fn add(h: &mut sha2::Sha256, st: FileStat) {
+pub fn run_signature(look: &RunLook, run: &RunHandle, samples: &[String]) -> Option<u64> {
+    fn add(h: &mut sha2::Sha256, st: &FileStat) {
         for x in [
             st.size,
             st.mtime as u64,
@@ -377,15 +389,12 @@ pub fn run_signature(run_dir: &Path, run: &RunHandle, samples: &[String]) -> Opt
         }
     }
     let mut h = sha2::Sha256::new();
-    add(
-        &mut h,
-        FileStat::of(&std::fs::symlink_metadata(run_dir).ok()?),
-    );
-    add(&mut h, FileStat::of(&run.0.metadata().ok()?));
+    add(&mut h, &look.run);
+    add(&mut h, &look.samples);
     for name in samples {
         h.update((name.len() as u64).to_le_bytes());
         h.update(name.as_bytes());
-        add(&mut h, stat_at(run, name.as_bytes())?);
+        add(&mut h, &stat_at(run, name.as_bytes())?);
     }
     let digest = h.finalize();
     let mut first = [0u8; 8];
@@ -434,6 +443,22 @@ pub struct Prior {
     bytes: Vec<u8>,
     /// By run folder, relative to the runs root: where its record lies in `bytes`.
     runs: BTreeMap<String, std::ops::Range<usize>>,
+    listings: BTreeMap<String, (FileStat, Vec<String>)>,
+}
+
+impl crate::runs::Known for Prior {
+    fn listing(&self, rel: &str, look: &FileStat) -> Option<Vec<String>> {
+        self.listings
+            .get(rel)
+            .filter(|(l, _)| l == look)
+            .map(|(_, names)| names.clone())
+    }
+
+    fn run(&self, rel: &str, look: &RunLook) -> Option<crate::runs::SeenRun> {
+        self.folders(rel)
+            .filter(|f| f.look == *look)
+            .map(|f| f.seen)
+    }
 }
 
 impl Prior {
@@ -442,6 +467,15 @@ impl Prior {
     pub fn run(&self, path: &str) -> Option<CachedRun> {
         let range = self.runs.get(path)?.clone();
         postcard::from_bytes(self.bytes.get(range)?).ok()
+    }
+
+    /// What the previous build's scan read of the run at `path`, without the rest of its
+    /// record (the first field of a record, decoded alone).
+    pub fn folders(&self, path: &str) -> Option<CachedFolders> {
+        let range = self.runs.get(path)?.clone();
+        postcard::take_from_bytes::<Option<CachedFolders>>(self.bytes.get(range)?)
+            .ok()?
+            .0
     }
 
     /// The run folders the previous build had.
@@ -521,6 +555,7 @@ fn index(bytes: Vec<u8>) -> Result<(String, Prior), String> {
     let start = MAGIC.len();
     let at = |rest: &[u8]| start + body.len() - rest.len();
     let (identity, rest) = postcard::take_from_bytes::<String>(body).map_err(broken)?;
+    let (listings, rest) = postcard::take_from_bytes(rest).map_err(broken)?;
     let (n, mut rest) = postcard::take_from_bytes::<u64>(rest).map_err(broken)?;
     let mut runs = BTreeMap::new();
     for _ in 0..n {
@@ -536,7 +571,15 @@ fn index(bytes: Vec<u8>) -> Result<(String, Prior), String> {
     if !rest.is_empty() {
         return Err("it has bytes after its end".into());
     }
-    Ok((identity, Prior { site, bytes, runs }))
+    Ok((
+        identity,
+        Prior {
+            site,
+            bytes,
+            runs,
+            listings,
+        },
+    ))
 }
 
 /// A cache file being written: the runs first ([`save_runs`]), then the site ([`Saving::finish`]),
@@ -609,6 +652,7 @@ pub fn save_runs(
     (|| -> anyhow::Result<()> {
         w.write_all(MAGIC)?;
         postcard::to_io(&cache.identity, &mut *w)?;
+        postcard::to_io(&cache.listings, &mut *w)?;
         postcard::to_io(&(cache.runs.len() as u64), &mut *w)?;
         for (path, run) in cache.runs.iter_mut() {
             fill(path, run);
@@ -691,11 +735,12 @@ mod tests {
             std::fs::write(sample.join(f), body).unwrap();
         }
         let names = vec!["000".to_string()];
-        let sig = || run_signature(&run, &RunHandle::open(&run).unwrap(), &names).unwrap();
+        let look = || RunLook::of(&run).unwrap();
+        let sig = || run_signature(&look(), &RunHandle::open(&run).unwrap(), &names).unwrap();
         let first = sig();
         assert_eq!(sig(), first, "nothing changed");
         // Another list of samples is another signature.
-        let none = run_signature(&run, &RunHandle::open(&run).unwrap(), &[]).unwrap();
+        let none = run_signature(&look(), &RunHandle::open(&run).unwrap(), &[]).unwrap();
         assert_ne!(none, first);
         let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
         pause();

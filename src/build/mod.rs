@@ -135,10 +135,9 @@ pub fn run_samples(
     // How the run's folders look now, before anything is read. The same as when the previous
     // build read them, with the same samples: nothing is read, and the listing and the run's
     // page stand (a finished run folder is never modified again, SPEC §4).
-    let signature = record
-        .then(|| cache::RunHandle::open(&run.dir))
-        .flatten()
-        .and_then(|h| cache::run_signature(&run.dir, &h, &run.samples));
+    let signature = run.look.filter(|_| record).and_then(|look| {
+        cache::RunHandle::open(&run.dir).and_then(|h| cache::run_signature(&look, &h, &run.samples))
+    });
     if let Some(p) = &prior
         && reusable(p)
         && signature == Some(p.signature)
@@ -178,6 +177,13 @@ pub fn run_samples(
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
     out.cached.signature = signature.unwrap_or(0);
+    out.cached.folders = run.look.map(|look| cache::CachedFolders {
+        look,
+        seen: crate::runs::SeenRun {
+            cell_json: run.cell_json.clone(),
+            samples: run.samples.clone(),
+        },
+    });
     let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
     // Every readable sample, with what the cache keeps of it: the run's page is rendered whole
     // or, when nothing in the run changed, not at all.
@@ -378,7 +384,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
     let changes_told = site_current && opts.previous.is_none();
-    let inputs = read::read(opts, !changes_told)?;
+    let inputs = read::read(opts, !changes_told, &prior)?;
     say_what_was_read(opts, &inputs);
     // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
     let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
@@ -396,6 +402,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         mut skipped,
         previous,
         changed_tasks: _,
+        listings,
     } = inputs;
 
     // The matrix's models are those with a sample; its tasks are the whole corpus.
@@ -472,6 +479,12 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         identity: cache::identity(),
         ..Default::default()
     };
+    if record {
+        next.listings = listings
+            .into_iter()
+            .map(|l| (l.rel, (l.look, l.names)))
+            .collect();
+    }
     let mut run_stale: Vec<String> = Vec::new();
     let mut run_changes = Vec::new();
     for (o, r) in outcomes.into_iter().zip(&runs) {

@@ -25,6 +25,8 @@ pub struct Inputs {
     pub previous: Option<BTreeMap<String, String>>,
     /// Task id → how many of its runs were collected for an earlier version of its file.
     pub changed_tasks: BTreeMap<String, usize>,
+    /// The task folders listed, for the next build's cache.
+    pub listings: Vec<runs::Listing>,
 }
 
 /// One run folder to score.
@@ -44,10 +46,11 @@ impl Inputs {
     }
 }
 
-/// Reads the corpus and scans `runs/`; no sample file is opened yet.
+/// Reads the corpus and scans `runs/`; no sample file is opened yet. Folders that look as
+/// `known` saw them are not listed again.
 /// With `previous_csv` false the previous build's outcomes are not read from the site (the
 /// cache knows them).
-pub fn read(opts: &BuildOpts, previous_csv: bool) -> Result<Inputs> {
+pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Result<Inputs> {
     let mut tasks = crate::task::load(&opts.tasks)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("cannot load the tasks from {}", opts.tasks.display()))?;
@@ -73,8 +76,9 @@ pub fn read(opts: &BuildOpts, previous_csv: bool) -> Result<Inputs> {
                 Ok(None)
             }
         },
-        || runs::scan(&opts.runs),
+        || runs::scan_with(&opts.runs, known),
     );
+    let mut scan = scan;
     let previous = previous?;
     let mut skipped: Vec<SkippedInput> = scan
         .skipped
@@ -91,7 +95,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool) -> Result<Inputs> {
         .collect();
     let mut runs = Vec::new();
     let mut changed_tasks: BTreeMap<String, usize> = BTreeMap::new();
-    for run in scan.runs {
+    for run in std::mem::take(&mut scan.runs) {
         let Some(&task) = by_id.get(run.task_id.as_str()) else {
             skipped.push(SkippedInput {
                 path: rel(&opts.runs, &run.dir),
@@ -125,6 +129,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool) -> Result<Inputs> {
         skipped,
         previous,
         changed_tasks,
+        listings: scan.listings,
     })
 }
 
