@@ -72,7 +72,16 @@ pub struct RunDir {
     pub cell_json: Vec<u8>,
 }
 
-/// How a run folder and its `samples/` folder looked (`lstat`).
+/// How a run folder and its `samples/` folder looked (`lstat`: size, modification and change
+/// times, inode).
+///
+/// A build with a cache reads a run again only when its look changed. A finished run folder is
+/// never modified again (SPEC §4), and what does change one shows in its look: a run folder
+/// renamed into place or removed, a sample folder added or removed (`samples/` changes), a
+/// `cell.json` replaced (the run's folder changes), a folder touched. A folder's change time is
+/// set by the kernel and cannot be set back, so even `rsync -a`, which restores modification
+/// times, shows. What does not show is a file changed inside a sample's folder: after editing a
+/// transcript of a finished run, `touch` the run's folder (or build without the cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RunLook {
     pub run: FileStat,
@@ -914,6 +923,54 @@ mod tests {
         seen
     }
 
+    /// A run's look changes with what changes its folders, never with a file in a sample's
+    /// folder (SPEC §4: a finished run is never modified; touching the run folder says it was).
+    #[test]
+    fn a_run_look_follows_its_folders() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("r0001");
+        write_run(&run, &["000"]);
+        std::fs::write(run.join("samples/000/response.json"), "{}").unwrap();
+        let first = RunLook::of(&run).unwrap();
+        assert_eq!(RunLook::of(&run), Some(first), "nothing changed");
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+        pause();
+        std::fs::write(run.join("samples/000/response.json"), "{\"x\": 1}").unwrap();
+        std::fs::write(run.join("samples/000/.new"), "{\"x\": 2}").unwrap();
+        std::fs::rename(
+            run.join("samples/000/.new"),
+            run.join("samples/000/response.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            RunLook::of(&run),
+            Some(first),
+            "inside a sample's folder: unseen"
+        );
+        pause();
+        std::fs::create_dir(run.join("samples/001")).unwrap();
+        let added = RunLook::of(&run).unwrap();
+        assert_ne!(added, first, "a sample folder added");
+        pause();
+        std::fs::write(run.join(".cell.json.new"), "{}").unwrap();
+        std::fs::rename(run.join(".cell.json.new"), run.join("cell.json")).unwrap();
+        let replaced = RunLook::of(&run).unwrap();
+        assert_ne!(replaced, added, "cell.json replaced");
+        // `touch` of the run's folder, and `rsync -a` setting a modification time back: both
+        // change its change time.
+        pause();
+        let dir = std::fs::File::open(&run).unwrap();
+        let mtime = dir.metadata().unwrap().modified().unwrap();
+        dir.set_times(std::fs::FileTimes::new().set_modified(mtime))
+            .unwrap();
+        assert_ne!(
+            RunLook::of(&run).unwrap(),
+            replaced,
+            "times set, even to the same"
+        );
+        assert!(RunLook::of(&tmp.path().join("missing")).is_none());
+    }
+
     /// A folder that looks as an earlier scan saw it is taken from what that scan read (shown
     /// here by making it claim something the disk does not hold); a folder that changed since
     /// is listed and read again.
@@ -932,7 +989,11 @@ mod tests {
         let mut seen = remember(&first);
         seen.runs.get_mut("m/t/r0001").unwrap().1.samples = vec!["000".into(), "claimed".into()];
         let again = scan_with(root, &seen);
-        assert_eq!(again.runs[0].samples, ["000", "claimed"], "taken from what was seen");
+        assert_eq!(
+            again.runs[0].samples,
+            ["000", "claimed"],
+            "taken from what was seen"
+        );
         assert_eq!(again.runs[0].cell_sha256, first.runs[0].cell_sha256);
 
         // A sample folder added: samples/ changed, so it is listed again.

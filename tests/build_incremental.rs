@@ -125,19 +125,22 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     // The cache is beside the site, never in it.
     assert!(!incremental.keys().any(|k| k.contains("verdicts")));
 
-    // Files written again with the same bytes, renamed into place as git, rsync and editors
-    // write them: the sample's folder changed, so its run is read and hashed again; its
-    // verdicts are still reused and the site is unchanged.
+    // A finished run is never modified (SPEC §4), so the cache reads a run again only when
+    // one of its folders changed. Touching the run's folder says it did: its files are read
+    // and hashed again and, being the same bytes, keep their verdicts; the site is unchanged.
     let previous_csv2 = keep_csv(&out, &tmp.path().join("previous2.csv"));
-    let f = runs.join("alpha/contact-card/r0001/samples/000/response.json");
+    let run_dir = runs.join("alpha/contact-card/r0001");
+    let f = run_dir.join("samples/000/response.json");
     let same = std::fs::read(&f).unwrap();
-    let replace = |bytes: &[u8]| {
+    let touch = || {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let tmp = f.with_file_name(".response.json.new");
-        std::fs::write(&tmp, bytes).unwrap();
-        std::fs::rename(&tmp, &f).unwrap();
+        std::fs::File::open(&run_dir)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_modified(std::time::SystemTime::now()))
+            .unwrap();
     };
-    replace(&same);
+    std::fs::write(&f, &same).unwrap();
+    touch();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
         err.contains("36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept; site updated in place"),
@@ -149,13 +152,23 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &out,
         &previous_csv2,
         false,
-        "over touched files",
+        "over a touched run",
     );
 
-    // A file edited with other bytes: seen, re-scored, and the site is again what a fresh
-    // build gives.
+    // A transcript edited inside the finished run: unseen (the run's folders look the same,
+    // and the previous verdict stands) until the run's folder is touched; then re-scored, and
+    // the site is again what a fresh build gives.
     let previous_csv3 = keep_csv(&out, &tmp.path().join("previous3.csv"));
-    replace(b"{\"not\": \"a completion\"}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
+    assert!(
+        err.contains(
+            "36 of 36 samples' verdicts reused, 23 of 23 model, task, tag and label pages kept"
+        ),
+        "{err}"
+    );
+    touch();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     // Drawn again: the sample's model, task and tag (the cell has no failure, before or after).
     assert!(
@@ -181,32 +194,6 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &previous_csv3,
         true,
         "over an edited file",
-    );
-
-    // A file rewritten in place (truncated and written, its folder left as it was) breaks SPEC
-    // §4's "a finished run directory is never modified again", which the cache trusts: the
-    // rebuild keeps the previous verdict. Touching the sample's folder says it changed.
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(&f, &same).unwrap();
-    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
-    assert!(err.contains("36 of 36 samples' verdicts reused"), "{err}");
-    let previous_csv3b = keep_csv(&out, &tmp.path().join("previous3b.csv"));
-    let sample_dir = f.parent().unwrap();
-    std::fs::File::open(sample_dir)
-        .unwrap()
-        .set_times(std::fs::FileTimes::new().set_modified(std::time::SystemTime::now()))
-        .unwrap();
-    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
-    assert!(err.contains("33 of 36 samples' verdicts reused"), "{err}");
-    let csv = std::fs::read_to_string(out.join("data/samples.csv")).unwrap();
-    assert!(csv.contains("t/alpha/contact-card/r0001/000.html,alpha,contact-card,r0001,000,pass,"));
-    assert_as_fresh(
-        &fixture_tasks(),
-        &runs,
-        &out,
-        &previous_csv3b,
-        true,
-        "over a file rewritten in place, its folder touched",
     );
 
     // A removed run folder disappears from an in-place rebuild too, and its three samples are

@@ -21,14 +21,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The cache file inside the cache folder: [`MAGIC`], then in postcard (a compact binary serde
-/// format) the identity, the number of runs, per run its path and its record's length then the
-/// record, and the site;
-/// last, the sha256 of everything before it, so a damaged file is never trusted for a verdict.
-/// A 100,000-sample cache is about 20 MB, read and written in a few hundredths of a second.
+/// format) the identity, the task folders' listings, the number of runs, per run its path and
+/// its record's length then the record, and the site;
+/// last, the CRC-32 of everything before it, so a damaged file is never trusted for a verdict
+/// (the cache is a local file, read back by the build that wrote it: a checksum against damage,
+/// computed at 10+ GB/s, where a sha256 of a 100,000-sample cache took 20 ms each way).
+/// A 100,000-sample cache is about 29 MB, read and written in a few hundredths of a second.
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 6\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 8\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -194,11 +196,12 @@ pub struct CachedRun {
     pub listing_sha256: String,
     /// The size of the run's page (`index.html`), when it has one.
     pub run_page: Option<u64>,
-    /// How the run's folders looked before its samples were read ([`run_signature`]; 0 when
-    /// they could not be looked at).
-    pub signature: u64,
     /// By sample folder name.
     pub samples: BTreeMap<String, CachedSample>,
+    /// The record is the previous build's, unchanged: the next cache copies its bytes from the
+    /// previous cache ([`save_runs`]) and `samples` is left empty.
+    #[serde(skip)]
+    pub verbatim: bool,
 }
 
 /// A run's folders as the scan saw them: how they looked, and what it read.
@@ -350,89 +353,6 @@ pub fn transcript_sha256(files: &[(String, String)]) -> Sha256 {
     Sha256(h.finalize().into())
 }
 
-/// A run's `samples/` folder opened once, so that its sample folders are looked at relative to
-/// it: a stat of `000` from this handle walks one path component, not the dozen of the full path.
-pub struct RunHandle(std::fs::File);
-
-impl RunHandle {
-    pub fn open(run_dir: &Path) -> Option<RunHandle> {
-        std::fs::File::open(run_dir.join("samples"))
-            .ok()
-            .map(RunHandle)
-    }
-}
-
-/// A run folder's signature: a hash of how the run's folder and its `samples/` folder looked
-/// (`look`, taken before the scan listed them) and of how each of `samples`' folders looks
-/// (size, modification and change times, inode); `None` when one of them cannot be looked at.
-///
-/// A finished run folder is never modified again (SPEC §4), so a rebuild takes an unchanged
-/// signature for unchanged transcripts and reads none of them. A folder's times change whenever
-/// a file in it is added, removed, renamed or replaced the way collect, git, rsync and most
-/// editors write (a new file renamed into place), and its change time cannot be set back. A file
-/// rewritten in place inside a finished run leaves its folder as it was: `touch` the sample's
-/// folder (or build without `--cache`) to have it read again.
-///
-/// Taken before the run's samples are read: a change made while they are read shows at the next
-/// build.
-pub fn run_signature(look: &RunLook, run: &RunHandle, samples: &[String]) -> Option<u64> {
-    fn add(h: &mut sha2::Sha256, st: &FileStat) {
-        for x in [
-            st.size,
-            st.mtime as u64,
-            st.mtime_nsec as u64,
-            st.ctime as u64,
-            st.ctime_nsec as u64,
-            st.ino,
-        ] {
-            h.update(x.to_le_bytes());
-        }
-    }
-    let mut h = sha2::Sha256::new();
-    add(&mut h, &look.run);
-    add(&mut h, &look.samples);
-    for name in samples {
-        h.update((name.len() as u64).to_le_bytes());
-        h.update(name.as_bytes());
-        add(&mut h, &stat_at(run, name.as_bytes())?);
-    }
-    let digest = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    Some(u64::from_le_bytes(first))
-}
-
-/// `stat` of a path relative to a run's `samples/` folder, without following a symlink.
-fn stat_at(run: &RunHandle, rel: &[u8]) -> Option<FileStat> {
-    use std::os::fd::AsRawFd;
-    // A sample's paths are short: built on the stack, NUL-terminated.
-    let mut buf = [0u8; 256];
-    if rel.len() >= buf.len() || rel.contains(&0) {
-        return None;
-    }
-    buf[..rel.len()].copy_from_slice(rel);
-    // SAFETY: `buf` is NUL-terminated (zeroed past `rel`) and `st` a stat buffer fstatat
-    // fills; the run handle's descriptor is open for the call's duration.
-    let st = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        let rc = libc::fstatat(
-            run.0.as_raw_fd(),
-            buf.as_ptr().cast(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        );
-        (rc == 0).then_some(st)
-    }?;
-    Some(FileStat {
-        size: st.st_size as u64,
-        mtime: st.st_mtime,
-        mtime_nsec: st.st_mtime_nsec,
-        ctime: st.st_ctime,
-        ctime_nsec: st.st_ctime_nsec,
-        ino: st.st_ino,
-    })
-}
-
 /// The previous build's cache as read at the start of a build: its bytes, and where each run's
 /// record lies in them. A run's record is decoded only when its run is built ([`Prior::run`]),
 /// so a 300,000-sample rebuild holds the compact bytes, not 300,000 decoded records at once.
@@ -478,14 +398,14 @@ impl Prior {
             .0
     }
 
+    /// The bytes of the previous build's record of the run at `path`.
+    fn record(&self, path: &str) -> Option<&[u8]> {
+        self.bytes.get(self.runs.get(path)?.clone())
+    }
+
     /// The run folders the previous build had.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.runs.keys().map(String::as_str)
-    }
-
-    /// The site's record alone, the runs' bytes dropped.
-    pub fn into_site(self) -> Option<CachedSite> {
-        self.site
     }
 }
 
@@ -543,12 +463,12 @@ fn index(bytes: Vec<u8>) -> Result<(String, Prior), String> {
         .strip_prefix(MAGIC)
         .ok_or("it is not a cache this version of callcheck writes")?;
     let (body, sum) = body
-        .split_at_checked(body.len().saturating_sub(32))
+        .split_at_checked(body.len().saturating_sub(4))
         .ok_or("it is cut short")?;
-    let mut h = sha2::Sha256::new();
+    let mut h = crc32fast::Hasher::new();
     h.update(MAGIC);
     h.update(body);
-    if sum.len() != 32 || h.finalize()[..] != sum[..] {
+    if sum != h.finalize().to_le_bytes() {
         return Err("it is cut short or damaged (its checksum differs)".into());
     }
     let broken = |e: postcard::Error| format!("it is damaged ({e})");
@@ -608,10 +528,10 @@ impl Drop for TempFile {
     }
 }
 
-/// The cache file being written, and the sha256 of what went into it so far.
+/// The cache file being written, and the CRC-32 of what went into it so far.
 struct Summed {
     w: std::io::BufWriter<std::fs::File>,
-    h: sha2::Sha256,
+    h: crc32fast::Hasher,
 }
 
 impl std::io::Write for Summed {
@@ -628,10 +548,12 @@ impl std::io::Write for Summed {
 /// Starts writing the cache into `dir` (atomically: a temporary file renamed over the old one
 /// by [`Saving::finish`]) with its runs. Each run is completed by `fill` (its samples' verdicts)
 /// just before it is written, and its verdicts dropped right after: the cache's copy of the
-/// verdicts never exists for all samples at once.
+/// verdicts never exists for all samples at once. A [`CachedRun::verbatim`] record is copied
+/// from `prior`, the cache it was read from.
 pub fn save_runs(
     dir: &Path,
     cache: &mut CacheFile,
+    prior: &Prior,
     mut fill: impl FnMut(&str, &mut CachedRun),
 ) -> anyhow::Result<Saving> {
     use anyhow::Context;
@@ -645,7 +567,7 @@ pub fn save_runs(
         tmp: TempFile(Some(tmp)),
         w: Summed {
             w: std::io::BufWriter::new(file),
-            h: sha2::Sha256::new(),
+            h: crc32fast::Hasher::new(),
         },
     };
     let w = &mut saving.w;
@@ -653,15 +575,32 @@ pub fn save_runs(
         w.write_all(MAGIC)?;
         postcard::to_io(&cache.identity, &mut *w)?;
         postcard::to_io(&cache.listings, &mut *w)?;
-        postcard::to_io(&(cache.runs.len() as u64), &mut *w)?;
+        // A verbatim record whose bytes are not in `prior` (never the case: it was decoded
+        // from them) is left out, and its run read again by the next build.
+        let copied = |path: &str, run: &CachedRun| run.verbatim.then(|| prior.record(path));
+        let n = cache
+            .runs
+            .iter()
+            .filter(|(path, run)| copied(path, run) != Some(None))
+            .count();
+        postcard::to_io(&(n as u64), &mut *w)?;
         for (path, run) in cache.runs.iter_mut() {
-            fill(path, run);
             // Each record behind its length: a build decodes only the runs it looks at.
-            let record = postcard::to_io(&*run, Vec::new())?;
-            postcard::to_io(&(path, record.len() as u64), &mut *w)?;
-            w.write_all(&record)?;
-            for s in run.samples.values_mut() {
-                s.scored = None;
+            match copied(path, run) {
+                Some(Some(record)) => {
+                    postcard::to_io(&(path, record.len() as u64), &mut *w)?;
+                    w.write_all(record)?;
+                }
+                Some(None) => {}
+                None => {
+                    fill(path, run);
+                    let record = postcard::to_io(&*run, Vec::new())?;
+                    postcard::to_io(&(path, record.len() as u64), &mut *w)?;
+                    w.write_all(&record)?;
+                    for s in run.samples.values_mut() {
+                        s.scored = None;
+                    }
+                }
             }
         }
         Ok(())
@@ -678,7 +617,7 @@ impl Saving {
         let Saving { dir, mut tmp, w } = self;
         (|| -> anyhow::Result<()> {
             let Summed { mut w, h } = postcard::to_io(site, w)?;
-            w.write_all(&h.finalize())?;
+            w.write_all(&h.finalize().to_le_bytes())?;
             w.flush()?;
             Ok(())
         })()
@@ -715,65 +654,4 @@ fn normalise(p: &Path) -> PathBuf {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A run's signature changes with anything that changes one of its folders: a sample added,
-    /// a file replaced the way collect, git and editors write (renamed into place), a folder
-    /// touched. A file rewritten in place leaves its folder as it was (SPEC §4 says a finished
-    /// run is never modified; `touch` says it was).
-    #[test]
-    fn a_run_signature_follows_its_folders() {
-        let tmp = tempfile::tempdir().unwrap();
-        let run = tmp.path().join("r0001");
-        let sample = run.join("samples").join("000");
-        std::fs::create_dir_all(&sample).unwrap();
-        for (f, body) in [("request.json", "{}"), ("response.json", "{}")] {
-            std::fs::write(sample.join(f), body).unwrap();
-        }
-        let names = vec!["000".to_string()];
-        let look = || RunLook::of(&run).unwrap();
-        let sig = || run_signature(&look(), &RunHandle::open(&run).unwrap(), &names).unwrap();
-        let first = sig();
-        assert_eq!(sig(), first, "nothing changed");
-        // Another list of samples is another signature.
-        let none = run_signature(&look(), &RunHandle::open(&run).unwrap(), &[]).unwrap();
-        assert_ne!(none, first);
-        let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
-        pause();
-        std::fs::write(sample.join("response.json"), "{\"x\": 1}").unwrap();
-        assert_eq!(
-            sig(),
-            first,
-            "a file rewritten in place leaves its folder as it was"
-        );
-        pause();
-        std::fs::write(sample.join(".response.json.tmp"), "{\"x\": 2}").unwrap();
-        std::fs::rename(
-            sample.join(".response.json.tmp"),
-            sample.join("response.json"),
-        )
-        .unwrap();
-        let replaced = sig();
-        assert_ne!(replaced, first, "a file renamed into place");
-        pause();
-        std::fs::create_dir(run.join("samples").join("001")).unwrap();
-        let added = sig();
-        assert_ne!(
-            added, replaced,
-            "a sample folder added (even one not yet listed)"
-        );
-        // `touch` of a sample's folder: its modification time set to now.
-        pause();
-        let now = std::time::SystemTime::now();
-        std::fs::File::open(&sample)
-            .unwrap()
-            .set_times(std::fs::FileTimes::new().set_modified(now))
-            .unwrap();
-        assert_ne!(sig(), added, "a sample folder touched");
-        assert!(RunHandle::open(&tmp.path().join("missing")).is_none());
-    }
 }

@@ -132,15 +132,16 @@ pub fn run_samples(
             && p.cell_sha256 == run.cell_sha256
             && p.task_sha256 == task.sha256
     };
-    // How the run's folders look now, before anything is read. The same as when the previous
-    // build read them, with the same samples: nothing is read, and the listing and the run's
-    // page stand (a finished run folder is never modified again, SPEC §4).
-    let signature = run.look.filter(|_| record).and_then(|look| {
-        cache::RunHandle::open(&run.dir).and_then(|h| cache::run_signature(&look, &h, &run.samples))
-    });
+    // The run's folders look as they did when the previous build read them (the scan looked
+    // before listing them), with the same samples: nothing is read, and the listing and the
+    // run's page stand. A finished run folder is never modified again (SPEC §4); see
+    // [`crate::runs::RunLook`] for what that trusts.
     if let Some(p) = &prior
         && reusable(p)
-        && signature == Some(p.signature)
+        && run.look.is_some()
+        && p.folders
+            .as_ref()
+            .is_some_and(|f| Some(f.look) == run.look && f.seen.samples == run.samples)
         && p.samples.len() == run.samples.len()
         && run.samples.iter().all(|n| p.samples.contains_key(n))
         && let Some(mut p) = prior.take()
@@ -149,34 +150,31 @@ pub fn run_samples(
             listing_sha256: p.listing_sha256.clone(),
             ..RunOutcome::default()
         };
-        // The records stay where they are (the next cache's); only their verdicts move out.
-        let mut samples = std::mem::take(&mut p.samples);
+        // The next cache holds the previous record as it is ([`cache::CachedRun::verbatim`]):
+        // only the verdicts are kept, and every page stands.
+        let samples = std::mem::take(&mut p.samples);
         out.cached = p;
+        out.cached.verbatim = true;
         if changes {
             out.changes.seen = samples.len() as u64;
         }
         out.scored.reserve(samples.len());
-        for (name, c) in samples.iter_mut() {
-            let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(name))) else {
+        for (name, mut c) in samples {
+            let Some(scored) = c.scored.take().and_then(|s| (*s).into_scored(key(&name))) else {
                 bail!("the cache's record of {} cannot be read", run.dir.display());
             };
             out.reused += 1;
-            out.count(&scored, c);
+            out.count(&scored, &c);
             out.scored.push(scored);
         }
-        out.cached.samples = samples;
         out.pages.0 += 1;
         out.pages.1 += out.cached.run_page.unwrap_or(0);
-        if !record {
-            out.cached.samples.clear();
-        }
         return Ok(out);
     }
 
     let mut out = RunOutcome::default();
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
-    out.cached.signature = signature.unwrap_or(0);
     out.cached.folders = run.look.map(|look| cache::CachedFolders {
         look,
         seen: crate::runs::SeenRun {
@@ -257,6 +255,21 @@ pub fn run_samples(
     });
     let mut sections = String::new();
     let mut marks = Vec::with_capacity(samples.len());
+    // In place, the previous build's pages of the run that this build does not write again.
+    if let Some(p) = prior.as_ref().filter(|_| in_place) {
+        let path = rel(runs_root, &run.dir);
+        let now: std::collections::BTreeSet<&str> =
+            samples.iter().map(|(s, _)| s.key.sample.as_str()).collect();
+        out.stale = p
+            .samples
+            .keys()
+            .filter(|n| !now.contains(n.as_str()))
+            .map(|n| format!("t/{path}/{n}.html"))
+            .collect();
+        if p.run_page.is_some() && samples.is_empty() {
+            out.stale.push(format!("t/{path}/index.html"));
+        }
+    }
     // The previous build's outcome of each sample, to tell what changed.
     let before: BTreeMap<String, String> = prior
         .filter(|_| changes)
@@ -313,22 +326,6 @@ pub fn run_samples(
 }
 
 impl RunOutcome {
-    /// Whether this build writes (or keeps) `page` of the run at `path`.
-    fn writes(&self, path: &str, page: &str) -> bool {
-        let Some(name) = page
-            .strip_prefix("t/")
-            .and_then(|p| p.strip_prefix(path))
-            .and_then(|p| p.strip_prefix('/'))
-            .and_then(|p| p.strip_suffix(".html"))
-        else {
-            return false;
-        };
-        match name {
-            "index" => self.cached.run_page.is_some(),
-            sample => self.cached.samples.contains_key(sample),
-        }
-    }
-
     fn keep(&mut self, scored: Scored, record: cache::CachedSample) {
         self.count(&scored, &record);
         self.cached
@@ -423,7 +420,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .as_ref()
             .is_some_and(|s| s.matrix_on_index == matrix_on_index);
     // Not in place, nothing of the previous build is reused (its outcomes may still be told).
-    let prior = if in_place || changes_told {
+    let mut prior = if in_place || changes_told {
         prior
     } else {
         cache::Prior::default()
@@ -444,10 +441,6 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             let task = &tasks[r.task];
             let path = rel(&opts.runs, &r.run.dir);
             let prior = prior.run(&path);
-            let pages = match &prior {
-                Some(c) if in_place => c.pages(&path),
-                _ => Vec::new(),
-            };
             let reuse = Reuse {
                 prior,
                 in_place,
@@ -455,12 +448,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 cells,
                 changes: changes_told,
             };
-            let mut out = run_samples(&opts.runs, r, task, reuse, tx)?;
-            out.stale = pages
-                .into_iter()
-                .filter(|p| !out.writes(&path, p))
-                .collect();
-            Ok(out)
+            run_samples(&opts.runs, r, task, reuse, tx)
         })
         .collect();
     // All senders are gone once the map is done; the writer drains and ends.
@@ -509,7 +497,8 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         run_stale.extend(prior.run(path).map(|c| c.pages(path)).unwrap_or_default());
     }
     drop(now);
-    let mut prior_site = prior.into_site();
+    // The previous cache's bytes stay until the next cache has copied its unchanged records.
+    let mut prior_site = prior.site.take();
     // The summary pages' groups are recorded for the next build when there is a cache, and
     // those of the previous build kept where their inputs did not change (in place only: a site
     // built beside the previous one holds none of its files).
@@ -554,7 +543,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .as_ref()
             .map(|g| g as &dyn crate::site::reuse::Groups),
         &mut next,
+        &prior,
     )?;
+    drop(prior);
     let pages_kept = groups.as_ref().map(|g| g.kept()).unwrap_or_default();
     let groups = groups.map(|g| g.finish(&mut files)).unwrap_or_default();
     // In place, the previous build's files this one does not have are removed.
@@ -616,6 +607,7 @@ fn write_summary(
     comparisons: &[crate::report::compare::Comparison],
     groups: Option<&dyn crate::site::reuse::Groups>,
     next: &mut cache::CacheFile,
+    prior: &cache::Prior,
 ) -> Result<(BTreeMap<String, u64>, String, Option<cache::Saving>)> {
     // Each summary file is written as it is rendered; only its name, size and (the manifest's)
     // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
@@ -648,7 +640,7 @@ fn write_summary(
                     .and_modify(|r| r.end = i + 1)
                     .or_insert(i..i + 1);
             }
-            cache::save_runs(dir, next, |path, run| {
+            cache::save_runs(dir, next, prior, |path, run| {
                 let Some(range) = by_run.get(path) else {
                     return;
                 };
