@@ -51,7 +51,24 @@ impl Inputs {
 /// With `previous_csv` false the previous build's outcomes are not read from the site (the
 /// cache knows them).
 pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Result<Inputs> {
-    let mut tasks = crate::task::load(&opts.tasks)
+    // The corpus is read while the runs are scanned, and the previous export (for the changes
+    // page) meanwhile; their errors are told in that order.
+    let (tasks, (previous, scan)) = rayon::join(
+        || crate::task::load(&opts.tasks),
+        || {
+            rayon::join(
+                || {
+                    if previous_csv {
+                        read_previous(opts)
+                    } else {
+                        Ok(None)
+                    }
+                },
+                || runs::scan_with(&opts.runs, known),
+            )
+        },
+    );
+    let mut tasks = tasks
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("cannot load the tasks from {}", opts.tasks.display()))?;
     tasks.sort_by(|a, b| a.id.cmp(&b.id));
@@ -67,17 +84,6 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
             opts.runs.display()
         );
     }
-    // The previous export (for the changes page) is read while the runs are scanned.
-    let (previous, scan) = rayon::join(
-        || {
-            if previous_csv {
-                read_previous(opts)
-            } else {
-                Ok(None)
-            }
-        },
-        || runs::scan_with(&opts.runs, known),
-    );
     let mut scan = scan;
     let previous = previous?;
     let mut skipped: Vec<SkippedInput> = scan

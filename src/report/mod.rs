@@ -414,13 +414,21 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         .collect();
 
     let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
-    for (i, s) in samples.iter().enumerate() {
+    // The samples are sorted, so each cell's are consecutive: its entry is made once.
+    let mut start = 0;
+    while start < samples.len() {
+        let first = &samples[start].key;
+        let end = start
+            + samples[start..]
+                .iter()
+                .take_while(|s| s.key.model == first.model && s.key.task == first.task)
+                .count();
         let c = cells
-            .entry((s.key.model.clone(), s.key.task.clone()))
+            .entry((first.model.clone(), first.task.clone()))
             .or_insert_with(|| Cell {
-                model: s.key.model.clone(),
-                task: s.key.task.clone(),
-                samples: Vec::new(),
+                model: first.model.clone(),
+                task: first.task.clone(),
+                samples: Vec::with_capacity(end - start),
                 runs: Vec::new(),
                 k: 0,
                 scored: 0,
@@ -434,31 +442,34 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 task_changed: false,
                 distinct_responses: 0,
             });
-        c.samples.push(i);
-        if c.runs.last() != Some(&s.key.run) {
-            c.runs.push(s.key.run.clone());
-        }
-        c.k += 1;
-        c.task_changed |= s.task_changed;
-        match s.outcome {
-            Outcome::Pass => {
-                c.scored += 1;
-                c.passes += 1;
-                match s.value_match {
-                    Some(true) => {
-                        c.value_matches += 1;
-                        c.value_compared += 1;
+        for (i, s) in samples.iter().enumerate().take(end).skip(start) {
+            c.samples.push(i);
+            if c.runs.last() != Some(&s.key.run) {
+                c.runs.push(s.key.run.clone());
+            }
+            c.k += 1;
+            c.task_changed |= s.task_changed;
+            match s.outcome {
+                Outcome::Pass => {
+                    c.scored += 1;
+                    c.passes += 1;
+                    match s.value_match {
+                        Some(true) => {
+                            c.value_matches += 1;
+                            c.value_compared += 1;
+                        }
+                        Some(false) => c.value_compared += 1,
+                        None => {}
                     }
-                    Some(false) => c.value_compared += 1,
-                    None => {}
                 }
+                Outcome::Fail(l) => {
+                    c.scored += 1;
+                    *c.labels.entry(l).or_default() += 1;
+                }
+                Outcome::Error => c.errors += 1,
             }
-            Outcome::Fail(l) => {
-                c.scored += 1;
-                *c.labels.entry(l).or_default() += 1;
-            }
-            Outcome::Error => c.errors += 1,
         }
+        start = end;
     }
     for c in cells.values_mut() {
         c.distinct_responses = c
