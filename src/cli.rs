@@ -277,6 +277,8 @@ pub struct BuildOpts {
     pub previous: Option<PathBuf>,
     /// A folder (outside --out) where build keeps each sample's verdict between builds, so a
     /// rebuild re-scores and rewrites only what changed. Without it, every build is a full one.
+    /// A finished run is read again only when its folder or samples/ changed: after editing a
+    /// transcript inside one, touch the run's folder.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Also compare row B against row A (repeatable); rows serving the same model id and

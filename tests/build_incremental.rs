@@ -155,12 +155,16 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         "over a touched run",
     );
 
-    // A transcript edited inside the finished run: unseen (the run's folders look the same,
-    // and the previous verdict stands) until the run's folder is touched; then re-scored, and
-    // the site is again what a fresh build gives.
+    // A transcript and the cell.json edited inside the finished run: unseen (the run's folders
+    // look the same, so neither is read, and the previous verdicts stand) until the run's
+    // folder is touched; then re-scored, and the site is again what a fresh build gives.
     let previous_csv3 = keep_csv(&out, &tmp.path().join("previous3.csv"));
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&f, b"{\"not\": \"a completion\"}").unwrap();
+    let cell = run_dir.join("cell.json");
+    let mut cell_bytes = std::fs::read(&cell).unwrap();
+    cell_bytes.push(b'\n');
+    std::fs::write(&cell, cell_bytes).unwrap();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     assert!(
         err.contains(

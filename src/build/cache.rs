@@ -363,6 +363,7 @@ pub struct Prior {
     bytes: Vec<u8>,
     /// By run folder, relative to the runs root: where its record lies in `bytes`.
     runs: BTreeMap<String, std::ops::Range<usize>>,
+    /// The task folders' listings ([`CacheFile::listings`]).
     listings: BTreeMap<String, (FileStat, Vec<String>)>,
 }
 
@@ -546,9 +547,9 @@ impl std::io::Write for Summed {
 }
 
 /// Starts writing the cache into `dir` (atomically: a temporary file renamed over the old one
-/// by [`Saving::finish`]) with its runs. Each run is completed by `fill` (its samples' verdicts)
-/// just before it is written, and its verdicts dropped right after: the cache's copy of the
-/// verdicts never exists for all samples at once. A [`CachedRun::verbatim`] record is copied
+/// by [`Saving::finish`]) with its runs. Each run is completed by `fill` (its samples' verdicts,
+/// its folders) just before it is written, and those dropped right after: the cache's copy of
+/// them never exists for all runs at once. A [`CachedRun::verbatim`] record is copied
 /// from `prior`, the cache it was read from.
 pub fn save_runs(
     dir: &Path,
@@ -600,6 +601,7 @@ pub fn save_runs(
                     for s in run.samples.values_mut() {
                         s.scored = None;
                     }
+                    run.folders = None;
                 }
             }
         }

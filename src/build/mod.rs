@@ -175,13 +175,6 @@ pub fn run_samples(
     let mut out = RunOutcome::default();
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
-    out.cached.folders = run.look.map(|look| cache::CachedFolders {
-        look,
-        seen: crate::runs::SeenRun {
-            cell_json: run.cell_json.clone(),
-            samples: run.samples.clone(),
-        },
-    });
     let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
     // Every readable sample, with what the cache keeps of it: the run's page is rendered whole
     // or, when nothing in the run changed, not at all.
@@ -544,6 +537,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             .map(|g| g as &dyn crate::site::reuse::Groups),
         &mut next,
         &prior,
+        &runs,
     )?;
     drop(prior);
     let pages_kept = groups.as_ref().map(|g| g.kept()).unwrap_or_default();
@@ -608,6 +602,7 @@ fn write_summary(
     groups: Option<&dyn crate::site::reuse::Groups>,
     next: &mut cache::CacheFile,
     prior: &cache::Prior,
+    runs: &[RunInput],
 ) -> Result<(BTreeMap<String, u64>, String, Option<cache::Saving>)> {
     // Each summary file is written as it is rendered; only its name, size and (the manifest's)
     // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
@@ -640,7 +635,22 @@ fn write_summary(
                     .and_modify(|r| r.end = i + 1)
                     .or_insert(i..i + 1);
             }
+            let run_dirs: BTreeMap<String, &crate::runs::RunDir> = runs
+                .iter()
+                .map(|r| (rel(&opts.runs, &r.run.dir), &r.run))
+                .collect();
             cache::save_runs(dir, next, prior, |path, run| {
+                // What the scan read, for the next scan: taken from the run as it is written, so
+                // that no second copy of it lives through the build.
+                run.folders = run_dirs.get(path).and_then(|r| {
+                    Some(cache::CachedFolders {
+                        look: r.look?,
+                        seen: crate::runs::SeenRun {
+                            cell_json: r.cell_json.clone(),
+                            samples: r.samples.clone(),
+                        },
+                    })
+                });
                 let Some(range) = by_run.get(path) else {
                     return;
                 };
