@@ -113,6 +113,8 @@ pub trait Known: Sync {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SeenRun {
     pub cell_json: Vec<u8>,
+    /// sha256 of `cell_json`.
+    pub cell_sha256: String,
     pub samples: Vec<String>,
 }
 
@@ -329,13 +331,18 @@ fn read_run(
     seen: Option<SeenRun>,
     skipped: &mut Vec<Skipped>,
 ) -> Result<RunDir, String> {
-    let (bytes, listed) = match seen {
-        Some(SeenRun { cell_json, samples }) => (cell_json, Some(samples)),
+    let (bytes, sha256, listed) = match seen {
+        Some(SeenRun {
+            cell_json,
+            cell_sha256,
+            samples,
+        }) => (cell_json, cell_sha256, Some(samples)),
         None => {
             let bytes = read_bounded(&dir.join("cell.json"), MAX_CELL_FILE)
                 .map_err(|e| format!("cannot read cell.json: {e}"))?
                 .0;
-            (bytes, None)
+            let sha256 = crate::task::sha256_hex(&bytes);
+            (bytes, sha256, None)
         }
     };
     // The version first (every other field ignored, no tree built), then the whole file
@@ -394,7 +401,7 @@ fn read_run(
         run_id: run_id.into(),
         dir: dir.to_path_buf(),
         cell,
-        cell_sha256: crate::task::sha256_hex(&bytes),
+        cell_sha256: sha256,
         samples,
         look: look.filter(|_| clean),
         cell_json: bytes,
@@ -916,6 +923,7 @@ mod tests {
             let rel = format!("{}/{}/{}", r.model, r.task_id, r.run_id);
             let read = SeenRun {
                 cell_json: r.cell_json.clone(),
+                cell_sha256: r.cell_sha256.clone(),
                 samples: r.samples.clone(),
             };
             seen.runs.insert(rel, (r.look.unwrap(), read));

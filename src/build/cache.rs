@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 8\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 9\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";

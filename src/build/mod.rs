@@ -647,6 +647,7 @@ fn write_summary(
                         look: r.look?,
                         seen: crate::runs::SeenRun {
                             cell_json: r.cell_json.clone(),
+                            cell_sha256: r.cell_sha256.clone(),
                             samples: r.samples.clone(),
                         },
                     })
