@@ -84,10 +84,13 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
             opts.runs.display()
         );
     }
-    let mut scan = scan;
+    let runs::Scan {
+        runs: scanned,
+        skipped: scan_skipped,
+        listings,
+    } = scan;
     let previous = previous?;
-    let mut skipped: Vec<SkippedInput> = scan
-        .skipped
+    let mut skipped: Vec<SkippedInput> = scan_skipped
         .iter()
         .map(|s| SkippedInput {
             path: rel(&opts.runs, &s.path),
@@ -101,7 +104,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
         .collect();
     let mut runs = Vec::new();
     let mut changed_tasks: BTreeMap<String, usize> = BTreeMap::new();
-    for run in std::mem::take(&mut scan.runs) {
+    for run in scanned {
         let Some(&task) = by_id.get(run.task_id.as_str()) else {
             skipped.push(SkippedInput {
                 path: rel(&opts.runs, &run.dir),
@@ -135,7 +138,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
         skipped,
         previous,
         changed_tasks,
-        listings: scan.listings,
+        listings,
     })
 }
 

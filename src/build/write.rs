@@ -199,8 +199,6 @@ fn carried_size(dir: &Path) -> (usize, u64) {
         .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
 }
 
-/// Replaces `path` with `bytes` through a temporary file and a rename, so that a reader (or a
-/// crash) never sees it half-written.
 /// Whether the file at `path` holds exactly `bytes`: its size first, then its contents a block
 /// at a time (a 19 MB export is compared without being held twice).
 fn holds(path: &Path, bytes: &[u8]) -> bool {
@@ -229,6 +227,8 @@ fn holds(path: &Path, bytes: &[u8]) -> bool {
     }
 }
 
+/// Replaces `path` with `bytes` through a temporary file and a rename, so that a reader (or a
+/// crash) never sees it half-written.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
