@@ -172,6 +172,20 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         ),
         "{err}"
     );
+    // The manifest still names the run's previous bytes, so checking the site against runs/
+    // (docs/data.md) shows the edit: a fresh build's manifest names other bytes for that run.
+    let run_sha = |site: &Path| {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(site.join("data/manifest.json")).unwrap())
+                .unwrap();
+        m["runs"]["alpha/contact-card/r0001"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let fresh = tmp.path().join("fresh-unseen");
+    build_ok(&fixture_tasks(), &runs, &fresh, &[], &[]);
+    assert_ne!(run_sha(&out), run_sha(&fresh));
     touch();
     let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", cache_arg], &[]);
     // Drawn again: the sample's model, task and tag (the cell has no failure, before or after).
