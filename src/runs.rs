@@ -280,7 +280,15 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
                     }
                     let mut skipped = Vec::new();
                     let look = RunLook::of(&rdir);
-                    let seen = look.and_then(|l| known.run(&format!("{rel}/{run_id}"), &l));
+                    // What is known is taken only as a listing would have been: sample folder
+                    // names that can be a permalink's last segment.
+                    let seen = look
+                        .and_then(|l| known.run(&format!("{rel}/{run_id}"), &l))
+                        .filter(|s| {
+                            s.samples
+                                .iter()
+                                .all(|n| !n.starts_with('.') && is_path_safe(n))
+                        });
                     match read_run(&model, &task_id, &run_id, &rdir, look, seen, &mut skipped) {
                         Ok(r) => {
                             // The keys the model entry and server description are shared by.
@@ -1003,6 +1011,10 @@ mod tests {
             "taken from what was seen"
         );
         assert_eq!(again.runs[0].cell_sha256, first.runs[0].cell_sha256);
+
+        // A known name that no listing would give (not a permalink segment) is not taken.
+        seen.runs.get_mut("m/t/r0001").unwrap().1.samples = vec!["../x".into()];
+        assert_eq!(scan_with(root, &seen).runs[0].samples, ["000"]);
 
         // A sample folder added: samples/ changed, so it is listed again.
         std::thread::sleep(std::time::Duration::from_millis(20));
