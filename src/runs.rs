@@ -347,8 +347,7 @@ fn read_run(
         }) => (cell_json, cell_sha256, Some(samples)),
         None => {
             let bytes = read_bounded(&dir.join("cell.json"), MAX_CELL_FILE)
-                .map_err(|e| format!("cannot read cell.json: {e}"))?
-                .0;
+                .map_err(|e| format!("cannot read cell.json: {e}"))?;
             let sha256 = crate::task::sha256_hex(&bytes);
             (bytes, sha256, None)
         }
@@ -468,24 +467,23 @@ impl FileStat {
     }
 }
 
-/// Reads a whole file of at most `max` bytes (a larger one is an error that says so), with how
-/// it looked when opened.
-pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, FileStat)> {
+/// Reads a whole file of at most `max` bytes (a larger one is an error that says so).
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let f = std::fs::File::open(path)?;
-    let stat = FileStat::of(&f.metadata()?);
-    if stat.size > max {
+    let size = f.metadata()?.len();
+    if size > max {
         return Err(std::io::Error::other(format!(
             "{} is {} bytes, more than the {} MiB callcheck reads of one file (collect never writes one that large)",
             path.file_name()
                 .map(|n| n.to_string_lossy())
                 .unwrap_or_default(),
-            stat.size,
+            size,
             max >> 20
         )));
     }
     // A file that grew since it was opened is read up to the bound, no further.
-    match read_capped(f, max, stat.size as usize + 1)? {
-        Some(bytes) => Ok((bytes, stat)),
+    match read_capped(f, max, size as usize + 1)? {
+        Some(bytes) => Ok(bytes),
         None => Err(std::io::Error::other(format!(
             "{} grew past {} MiB while it was read",
             path.display(),
@@ -516,15 +514,15 @@ impl RunDir {
     pub fn read_sample(&self, sample: &str) -> std::io::Result<SampleFiles> {
         let d = self.sample_dir(sample);
         let read = |name: &str| read_bounded(&d.join(name), MAX_SAMPLE_FILE);
-        let (request, _) = read("request.json")?;
-        let ((response, _), streamed) = match read("response.sse") {
+        let request = read("request.json")?;
+        let (response, streamed) = match read("response.sse") {
             Ok(b) => (b, true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (read("response.json")?, false),
             Err(e) => return Err(e),
         };
         let mut meta_error = None;
         let meta = match read("meta.json") {
-            Ok((b, _)) => b,
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             // A meta.json that cannot be read (a folder, too large) is damage, not a reason to
             // drop the sample: it is scored without it, and reported.

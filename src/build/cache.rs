@@ -428,7 +428,7 @@ impl CachedRun {
 pub fn load(dir: &Path) -> Prior {
     let path = dir.join(FILE);
     let bytes = match crate::runs::read_bounded(&path, MAX_FILE) {
-        Ok((b, _)) => b,
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Prior::default(),
         Err(e) => {
             eprintln!(
