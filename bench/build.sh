@@ -5,6 +5,7 @@
 #   bench/build.sh                          # 10k and 100k samples (20 models, k = 10)
 #   SAMPLES="10000 100000 300000" bench/build.sh
 #   SHAPES="200x3" bench/build.sh           # 200 models x 59 tasks x k = 3 (35,400 samples)
+#   SHAPES="10x3500x3" bench/build.sh       # BFCL's ~3,500 questions, 10 rows, k = 3 (105,000)
 #   BENCH_DIR=/path bench/build.sh          # where the trees go (default /tmp/callcheck-bench)
 #   REBUILDS=9 bench/build.sh               # rounds of the incremental rebuilds (default 5)
 #
@@ -139,9 +140,11 @@ for n in ${SAMPLES:-10000 100000}; do
   [ -d "$dir/runs" ] || "$bin/examples/synth" --samples "$n" --out "$dir" 2>/dev/null
   one "$n" "$dir" "$n"
 done
-for shape in ${SHAPES:-}; do # MODELSxK over 59 tasks
-  models=${shape%x*}; k=${shape#*x}; n=$((models * 59 * k))
+for shape in ${SHAPES:-}; do # MODELSxK over 59 tasks, or MODELSxTASKSxK
+  IFS=x read -r -a dims <<< "$shape"
+  if ((${#dims[@]} == 3)); then models=${dims[0]} tasks=${dims[1]} k=${dims[2]}; else models=${dims[0]} tasks=59 k=${dims[1]}; fi
+  n=$((models * tasks * k))
   dir=$base/shape-$shape
   [ -d "$dir/runs" ] || "$bin/examples/synth" --samples "$n" --models "$models" --k "$k" --out "$dir" 2>/dev/null
-  one "$models models x 59 tasks x k=$k" "$dir" "$n"
+  one "$models models x $tasks tasks x k=$k" "$dir" "$n"
 done
