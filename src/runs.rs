@@ -307,6 +307,11 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
         })
         .collect();
     let mut scan = Scan::default();
+    // Sized once: grown by doubling, a list of 35,000 runs is copied a dozen times, into fresh
+    // memory each time.
+    scan.runs
+        .reserve(read.iter().map(|(runs, _)| runs.len()).sum());
+    scan.listings.reserve(read.len());
     // One copy of each model entry and server description: tens of thousands of runs share a
     // handful (a parsed entry costs kilobytes).
     let mut shared: BTreeMap<String, Arc<Value>> = BTreeMap::new();
@@ -353,21 +358,25 @@ fn read_run(
         }
     };
     // The version first (every other field ignored, no tree built), then the whole file
-    // straight into its struct: a BFCL-sized `runs/` has tens of thousands of these.
+    // straight into its struct: a BFCL-sized `runs/` has tens of thousands of these. Bytes an
+    // earlier scan read (by this same callcheck: the cache is keyed by its build) passed the
+    // version check then.
     #[derive(serde::Deserialize)]
     struct Version {
         format_version: Option<Value>,
     }
-    let version = serde_json::from_slice::<Version>(&bytes)
-        .map_err(|e| format!("cell.json is not JSON: {e}"))?
-        .format_version
-        .as_ref()
-        .and_then(Value::as_u64)
-        .ok_or("cell.json has no format_version")?;
-    if version > FORMAT_VERSION as u64 {
-        return Err(format!(
-            "cell.json has format_version {version}, newer than the {FORMAT_VERSION} this callcheck reads: upgrade callcheck to build it"
-        ));
+    if listed.is_none() {
+        let version = serde_json::from_slice::<Version>(&bytes)
+            .map_err(|e| format!("cell.json is not JSON: {e}"))?
+            .format_version
+            .as_ref()
+            .and_then(Value::as_u64)
+            .ok_or("cell.json has no format_version")?;
+        if version > FORMAT_VERSION as u64 {
+            return Err(format!(
+                "cell.json has format_version {version}, newer than the {FORMAT_VERSION} this callcheck reads: upgrade callcheck to build it"
+            ));
+        }
     }
     let cell: CellInfo = serde_json::from_slice(&bytes).map_err(|e| format!("cell.json: {e}"))?;
     if cell.task.id != task_id {
@@ -506,6 +515,12 @@ pub fn read_capped(
 }
 
 impl RunDir {
+    /// The run's folder relative to the runs root, `/`-separated: `<model>/<task>/<run>` (the
+    /// key of its record in the cache and of its listing in the manifest).
+    pub fn rel(&self) -> String {
+        format!("{}/{}/{}", self.model, self.task_id, self.run_id)
+    }
+
     pub fn sample_dir(&self, sample: &str) -> PathBuf {
         self.dir.join("samples").join(sample)
     }

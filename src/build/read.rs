@@ -102,7 +102,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
         .enumerate()
         .map(|(i, t)| (t.id.as_str(), i))
         .collect();
-    let mut runs = Vec::new();
+    let mut runs = Vec::with_capacity(scanned.len());
     let mut changed_tasks: BTreeMap<String, usize> = BTreeMap::new();
     for run in scanned {
         let Some(&task) = by_id.get(run.task_id.as_str()) else {
