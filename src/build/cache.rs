@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 9\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 10\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -259,7 +259,7 @@ pub struct CachedScored {
     #[serde(rename = "ct")]
     pub completion_tokens: Option<u64>,
     #[serde(rename = "r")]
-    pub response: String,
+    pub response: u128,
 }
 
 impl CachedScored {
@@ -286,7 +286,7 @@ impl CachedScored {
             ttfb_ms: s.ttfb_ms,
             total_ms: s.total_ms,
             completion_tokens: s.completion_tokens,
-            response: s.response.clone(),
+            response: s.response,
         }
     }
 

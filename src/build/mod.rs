@@ -636,13 +636,19 @@ fn write_summary(
             let Some(dir) = &opts.cache else {
                 return Ok(None);
             };
+            // The matrix's samples are in key order, so each run's are consecutive.
             let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
-            for (i, sc) in agg.matrix.samples.iter().enumerate() {
-                let k = &sc.key;
-                by_run
-                    .entry(format!("{}/{}/{}", k.model, k.task, k.run))
-                    .and_modify(|r| r.end = i + 1)
-                    .or_insert(i..i + 1);
+            let mut at = 0;
+            for run in agg.matrix.samples.chunk_by(|a, b| {
+                let (a, b) = (&a.key, &b.key);
+                a.run == b.run && a.task == b.task && a.model == b.model
+            }) {
+                let k = &run[0].key;
+                by_run.insert(
+                    format!("{}/{}/{}", k.model, k.task, k.run),
+                    at..at + run.len(),
+                );
+                at += run.len();
             }
             let run_dirs: BTreeMap<String, &crate::runs::RunDir> =
                 runs.iter().map(|r| (r.run.rel(), &r.run)).collect();
