@@ -941,7 +941,7 @@ mod tests {
                 .insert(l.rel.clone(), (l.look, l.names.clone()));
         }
         for r in &scan.runs {
-            let rel = format!("{}/{}/{}", r.model, r.task_id, r.run_id);
+            let rel = r.rel();
             let read = SeenRun {
                 cell_json: r.cell_json.clone(),
                 cell_sha256: r.cell_sha256.clone(),

@@ -473,15 +473,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         run_stale.append(&mut o.stale);
         run_changes.push(o.changes);
         scored.extend(o.scored);
-        transcripts.insert(r.run.rel(), o.listing_sha256);
+        let path = r.run.rel();
         skipped.extend(o.skipped);
         read_bytes += o.bytes;
         reused += o.reused;
         pages.0 += o.pages.0;
         pages.1 += o.pages.1;
         if record {
-            next.runs.insert(r.run.rel(), o.cached);
+            next.runs.insert(path.clone(), o.cached);
         }
+        transcripts.insert(path, o.listing_sha256);
     }
     // The pages of runs the previous build had and this one has not; then the previous cache's
     // bytes are no longer needed.
@@ -636,23 +637,12 @@ fn write_summary(
             let Some(dir) = &opts.cache else {
                 return Ok(None);
             };
-            // The matrix's samples are in key order, so each run's are consecutive.
-            let mut by_run: BTreeMap<String, std::ops::Range<usize>> = BTreeMap::new();
-            let mut at = 0;
-            for run in agg.matrix.samples.chunk_by(|a, b| {
-                let (a, b) = (&a.key, &b.key);
-                a.run == b.run && a.task == b.task && a.model == b.model
-            }) {
-                let k = &run[0].key;
-                by_run.insert(
-                    format!("{}/{}/{}", k.model, k.task, k.run),
-                    at..at + run.len(),
-                );
-                at += run.len();
-            }
-            let run_dirs: BTreeMap<String, &crate::runs::RunDir> =
-                runs.iter().map(|r| (r.run.rel(), &r.run)).collect();
+            // Where each run's samples and folder are, made when a run is first filled: a
+            // rebuild that copies every record from the previous cache fills none.
+            let mut index: Option<RunIndex> = None;
             cache::save_runs(dir, next, prior, |path, run| {
+                let (by_run, run_dirs) =
+                    index.get_or_insert_with(|| run_index(&agg.matrix.samples, runs));
                 // What the scan read, for the next scan: taken from the run as it is written, so
                 // that no second copy of it lives through the build.
                 run.folders = run_dirs.get(path).and_then(|r| {
@@ -683,6 +673,28 @@ fn write_summary(
         .into_inner()
         .map_err(|_| anyhow::anyhow!("a page writer failed"))?;
     Ok((files, manifest, saving))
+}
+
+/// Per run folder (relative to the runs root): the range of its samples in the matrix's, and
+/// its folder as scanned.
+type RunIndex<'a> = (
+    BTreeMap<String, std::ops::Range<usize>>,
+    BTreeMap<String, &'a crate::runs::RunDir>,
+);
+
+fn run_index<'a>(samples: &[Scored], runs: &'a [RunInput]) -> RunIndex<'a> {
+    // The matrix's samples are in key order, so each run's are consecutive.
+    let mut by_run = BTreeMap::new();
+    let mut at = 0;
+    for run in samples.chunk_by(|a, b| {
+        let (a, b) = (&a.key, &b.key);
+        a.run == b.run && a.task == b.task && a.model == b.model
+    }) {
+        by_run.insert(run[0].key.run_folder(), at..at + run.len());
+        at += run.len();
+    }
+    let run_dirs = runs.iter().map(|r| (r.run.rel(), &r.run)).collect();
+    (by_run, run_dirs)
 }
 
 /// The "read …" lines: run folders, samples, models, and tasks whose file changed.

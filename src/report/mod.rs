@@ -25,6 +25,12 @@ pub struct SampleKey {
 }
 
 impl SampleKey {
+    /// The sample's run folder relative to the runs root: `<model>/<task>/<run>`, as
+    /// [`crate::runs::RunDir::rel`] names it.
+    pub fn run_folder(&self) -> String {
+        format!("{}/{}/{}", self.model, self.task, self.run)
+    }
+
     /// The permalink, relative to the site root: `t/<model>/<task>/<run>/<NNN>.html`. It is made
     /// of the four path segments only, so it never changes for the same sample.
     pub fn permalink(&self) -> String {
@@ -416,19 +422,14 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
     let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
     // The samples are sorted, so each cell's are consecutive: its entry is made once.
     let mut start = 0;
-    while start < samples.len() {
-        let first = &samples[start].key;
-        let end = start
-            + samples[start..]
-                .iter()
-                .take_while(|s| s.key.model == first.model && s.key.task == first.task)
-                .count();
+    for cell in samples.chunk_by(|a, b| a.key.model == b.key.model && a.key.task == b.key.task) {
+        let first = &cell[0].key;
         let c = cells
             .entry((first.model.clone(), first.task.clone()))
             .or_insert_with(|| Cell {
                 model: first.model.clone(),
                 task: first.task.clone(),
-                samples: Vec::with_capacity(end - start),
+                samples: Vec::with_capacity(cell.len()),
                 runs: Vec::new(),
                 k: 0,
                 scored: 0,
@@ -442,7 +443,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 task_changed: false,
                 distinct_responses: 0,
             });
-        for (i, s) in samples.iter().enumerate().take(end).skip(start) {
+        for (i, s) in (start..).zip(cell) {
             c.samples.push(i);
             if c.runs.last() != Some(&s.key.run) {
                 c.runs.push(s.key.run.clone());
@@ -469,7 +470,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
                 Outcome::Error => c.errors += 1,
             }
         }
-        start = end;
+        start += cell.len();
     }
     for c in cells.values_mut() {
         c.distinct_responses = c

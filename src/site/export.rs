@@ -545,13 +545,7 @@ pub fn manifest_json(
         "tasks": tasks,
         "runs": runs,
     });
-    // Room for the whole document at once (a cell takes about 1 KB): grown by doubling, a
-    // 34 MB document passed through a 32 MB copy into a 64 MB buffer. Room not written to
-    // costs no memory.
-    let mut out = Vec::with_capacity((m.cells.len() + m.models.len() * 8) * 1536 + (1 << 20));
-    if serde_json::to_writer_pretty(&mut out, &doc).is_err() {
-        out.clear();
-    }
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
     out
 }
