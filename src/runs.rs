@@ -43,6 +43,68 @@ pub struct CellInfo {
     pub started: String,
     #[serde(default)]
     pub ended: String,
+    /// What kind of run this is: the first round of a cell (absent in `cell.json`), or a
+    /// feedback round over failed samples of earlier runs (SPEC §11).
+    #[serde(default, skip_serializing_if = "RunKind::is_samples")]
+    pub kind: RunKind,
+    /// For a feedback run: how the feedback was worded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<FeedbackInfo>,
+}
+
+/// The kind of a run folder (`cell.json`'s `kind`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    /// First-round samples of the task (every run before SPEC §11; `kind` absent).
+    #[default]
+    Samples,
+    /// Follow-ups: each sample answers one failed sample of the same model and task, with that
+    /// failure fed back (SPEC §11). Its `meta.json` names the parent.
+    Feedback,
+}
+
+impl RunKind {
+    pub fn is_samples(&self) -> bool {
+        *self == RunKind::Samples
+    }
+}
+
+/// A feedback run's settings (`cell.json`'s `feedback`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedbackInfo {
+    /// `error`, `checklist` or `retry` (SPEC §11).
+    pub style: FeedbackStyle,
+}
+
+/// How the failure is fed back to the model (SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeedbackStyle {
+    /// What a framework's validator says: the detail in plain words, and what to do.
+    Error,
+    /// HiTEC-ICL's second round: the local checklist of the offered tools.
+    Checklist,
+    /// A generic "That did not work; try again."
+    Retry,
+}
+
+impl FeedbackStyle {
+    pub const ALL: [FeedbackStyle; 3] = [
+        FeedbackStyle::Error,
+        FeedbackStyle::Checklist,
+        FeedbackStyle::Retry,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FeedbackStyle::Error => "error",
+            FeedbackStyle::Checklist => "checklist",
+            FeedbackStyle::Retry => "retry",
+        }
+    }
 }
 
 /// The task a cell was collected for.

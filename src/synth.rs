@@ -160,6 +160,8 @@ pub fn write_run(runs: &Path, spec: RunSpec, wires: &[Wire]) -> Result<PathBuf> 
         server: server.into(),
         started: "2026-01-01T00:00:00Z".into(),
         ended: "2026-01-01T00:05:00Z".into(),
+        kind: Default::default(),
+        feedback: None,
     };
     std::fs::write(dir.join("cell.json"), serde_json::to_vec_pretty(&cell)?)?;
     Ok(dir)

@@ -57,6 +57,18 @@ pub struct Meta {
     /// `[REDACTED]` in this sample's response bytes, headers and errors before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted_secrets: Option<u64>,
+    /// For a sample of a feedback run (SPEC §11): the failed sample it follows up, of the same
+    /// model and task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
+}
+
+/// The sample a feedback sample follows up: its run folder and sample folder under the same
+/// `runs/<model>/<task-id>/`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ParentRef {
+    pub run: String,
+    pub sample: String,
 }
 
 /// One sample: request, raw response and metadata.

@@ -848,6 +848,8 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             server: m.server.clone().into(),
             started: clock::rfc3339_now(),
             ended: String::new(),
+            kind: Default::default(),
+            feedback: None,
         };
         let cell = Arc::new(OpenCell {
             writer: Mutex::new(Some(writer)),

@@ -798,6 +798,8 @@ mod tests {
             server: Value::Null.into(),
             started: String::new(),
             ended: String::new(),
+            kind: Default::default(),
+            feedback: None,
         }
     }
 
