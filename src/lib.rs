@@ -8,6 +8,7 @@ pub mod build;
 pub mod cli;
 pub mod cmd;
 pub mod collect;
+pub mod compare;
 pub mod corrupt;
 pub mod export;
 pub mod hitec;

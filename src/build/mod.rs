@@ -377,9 +377,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let inputs = read::read(opts, !changes_told, &prior)?;
     say_what_was_read(opts, &inputs);
     // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
-    let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
+    let explicit = crate::compare::parse_pairs(&opts.compare)?;
     let baseline = match &opts.baseline {
-        Some(p) => Some(crate::cmd::compare::load_baseline(
+        Some(p) => Some(crate::compare::load_baseline(
             p,
             &inputs.tasks,
             opts.interval,
@@ -518,9 +518,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         (false, None) => aggregate::Previous::Unknown,
     };
     let agg = aggregate::aggregate(scored, &tasks, &runs, previous, opts.interval);
-    let comparisons = crate::cmd::compare::comparisons(
+    let comparisons = crate::compare::comparisons(
         &agg.matrix,
-        &crate::cmd::compare::row_settings(&agg.models),
+        &crate::compare::row_settings(&agg.models),
         &explicit,
         baseline.as_ref(),
         &agg.matrix.tasks,
@@ -608,7 +608,7 @@ fn write_summary(
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
-    comparisons: &[crate::report::compare::Comparison],
+    comparisons: &[crate::compare::Comparison],
     groups: Option<&dyn crate::site::reuse::Groups>,
     next: &mut cache::CacheFile,
     prior: &cache::Prior,

@@ -85,7 +85,7 @@ pub fn summary(
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
-    comparisons: &[crate::report::compare::Comparison],
+    comparisons: &[crate::compare::Comparison],
     groups: Option<&dyn site::reuse::Groups>,
     sink: site::Sink,
 ) -> Result<()> {

@@ -68,7 +68,7 @@ pub struct SiteInput<'a> {
     /// its sha256: [`export::run_listing`]), for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
     /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
-    pub comparisons: &'a [crate::report::compare::Comparison],
+    pub comparisons: &'a [crate::compare::Comparison],
     /// The groups of pages the site being updated holds ([`reuse`]): the pages of a model, a
     /// task, a tag or a label whose inputs did not change are left as they are. `None`: every
     /// page is drawn, and none is recorded.
