@@ -265,8 +265,23 @@ pub fn score_parsed(
     let completion = match parsed {
         Ok(c) => c,
         Err(f) => {
+            let recorded = t.meta.as_ref().and_then(|m| m.error.as_deref());
+            // collect's own deadline (the row's timeout_secs) ended the read: the body stops
+            // where callcheck stopped waiting, which says nothing against the server.
+            if let Some(e) = recorded.filter(|e| e.starts_with("timed out")) {
+                let shown = f.0.replace(": the connection was cut", "");
+                let mut v = Verdict::new(
+                    Outcome::Error,
+                    Some(Stage::Transport),
+                    format!(
+                        "callcheck's own timeout (the row's timeout_secs) ended the request before the response was complete ({e}); not a fault of the server or the model"
+                    ),
+                );
+                v.notes.push(format!("the response as kept: {shown}"));
+                return v;
+            }
             let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0.clone());
-            if let Some(e) = t.meta.as_ref().and_then(|m| m.error.as_ref()) {
+            if let Some(e) = recorded {
                 v.notes.push(format!("collect recorded: {e}"));
             }
             return v;
@@ -310,6 +325,16 @@ pub fn score_parsed(
         Expect::StructuredOutput { gold, where_, .. } => s.structured_output(gold, where_),
         _ => s.calls(),
     };
+    // SPEC §2.1: every protocol deviation absorbed in reading the calls is named in the
+    // detail, whatever the verdict.
+    if !completion.deviations.is_empty() {
+        let n = completion.deviations.len();
+        v.detail.push_str(&format!(
+            " (protocol deviation{}: {})",
+            if n == 1 { "" } else { "s" },
+            completion.deviations.join("; ")
+        ));
+    }
     v.finish_reason = completion.finish_reason.clone();
     v.cut = cut_reason.is_some();
     let mut notes = offered.notes.clone();
@@ -646,13 +671,31 @@ impl Scoring<'_> {
                     format!("{} is incomplete: {why}", call_name(&calls[i])),
                 ))
             } else if calls.is_empty() {
-                Some((None, "no call was emitted".to_string()))
+                // Most cut samples of small models are prose run to the limit: say so, rather
+                // than suggest a call was begun.
+                let what = if prose.is_empty() {
+                    "no call was emitted: nothing was written before the limit".to_string()
+                } else {
+                    format!(
+                        "no call was emitted: the model was still writing prose, no call had begun: {}",
+                        preview(&Value::String(prose.clone()), 120)
+                    )
+                };
+                Some((None, what))
             } else if calls.len() < n_expected {
                 Some((
                     None,
                     format!(
                         "{} of {n_expected} expected calls were emitted",
                         calls.len()
+                    ),
+                ))
+            } else if let Some((i, missing)) = self.lacking_required(&calls) {
+                Some((
+                    Some(i),
+                    format!(
+                        "{} lacks required arguments ({missing}): servers close a call cut at the limit with {{}}",
+                        call_name(&calls[i])
                     ),
                 ))
             } else {
@@ -708,6 +751,21 @@ impl Scoring<'_> {
             }
         }
         Ok(Parsed { calls, prose })
+    }
+
+    /// The first call whose arguments parse but lack a required argument of its offered tool,
+    /// with the missing ones described: on a cut output, the trace of a call the server closed
+    /// with `{}` (vLLM #46303).
+    fn lacking_required(&self, calls: &[Call]) -> Option<(usize, String)> {
+        calls.iter().find_map(|c| {
+            let schema = self.offered.schema(c.name.as_deref()?)?;
+            let missing: Vec<String> = schema::violations(schema, c.arguments.as_ref()?)
+                .into_iter()
+                .filter(|v| v.label == Label::MissingRequired)
+                .map(|v| v.detail)
+                .collect();
+            (!missing.is_empty()).then(|| (c.index, missing.join("; ")))
+        })
     }
 
     /// Stage 3, structure: the calls against the task's expectation — text calls and no call
@@ -883,19 +941,33 @@ impl Scoring<'_> {
             return reject(v, None, calls);
         }
         if let Some(&c) = unmatched_calls.first() {
+            // A model that says the same call twice (small models often do) is told apart
+            // from one that adds a different call.
+            let extra = &calls[c];
+            let repeat = calls.iter().find(|o| {
+                o.index != c
+                    && o.matched.is_some()
+                    && o.name == extra.name
+                    && matches!((&o.arguments, &extra.arguments), (Some(a), Some(b)) if values_equal(a, b))
+            });
+            let what = match repeat {
+                Some(o) => format!(
+                    ", an exact repeat of {}: same tool, same arguments",
+                    call_name(o)
+                ),
+                None if expected_names.contains(&extra.name.as_deref().unwrap_or("")) => {
+                    String::new()
+                }
+                None => ", to an offered tool the task does not expect".to_string(),
+            };
             let v = fail(
                 Label::SpuriousCall,
                 Stage::Structure,
                 format!(
-                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{})",
+                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what})",
                     if n_expected == 1 { "" } else { "s" },
                     calls.len(),
-                    call_name(&calls[c]),
-                    if expected_names.contains(&calls[c].name.as_deref().unwrap_or("")) {
-                        ""
-                    } else {
-                        ", to an offered tool the task does not expect"
-                    }
+                    call_name(extra),
                 ),
             );
             return reject(v, Some(c), calls);
