@@ -11,6 +11,7 @@ pub mod collect;
 pub mod compare;
 pub mod corrupt;
 pub mod export;
+pub mod feedback;
 pub mod hitec;
 pub mod import;
 pub mod json;
