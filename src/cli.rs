@@ -292,6 +292,11 @@ pub struct BuildOpts {
     /// Build even when runs/ holds no sample (an empty site); without it that is an error.
     #[arg(long)]
     pub allow_empty: bool,
+    /// The address the site is published at (e.g. https://you.github.io/conformance/): shared
+    /// links' cards then carry their page's full address (og:url). The site's own links stay
+    /// relative.
+    #[arg(long, value_name = "URL")]
+    pub site_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

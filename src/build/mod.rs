@@ -87,9 +87,11 @@ pub struct RunOutcome {
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
 /// nothing changed.
-pub struct Reuse {
+pub struct Reuse<'a> {
     /// Models × tasks of the site (where a run's page links its cell).
     pub cells: usize,
+    /// The site's base address (`build --site-url`, checked), for the pages' link cards.
+    pub site_url: Option<&'a str>,
     /// The previous build's record of this run. When its `cell.json` and task are unchanged and
     /// its pages are in the site being written (`in_place`), an unchanged sample needs neither
     /// scoring, nor its page rendered or written.
@@ -107,7 +109,7 @@ pub fn run_samples(
     runs_root: &Path,
     input: &RunInput,
     task: &Task,
-    reuse: Reuse,
+    reuse: Reuse<'_>,
     pages: &SyncSender<Page>,
 ) -> Result<RunOutcome> {
     let run = &input.run;
@@ -123,6 +125,7 @@ pub fn run_samples(
         record,
         cells,
         changes,
+        site_url,
     } = reuse;
     // The previous verdicts stand for the same transcripts of the same run and task, and its
     // pages where they are.
@@ -290,6 +293,7 @@ pub fn run_samples(
             same_request,
             &verdict,
             parsed.as_ref().ok(),
+            site_url,
         )?;
         sections.push_str(&section);
         marks.push(crate::site::transcript::SampleMark {
@@ -303,8 +307,15 @@ pub fn run_samples(
         out.keep(scored, record);
     }
     if !marks.is_empty() {
-        let (path, html) =
-            render::run_page(task, run, &marks, &sections, reference.as_ref(), cells)?;
+        let (path, html) = render::run_page(
+            task,
+            run,
+            &marks,
+            &sections,
+            reference.as_ref(),
+            cells,
+            site_url,
+        )?;
         out.cached.run_page = Some(html.len() as u64);
         out.pages.0 += 1;
         out.pages.1 += html.len() as u64;
@@ -354,6 +365,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             opts.out.display()
         );
     }
+    let site_url = opts
+        .site_url
+        .as_deref()
+        .map(crate::site::card::site_url)
+        .transpose()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--site-url {:?}: {e}; give the address the site is published at, e.g. https://you.github.io/conformance/",
+                opts.site_url.as_deref().unwrap_or_default()
+            )
+        })?;
     if let Some(c) = &opts.cache
         && cache::inside(c, &opts.out)
     {
@@ -411,7 +433,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         && prior
             .site
             .as_ref()
-            .is_some_and(|s| s.matrix_on_index == matrix_on_index);
+            .is_some_and(|s| s.matrix_on_index == matrix_on_index && s.site_url == site_url);
     // Not in place, nothing of the previous build is reused (its outcomes may still be told).
     let mut prior = if in_place || changes_told {
         prior
@@ -440,6 +462,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 record,
                 cells,
                 changes: changes_told,
+                site_url: site_url.as_deref(),
             };
             run_samples(&opts.runs, r, task, reuse, tx)
         })
@@ -566,6 +589,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             manifest_sha256: manifest,
             summary_files: files.clone(),
             matrix_on_index,
+            site_url: site_url.clone(),
             groups,
             samples: n_samples as u64,
         }))?;
@@ -632,7 +656,23 @@ fn write_summary(
         Ok(())
     };
     let (rendered, saving) = rayon::join(
-        || render::summary(agg, tasks, skipped, transcripts, comparisons, groups, &sink),
+        || {
+            // Checked when the build began.
+            let site_url = opts
+                .site_url
+                .as_deref()
+                .and_then(|u| crate::site::card::site_url(u).ok());
+            render::summary(
+                agg,
+                tasks,
+                skipped,
+                transcripts,
+                comparisons,
+                groups,
+                site_url.as_deref(),
+                &sink,
+            )
+        },
         || {
             let Some(dir) = &opts.cache else {
                 return Ok(None);

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 /// One scored sample's section of its run's page, and its permalink page (path relative to the
 /// site root, HTML).
+#[allow(clippy::too_many_arguments)]
 pub fn sample_section(
     task: &Task,
     cell: &CellInfo,
@@ -22,6 +23,7 @@ pub fn sample_section(
     same_request: bool,
     verdict: &Verdict,
     completion: Option<&crate::score::wire::Completion>,
+    site_url: Option<&str>,
 ) -> Result<(String, (String, String))> {
     let section = transcript::render(&transcript::SampleContext {
         key: &sample.key,
@@ -35,7 +37,7 @@ pub fn sample_section(
         completion,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
-    let stub = transcript::render_stub(&sample.key, verdict)
+    let stub = transcript::render_stub(&sample.key, verdict, site_url)
         .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
     Ok((section, (sample.key.permalink(), stub)))
 }
@@ -58,6 +60,7 @@ pub fn run_page(
     sections: &str,
     request: Option<&RunRequest>,
     cells: usize,
+    site_url: Option<&str>,
 ) -> Result<(String, String)> {
     let html = transcript::render_run(&transcript::RunContext {
         task,
@@ -68,6 +71,7 @@ pub fn run_page(
         sections,
         reference: request.map(|r| (r.sample.as_str(), r.bytes.as_slice(), r.streamed)),
         cells,
+        site_url,
     })
     .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
     Ok((run_page_path(run), html))
@@ -80,6 +84,7 @@ pub fn run_page_path(run: &RunDir) -> String {
 
 /// Every other file of the site (summary pages, charts, exports, the manifest), each handed to
 /// `sink` as soon as it is rendered.
+#[allow(clippy::too_many_arguments)]
 pub fn summary(
     agg: &Aggregates,
     tasks: &[Task],
@@ -87,6 +92,7 @@ pub fn summary(
     transcripts: &BTreeMap<String, String>,
     comparisons: &[crate::compare::Comparison],
     groups: Option<&dyn site::reuse::Groups>,
+    site_url: Option<&str>,
     sink: site::Sink,
 ) -> Result<()> {
     Ok(site::render_site(
@@ -100,6 +106,7 @@ pub fn summary(
             transcripts,
             comparisons,
             groups,
+            site_url,
         },
         sink,
     )?)

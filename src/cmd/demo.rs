@@ -137,6 +137,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         compare: Vec::new(),
         baseline: None,
         allow_empty: false,
+        site_url: None,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");

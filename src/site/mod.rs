@@ -3,6 +3,7 @@
 //! and writing. Every link is relative, so the site works from the file system and from a
 //! GitHub Pages project path.
 
+pub mod card;
 pub mod charts;
 pub mod compare;
 pub mod export;
@@ -73,6 +74,9 @@ pub struct SiteInput<'a> {
     /// task, a tag or a label whose inputs did not change are left as they are. `None`: every
     /// page is drawn, and none is recorded.
     pub groups: Option<&'a dyn reuse::Groups>,
+    /// The site's base address (`build --site-url`, checked by [`card::site_url`]): the link
+    /// cards' `og:url`.
+    pub site_url: Option<&'a str>,
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -466,6 +470,8 @@ struct MatrixGroup {
 struct IndexPage<'a> {
     title: String,
     root: String,
+    /// Escaped HTML: the link card's tags ([`card`]).
+    card: String,
     method: &'static str,
     n_models: usize,
     n_tasks: usize,
@@ -1018,9 +1024,29 @@ fn index_page(
         })
         .collect();
     let (passes, fails, errors) = m.outcome_counts();
+    let card = card::render(
+        &card::Card {
+            title: &format!(
+                "Tool-call conformance: {} model{} × {} task{}",
+                m.models.len(),
+                if m.models.len() == 1 { "" } else { "s" },
+                m.tasks.len(),
+                if m.tasks.len() == 1 { "" } else { "s" },
+            ),
+            description: &format!(
+                "{} samples: {passes} passed, {fails} failed with a label, {errors} transport errors; every rate with its 95 % interval, every failure linked to its transcript.",
+                m.samples.len()
+            ),
+            // The site's own address.
+            path: "",
+            kind: "website",
+        },
+        input.site_url,
+    );
     let page = IndexPage {
         title: "Tool-call conformance".into(),
         root: String::new(),
+        card,
         method: m.method.title(),
         n_models: m.models.len(),
         n_tasks: m.tasks.len(),
@@ -1829,6 +1855,7 @@ mod tests {
             transcripts: &BTreeMap::new(),
             comparisons: &[],
             groups: None,
+            site_url: None,
         };
         let mut files = Vec::new();
         index_page(&input, &["data/samples.csv".to_string()], &mut files).unwrap();

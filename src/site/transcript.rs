@@ -110,7 +110,8 @@ struct Section<'a> {
 struct Stub<'a> {
     title: String,
     key: &'a SampleKey,
-    summary: String,
+    /// Escaped HTML: the link card's tags ([`super::card`]).
+    card: String,
 }
 
 /// What a run's page shows of one sample above the sections: its name and outcome.
@@ -572,6 +573,8 @@ pub struct RunContext<'a> {
     pub reference: Option<(&'a str, &'a [u8], bool)>,
     /// Models × tasks of the site: where the run's cell is drawn ([`super::cell_href_in`]).
     pub cells: usize,
+    /// The site's base address ([`super::card::site_url`]), when known: the card's `og:url`.
+    pub site_url: Option<&'a str>,
 }
 
 #[derive(Template)]
@@ -579,6 +582,8 @@ pub struct RunContext<'a> {
 struct RunPage<'a> {
     title: String,
     root: String,
+    /// Escaped HTML: the link card's tags ([`super::card`]).
+    card: String,
     model: &'a str,
     task: &'a str,
     task_title: &'a str,
@@ -614,9 +619,20 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     } else {
         Sent::default()
     };
+    let title = format!("{} · {} · run {}", cx.model, cx.task.id, cx.run);
+    let card = super::card::render(
+        &super::card::Card {
+            title: &title,
+            description: &run_summary(cx),
+            path: &format!("t/{}/{}/{}/index.html", cx.model, cx.task.id, cx.run),
+            kind: "article",
+        },
+        cx.site_url,
+    );
     RunPage {
-        title: format!("{} · {} · run {}", cx.model, cx.task.id, cx.run),
+        title,
         root: root(4),
+        card,
         model: cx.model,
         task: &cx.task.id,
         task_title: &cx.task.title,
@@ -647,9 +663,45 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     .render()
 }
 
+/// A run in a line, for its link card: its samples' outcomes counted, in the taxonomy's order.
+fn run_summary(cx: &RunContext) -> String {
+    let mut counts: std::collections::BTreeMap<Outcome, usize> = Default::default();
+    for m in cx.samples {
+        *counts.entry(m.outcome).or_default() += 1;
+    }
+    let outcomes: Vec<String> = counts
+        .iter()
+        .map(|(o, n)| format!("{n} {}", o.name()))
+        .collect();
+    format!(
+        "{} sample{} of {} on {}: {}",
+        cx.samples.len(),
+        if cx.samples.len() == 1 { "" } else { "s" },
+        cx.model,
+        cx.task.title,
+        outcomes.join(", ")
+    )
+}
+
 /// The permalink page of a sample (`t/<model>/<task>/<run>/<NNN>.html`): a shared link's title
-/// and summary, and the way to the sample's section of the run's page.
-pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error> {
+/// and card, and the way to the sample's section of the run's page. `site_url` is the site's
+/// base address ([`super::card::site_url`]), when known.
+pub fn render_stub(
+    key: &SampleKey,
+    v: &Verdict,
+    site_url: Option<&str>,
+) -> Result<String, askama::Error> {
+    let path = key.permalink();
+    let card = super::card::render(
+        &super::card::Card {
+            // What a shared link is about: whose answer, to what, and what went wrong.
+            title: &format!("{} · {} · {}", key.model, key.task, v.outcome.name()),
+            description: &v.detail,
+            path: &path,
+            kind: "article",
+        },
+        site_url,
+    );
     Stub {
         title: format!(
             "{} · {} · {}/{}: {}",
@@ -660,8 +712,7 @@ pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error
             v.outcome.name()
         ),
         key,
-        // The title says the outcome; a shared link's preview adds the start of the detail.
-        summary: crate::json::clip(&v.detail, 100),
+        card,
     }
     .render()
 }
