@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod collect;
 pub mod corrupt;
 pub mod export;
+pub mod fsafe;
 pub mod hitec;
 pub mod import;
 pub mod json;
