@@ -12,6 +12,7 @@ pub mod compare;
 pub mod corrupt;
 pub mod export;
 pub mod feedback;
+pub mod fsafe;
 pub mod hitec;
 pub mod import;
 pub mod json;

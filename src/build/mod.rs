@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod cache;
+pub mod owned;
 pub mod read;
 pub mod render;
 pub mod score;
@@ -359,11 +360,15 @@ impl RunOutcome {
 
 /// Runs the whole build and reports what it read and skipped on stderr.
 pub fn build(opts: &BuildOpts) -> Result<Summary> {
-    if !write::replaceable(&opts.out)? {
-        bail!(
-            "--out {} holds files that are not a callcheck site; refusing to replace it (choose an empty or new folder)",
-            opts.out.display()
-        );
+    // What the site is built from never lies inside what it replaces (SPEC §12).
+    for (flag, p) in [("--runs", &opts.runs), ("--tasks", &opts.tasks)] {
+        if owned::within(p, &opts.out) {
+            bail!(
+                "{flag} {} is inside --out {}: a build replaces --out, so its inputs must lie outside it; move them beside the site",
+                p.display(),
+                opts.out.display()
+            );
+        }
     }
     let site_url = opts
         .site_url
@@ -390,8 +395,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // are then the cache's, and the 'previous' samples.csv in the site need not be read.
     let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     let out_identity = write::canonical_out(&opts.out);
+    // A site this build may update in place carries its marker (then nothing else is looked
+    // at: the cache vouches that the site is the one it wrote); any other --out is looked at
+    // whole before anything is read, and refused unless it is a build's own.
+    let marked = owned::marker(&opts.out);
+    let inspected = match marked {
+        Some(_) if prior.site.is_some() => None,
+        _ => Some(owned::inspect(&opts.out)?),
+    };
     let site_current = prior.site.as_ref().is_some_and(|s| {
-        s.out == out_identity
+        marked.is_some()
+            && s.out == out_identity
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
@@ -440,10 +454,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     } else {
         cache::Prior::default()
     };
-    let mut site = if in_place {
-        SiteWriter::in_place(&opts.out)
-    } else {
-        SiteWriter::begin(&opts.out)?
+    let mut site = match marked {
+        Some(files) if in_place => SiteWriter::in_place(&opts.out, files),
+        _ => {
+            if inspected.is_none() {
+                owned::inspect(&opts.out)?;
+            }
+            SiteWriter::begin(&opts.out)?
+        }
     };
     let tx = site.sender()?;
     let record = opts.cache.is_some();
