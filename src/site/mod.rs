@@ -8,6 +8,7 @@ pub mod compare;
 pub mod export;
 pub mod html;
 pub mod reuse;
+pub mod routing;
 pub mod samples;
 pub mod tags;
 pub mod transcript;
@@ -1606,7 +1607,14 @@ pub type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
 /// megabytes, never held at once.
 pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let (data, pages) = rayon::join(|| data_files(input, sink), || pages(input, sink));
-    data.and(pages)
+    data.and(pages)?;
+    // The router's evidence (SPEC §11): small (rows × labels), drawn on every build.
+    let r = crate::report::routing::routing(input.matrix);
+    sink((
+        routing::JSON.into(),
+        routing::routing_json(input.matrix, &r),
+    ))?;
+    sink(routing::routing_page(input.matrix, &r)?)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
