@@ -385,15 +385,21 @@ fn csv_models(m: &Matrix) -> Vec<&str> {
         .collect()
 }
 
-/// One model's rows of samples.csv: its first-round samples, then its feedback samples (SPEC
-/// §11), each in key order.
-fn model_rows<'a>(m: &'a Matrix, model: &str) -> impl Iterator<Item = &'a Scored> + use<'a> {
+/// One model's rows of samples.csv: its first-round and feedback samples (SPEC §11) merged
+/// in key order.
+fn model_rows<'a>(m: &'a Matrix, model: &str) -> Box<dyn Iterator<Item = &'a Scored> + 'a> {
     let of = |samples: &'a [Scored]| {
         let from = samples.partition_point(|s| s.key.model.as_str() < model);
         let to = from + samples[from..].partition_point(|s| s.key.model.as_str() <= model);
         &samples[from..to]
     };
-    of(&m.samples).iter().chain(of(&m.feedback))
+    let (first, feedback) = (of(&m.samples), of(&m.feedback));
+    if feedback.is_empty() {
+        return Box::new(first.iter());
+    }
+    let mut rows: Vec<&Scored> = first.iter().chain(feedback).collect();
+    rows.sort_by(|a, b| a.key.cmp(&b.key));
+    Box::new(rows.into_iter())
 }
 
 /// The largest `data/samples.csv` written whole; a bigger one is split by model (GitHub warns

@@ -5,8 +5,9 @@
 use super::{File, SiteError, render};
 use crate::report::Matrix;
 use crate::report::interval::{Interval, percent, round4, show};
-use crate::report::routing::{Measure, ModelRouting, Policy, PolicyResult, Routing};
+use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
+use crate::taxonomy::Label;
 use askama::Template;
 use serde_json::{Value, json};
 
@@ -200,6 +201,7 @@ pub struct TagView {
     pub single: String,
 }
 
+#[derive(Debug)]
 pub struct LabelView {
     pub label: &'static str,
     pub default: &'static str,
@@ -208,6 +210,8 @@ pub struct LabelView {
     pub repair: String,
     pub feedback: Vec<String>,
     pub fallback: String,
+    /// The row (on label pages, where rows are listed per label).
+    pub model: String,
 }
 
 #[derive(Template)]
@@ -237,33 +241,7 @@ pub fn routing_page(m: &Matrix, r: &Routing) -> Result<File, SiteError> {
             anchor: anchor(&mr.model),
             tasks: mr.policies.first().map_or(0, |p| p.tasks),
             policies: policy_cells(&mr.policies),
-            labels: mr
-                .labels
-                .iter()
-                .map(|l| LabelView {
-                    label: l.label.as_str(),
-                    default: l.label.retry().as_str(),
-                    failures: l.failures,
-                    reroll: measure_text(&l.reroll),
-                    repair: l
-                        .repair
-                        .as_ref()
-                        .map_or_else(|| "no mechanical repair".into(), measure_text),
-                    feedback: FeedbackStyle::ALL
-                        .iter()
-                        .map(|st| l.feedback.get(st).map_or("–".into(), measure_text))
-                        .collect(),
-                    fallback: l
-                        .fallback
-                        .iter()
-                        .filter(|(_, x)| x.n > 0)
-                        .max_by(|a, b| {
-                            let (ra, rb) = (a.1.rate().unwrap_or(0.0), b.1.rate().unwrap_or(0.0));
-                            ra.total_cmp(&rb).then(b.0.cmp(&a.0))
-                        })
-                        .map_or("–".into(), |(b, x)| format!("{b}: {}", measure_text(x))),
-                })
-                .collect(),
+            labels: mr.labels.iter().map(|l| label_view(&mr.model, l)).collect(),
             tags: mr
                 .by_tag
                 .iter()
@@ -299,4 +277,52 @@ pub fn routing_page(m: &Matrix, r: &Routing) -> Result<File, SiteError> {
         parent_passes: r.parent_passes(),
     };
     Ok((PAGE.into(), render("routing page", &page)?))
+}
+
+fn label_view(model: &str, l: &LabelRouting) -> LabelView {
+    LabelView {
+        label: l.label.as_str(),
+        default: l.label.retry().as_str(),
+        failures: l.failures,
+        reroll: measure_text(&l.reroll),
+        repair: l
+            .repair
+            .as_ref()
+            .map_or_else(|| "no mechanical repair".into(), measure_text),
+        feedback: FeedbackStyle::ALL
+            .iter()
+            .map(|st| l.feedback.get(st).map_or("–".into(), measure_text))
+            .collect(),
+        fallback: l
+            .fallback
+            .iter()
+            .filter(|(_, x)| x.n > 0)
+            .max_by(|a, b| {
+                let (ra, rb) = (a.1.rate().unwrap_or(0.0), b.1.rate().unwrap_or(0.0));
+                ra.total_cmp(&rb).then(b.0.cmp(&a.0))
+            })
+            .map_or("–".into(), |(b, x)| format!("{b}: {}", measure_text(x))),
+        model: model.to_string(),
+    }
+}
+
+/// A label page's table: per row that failed with `label`, its four measured actions.
+pub fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
+    r.models
+        .iter()
+        .filter_map(|mr| {
+            let l = mr.labels.iter().find(|l| l.label == label)?;
+            Some(label_view(&mr.model, l))
+        })
+        .collect()
+}
+
+/// A label page's group key ([`super::reuse`]) extended with its measured actions: they depend
+/// on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
+pub fn label_key(key: super::reuse::Key, actions: &[LabelView]) -> super::reuse::Key {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(key);
+    h.update(format!("{actions:?}").as_bytes());
+    h.finalize().into()
 }
