@@ -243,7 +243,10 @@ fn exports_are_complete_and_csv_is_quoted() {
             "value_match",
             "ttfb_ms",
             "total_ms",
-            "completion_tokens"
+            "completion_tokens",
+            "round",
+            "parent",
+            "feedback"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
@@ -252,11 +255,13 @@ fn exports_are_complete_and_csv_is_quoted() {
     // response's usage says 15 completion tokens.
     assert_eq!(
         rows[0].iter().skip(10).collect::<Vec<_>>(),
-        ["95.0", "357.0", "15"]
+        ["95.0", "357.0", "15", "0", "", ""]
     );
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 13);
+        assert_eq!(row.len(), 16);
+        // No feedback round in these runs: every sample is of round 0.
+        assert_eq!((&row[13], &row[14], &row[15]), ("0", "", ""));
         // Times from meta.json and tokens from the response's usage, or empty when absent.
         for col in 10..13 {
             assert!(

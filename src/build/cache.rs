@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 10\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 11\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -263,6 +263,12 @@ pub struct CachedScored {
     pub completion_tokens: Option<u64>,
     #[serde(rename = "r")]
     pub response: u128,
+    /// A feedback sample's style and parent run and sample (SPEC §11).
+    #[serde(rename = "fb")]
+    pub feedback: Option<(crate::runs::FeedbackStyle, Option<(String, String)>)>,
+    /// The outcome after the label's mechanical repair, named as `outcome` is.
+    #[serde(rename = "rp")]
+    pub repaired: Option<String>,
 }
 
 impl CachedScored {
@@ -290,15 +296,29 @@ impl CachedScored {
             total_ms: s.total_ms,
             completion_tokens: s.completion_tokens,
             response: s.response,
+            feedback: s.feedback.as_ref().map(|f| {
+                (
+                    f.style,
+                    f.parent.as_ref().map(|p| (p.run.clone(), p.sample.clone())),
+                )
+            }),
+            repaired: s.repaired.map(|o| o.name().to_string()),
         }
     }
 
     /// Back to a [`Scored`]; `None` when the outcome is not one this build knows.
     pub fn into_scored(self, key: SampleKey) -> Option<Scored> {
-        let outcome = match self.outcome.as_str() {
-            "pass" => Outcome::Pass,
-            "error" => Outcome::Error,
-            l => Outcome::Fail(Label::parse(l)?),
+        let outcome_of = |name: &str| {
+            Some(match name {
+                "pass" => Outcome::Pass,
+                "error" => Outcome::Error,
+                l => Outcome::Fail(Label::parse(l)?),
+            })
+        };
+        let outcome = outcome_of(&self.outcome)?;
+        let repaired = match &self.repaired {
+            Some(r) => Some(outcome_of(r)?),
+            None => None,
         };
         Some(Scored {
             key,
@@ -324,6 +344,14 @@ impl CachedScored {
             total_ms: self.total_ms,
             completion_tokens: self.completion_tokens,
             response: self.response,
+            feedback: self.feedback.map(|(style, parent)| {
+                Box::new(crate::report::FeedbackOf {
+                    style,
+                    parent: parent
+                        .map(|(run, sample)| crate::transcript::ParentRef { run, sample }),
+                })
+            }),
+            repaired,
         })
     }
 }

@@ -278,7 +278,8 @@ pub fn run_samples(
         })
         .unwrap_or_default();
     for (sample, mut record) in samples {
-        let (verdict, scored, parsed) = score::score_read(task, input.task_changed, &sample);
+        let (verdict, mut scored, parsed) = score::score_read(task, input.task_changed, &sample);
+        scored.feedback = score::feedback_of(run, &sample);
         if changes {
             let old = before.get(&sample.key.sample).map(String::as_str);
             out.changes.sample(&scored, old);
@@ -699,8 +700,7 @@ fn write_summary(
             // rebuild that copies every record from the previous cache fills none.
             let mut index: Option<RunIndex> = None;
             cache::save_runs(dir, next, prior, |path, run| {
-                let (by_run, run_dirs) =
-                    index.get_or_insert_with(|| run_index(&agg.matrix.samples, runs));
+                let (by_run, run_dirs) = index.get_or_insert_with(|| run_index(&agg.matrix, runs));
                 // What the scan read, for the next scan: taken from the run as it is written, so
                 // that no second copy of it lives through the build.
                 run.folders = run_dirs.get(path).and_then(|r| {
@@ -713,10 +713,15 @@ fn write_summary(
                         },
                     })
                 });
-                let Some(range) = by_run.get(path) else {
+                let Some((feedback, range)) = by_run.get(path) else {
                     return;
                 };
-                for sc in &agg.matrix.samples[range.clone()] {
+                let of = if *feedback {
+                    &agg.matrix.feedback
+                } else {
+                    &agg.matrix.samples
+                };
+                for sc in &of[range.clone()] {
                     if let Some(c) = run.samples.get_mut(&sc.key.sample) {
                         c.scored = Some(Box::new(cache::CachedScored::of(sc)));
                     }
@@ -733,23 +738,26 @@ fn write_summary(
     Ok((files, manifest, saving))
 }
 
-/// Per run folder (relative to the runs root): the range of its samples in the matrix's, and
-/// its folder as scanned.
+/// Per run folder (relative to the runs root): where its samples are in the matrix (whether
+/// among the feedback samples, and their range), and its folder as scanned.
 type RunIndex<'a> = (
-    BTreeMap<String, std::ops::Range<usize>>,
+    BTreeMap<String, (bool, std::ops::Range<usize>)>,
     BTreeMap<String, &'a crate::runs::RunDir>,
 );
 
-fn run_index<'a>(samples: &[Scored], runs: &'a [RunInput]) -> RunIndex<'a> {
-    // The matrix's samples are in key order, so each run's are consecutive.
+fn run_index<'a>(matrix: &crate::report::Matrix, runs: &'a [RunInput]) -> RunIndex<'a> {
+    // The matrix's samples are in key order, so each run's are consecutive; so are the
+    // feedback samples'.
     let mut by_run = BTreeMap::new();
-    let mut at = 0;
-    for run in samples.chunk_by(|a, b| {
-        let (a, b) = (&a.key, &b.key);
-        a.run == b.run && a.task == b.task && a.model == b.model
-    }) {
-        by_run.insert(run[0].key.run_folder(), at..at + run.len());
-        at += run.len();
+    for (feedback, samples) in [(false, &matrix.samples), (true, &matrix.feedback)] {
+        let mut at = 0;
+        for run in samples.chunk_by(|a, b| {
+            let (a, b) = (&a.key, &b.key);
+            a.run == b.run && a.task == b.task && a.model == b.model
+        }) {
+            by_run.insert(run[0].key.run_folder(), (feedback, at..at + run.len()));
+            at += run.len();
+        }
     }
     let run_dirs = runs.iter().map(|r| (r.run.rel(), &r.run)).collect();
     (by_run, run_dirs)

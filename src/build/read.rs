@@ -113,6 +113,13 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
             });
             continue;
         };
+        if run.cell.kind == runs::RunKind::Feedback && run.cell.feedback.is_none() {
+            skipped.push(SkippedInput {
+                path: rel(&opts.runs, &run.dir),
+                reason: "a feedback run whose cell.json names no feedback style (\"feedback\": {\"style\": \"error\"|\"checklist\"|\"retry\"})".into(),
+            });
+            continue;
+        }
         let task_changed = run.cell.task.sha256 != tasks[task].sha256;
         if task_changed {
             *changed_tasks.entry(run.task_id.clone()).or_default() += 1;

@@ -44,6 +44,30 @@ pub fn score_read(
         total_ms,
         completion_tokens,
         response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
+        // Set by the caller, which knows the run: a sample does not know its round.
+        feedback: None,
+        repaired: crate::score::mend::repaired(task, t, &verdict).map(|v| v.outcome),
     };
     (verdict, scored, parsed)
+}
+
+/// The round a sample of `run` belongs to: `None` for a first-round sample, else the feedback
+/// style of its run and the parent its `meta.json` names (SPEC §11).
+pub fn feedback_of(
+    run: &crate::runs::RunDir,
+    sample: &Sample,
+) -> Option<Box<crate::report::FeedbackOf>> {
+    if run.cell.kind != crate::runs::RunKind::Feedback {
+        return None;
+    }
+    // [`super::read::read`] leaves out feedback runs that name no style.
+    let style = run.cell.feedback.as_ref()?.style;
+    Some(Box::new(crate::report::FeedbackOf {
+        style,
+        parent: sample
+            .transcript
+            .meta
+            .as_ref()
+            .and_then(|m| m.parent.clone()),
+    }))
 }

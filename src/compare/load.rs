@@ -43,6 +43,11 @@ pub fn load_runs(root: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Coll
     let mut jobs = Vec::new();
     let mut left_out = scan.skipped.len();
     for r in &scan.runs {
+        // A feedback round (SPEC §11) is no sample of its cell: a baseline's rates leave it
+        // out, as a build's do.
+        if r.cell.kind == runs::RunKind::Feedback {
+            continue;
+        }
         let Some(task) = by_id.get(r.task_id.as_str()) else {
             left_out += 1;
             continue;
@@ -135,10 +140,16 @@ fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
         col("outcome")?,
         col("label")?,
     );
+    // A published site's feedback samples (SPEC §11; `round` 1) are in no rate; a samples.csv
+    // of an earlier callcheck has no `round` column and only first-round samples.
+    let round = headers.iter().position(|h| h == "round");
     let mut samples = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let rec = rec.with_context(|| format!("{}: row {}", path.display(), i + 2))?;
         let get = |c: usize| rec.get(c).unwrap_or("").to_string();
+        if round.is_some_and(|c| !matches!(rec.get(c), None | Some("" | "0"))) {
+            continue;
+        }
         let outcome = match get(co).as_str() {
             "pass" => Outcome::Pass,
             "error" => Outcome::Error,

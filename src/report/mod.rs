@@ -6,6 +6,7 @@ pub mod distinct;
 pub mod interval;
 pub mod latency;
 pub mod pooled;
+pub mod routing;
 
 use crate::cli::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
@@ -79,6 +80,22 @@ pub struct Scored {
     pub completion_tokens: Option<u64>,
     /// What the model answered, fingerprinted ([`distinct::fingerprint`]).
     pub response: u128,
+    /// For a sample of a feedback round (SPEC §11): how the failure was fed back and which
+    /// sample it follows up. Such samples are kept apart ([`Matrix::feedback`]): they never
+    /// enter a rate.
+    pub feedback: Option<Box<FeedbackOf>>,
+    /// For a failure whose label has a mechanical repair ([`crate::score::mend`]): the outcome
+    /// of the repaired answer, scored again.
+    pub repaired: Option<Outcome>,
+}
+
+/// What a feedback sample answers (SPEC §11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackOf {
+    pub style: crate::runs::FeedbackStyle,
+    /// The failed first-round sample of the same model and task, as its `meta.json` names it;
+    /// `None` when it names none.
+    pub parent: Option<crate::transcript::ParentRef>,
 }
 
 impl Scored {
@@ -99,6 +116,8 @@ impl Scored {
             total_ms: None,
             completion_tokens: None,
             response: 0,
+            feedback: None,
+            repaired: None,
         }
     }
 }
@@ -374,6 +393,10 @@ pub struct Matrix {
     pub tasks: Vec<TaskInfo>,
     /// Sorted by key.
     pub samples: Vec<Scored>,
+    /// The samples of feedback rounds (SPEC §11), sorted by key: scored against their task and
+    /// linked like every sample, but in no cell, rate, table or comparison ([`routing`] reads
+    /// them).
+    pub feedback: Vec<Scored>,
     pub cells: BTreeMap<(String, String), Cell>,
     /// Every tag of the corpus, sorted.
     pub tags: Vec<String>,
@@ -407,7 +430,17 @@ impl Matrix {
 
 /// Builds the matrix. The order of `samples` does not matter: they are sorted by key first, so
 /// the result does not depend on how scoring was scheduled.
-pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind) -> Matrix {
+pub fn aggregate(samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind) -> Matrix {
+    // A feedback round answers a failure with that failure in its prompt: a conditional draw,
+    // not another sample of the cell, so it is kept out of every rate.
+    // (Most collections have none: then nothing is moved.)
+    let (mut feedback, mut samples): (Vec<Scored>, Vec<Scored>) =
+        if samples.iter().any(|s| s.feedback.is_some()) {
+            samples.into_iter().partition(|s| s.feedback.is_some())
+        } else {
+            (Vec::new(), samples)
+        };
+    feedback.sort_by(|a, b| a.key.cmp(&b.key));
     samples.sort_by(|a, b| a.key.cmp(&b.key));
     let mut tasks = tasks;
     tasks.sort_by(|a, b| a.id.cmp(&b.id));
@@ -598,6 +631,7 @@ pub fn aggregate(mut samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalK
         models: models.into_values().collect(),
         tasks,
         samples,
+        feedback,
         cells,
         tags,
     }

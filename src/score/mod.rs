@@ -7,6 +7,7 @@
 //! order in which the calls were emitted.
 
 pub mod extract;
+pub mod mend;
 pub mod repair;
 pub mod schema;
 pub mod value;

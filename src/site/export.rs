@@ -349,7 +349,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 13] = [
+pub const CSV_COLUMNS: [&str; 16] = [
     "permalink",
     "model",
     "task",
@@ -363,11 +363,43 @@ pub const CSV_COLUMNS: [&str; 13] = [
     "ttfb_ms",
     "total_ms",
     "completion_tokens",
+    "round",
+    "parent",
+    "feedback",
 ];
 
 /// `data/samples.csv`: one row per sample, RFC 4180 quoting.
 pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
-    samples_csv_of(m.samples.iter())
+    let models = csv_models(m);
+    samples_csv_of(models.iter().flat_map(|model| model_rows(m, model)))
+}
+
+/// Every model with a sample, first-round or feedback, in name order.
+fn csv_models(m: &Matrix) -> Vec<&str> {
+    m.samples
+        .iter()
+        .chain(&m.feedback)
+        .map(|s| s.key.model.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// One model's rows of samples.csv: its first-round and feedback samples (SPEC §11) merged
+/// in key order.
+fn model_rows<'a>(m: &'a Matrix, model: &str) -> Box<dyn Iterator<Item = &'a Scored> + 'a> {
+    let of = |samples: &'a [Scored]| {
+        let from = samples.partition_point(|s| s.key.model.as_str() < model);
+        let to = from + samples[from..].partition_point(|s| s.key.model.as_str() <= model);
+        &samples[from..to]
+    };
+    let (first, feedback) = (of(&m.samples), of(&m.feedback));
+    if feedback.is_empty() {
+        return Box::new(first.iter());
+    }
+    let mut rows: Vec<&Scored> = first.iter().chain(feedback).collect();
+    rows.sort_by(|a, b| a.key.cmp(&b.key));
+    Box::new(rows.into_iter())
 }
 
 /// The largest `data/samples.csv` written whole; a bigger one is split by model (GitHub warns
@@ -393,6 +425,7 @@ pub fn samples_csv_files(
     let estimate: usize = m
         .samples
         .iter()
+        .chain(&m.feedback)
         .map(|s| {
             let k = &s.key;
             64 + s.detail.len() + 2 * (k.model.len() + k.task.len() + k.run.len() + k.sample.len())
@@ -403,16 +436,8 @@ pub fn samples_csv_files(
     let mut held: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let mut split = false;
-    let mut start = 0;
-    while start < m.samples.len() {
-        let model = m.samples[start].key.model.as_str();
-        let end = start
-            + m.samples[start..]
-                .iter()
-                .take_while(|s| s.key.model == model)
-                .count();
-        let rows = m.samples[start..end].iter();
-        start = end;
+    for model in csv_models(m) {
+        let rows = model_rows(m, model);
         if split {
             let mut part = header.clone();
             samples_csv_rows(&mut part, rows)?;
@@ -487,12 +512,25 @@ fn samples_csv_rows<'a>(
         .terminator(csv::Terminator::CRLF)
         .from_writer(out);
     // The fields that are formatted are formatted into buffers reused from row to row.
-    let (mut link, mut ttfb, mut total, mut tokens) =
-        (String::new(), String::new(), String::new(), String::new());
+    let (mut link, mut ttfb, mut total, mut tokens, mut parent) = (
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    );
     for s in samples {
         let k = &s.key;
-        for b in [&mut link, &mut ttfb, &mut total, &mut tokens] {
+        for b in [&mut link, &mut ttfb, &mut total, &mut tokens, &mut parent] {
             b.clear();
+        }
+        let feedback = s.feedback.as_deref();
+        if let Some(p) = feedback.and_then(|f| f.parent.as_ref()) {
+            let _ = write!(
+                parent,
+                "t/{}/{}/{}/{}.html",
+                k.model, k.task, p.run, p.sample
+            );
         }
         // Writing to a String cannot fail.
         let _ = write!(link, "t/{}/{}/{}/{}.html", k.model, k.task, k.run, k.sample);
@@ -523,6 +561,9 @@ fn samples_csv_rows<'a>(
             &ttfb,
             &total,
             &tokens,
+            if feedback.is_some() { "1" } else { "0" },
+            &parent,
+            feedback.map(|f| f.style.as_str()).unwrap_or(""),
         ])?;
     }
     Ok(w.flush()?)
@@ -627,7 +668,7 @@ impl Changes {
 /// Compares the previous build's outcomes with this build's.
 pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
     let mut c = RunChanges::default();
-    for s in &m.samples {
+    for s in m.samples.iter().chain(&m.feedback) {
         c.sample(s, previous.get(&s.key.permalink()).map(String::as_str));
     }
     Changes::gather(previous.len() as u64, [c])

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod export;
 pub mod html;
 pub mod reuse;
+pub mod routing;
 pub mod samples;
 pub mod tags;
 pub mod transcript;
@@ -671,6 +672,8 @@ struct LabelPage {
     retry_meaning: &'static str,
     hitec: String,
     rerolls: Vec<(String, u64, String)>,
+    /// Per row: the label's four measured actions (SPEC §11).
+    actions: Vec<routing::LabelView>,
     groups: Vec<LabelGroup>,
     total: u64,
     n_cells: usize,
@@ -1464,13 +1467,21 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
 fn label_pages(
     input: &SiteInput,
     keys: Option<&(&dyn reuse::Groups, reuse::Keys)>,
+    routing_of: &crate::report::routing::Routing,
     sink: Sink,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
     // The labels whose page is drawn, with their group's key.
     let mut drawn: BTreeMap<Label, Option<(&dyn reuse::Groups, reuse::Key)>> = BTreeMap::new();
+    let mut actions: BTreeMap<Label, Vec<routing::LabelView>> = Label::ALL
+        .iter()
+        .map(|&l| (l, routing::label_actions(routing_of, l)))
+        .collect();
     for l in Label::ALL {
-        let key = keys.map(|(g, k)| (*g, k.label(input, l)));
+        let key = keys.map(|(g, k)| {
+            let own = actions.get(&l).map(Vec::as_slice).unwrap_or_default();
+            (*g, routing::label_key(k.label(input, l), own))
+        });
         if !key.is_some_and(|(g, k)| g.keep(&label_group(l), &k)) {
             drawn.insert(l, key);
         }
@@ -1577,6 +1588,7 @@ fn label_pages(
                 hitec
             },
             rerolls,
+            actions: actions.remove(&l).unwrap_or_default(),
             groups,
             total,
             n_cells,
@@ -1631,8 +1643,16 @@ pub type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
 /// is handed to `sink` as soon as it is drawn: a BFCL-sized site's summary files are hundreds of
 /// megabytes, never held at once.
 pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
-    let (data, pages) = rayon::join(|| data_files(input, sink), || pages(input, sink));
-    data.and(pages)
+    // The router's evidence (SPEC §11): the label pages show it too; its page and export are
+    // small (rows × labels) and drawn on every build.
+    let r = crate::report::routing::routing(input.matrix);
+    let (data, pages) = rayon::join(|| data_files(input, sink), || pages(input, &r, sink));
+    data.and(pages)?;
+    sink((
+        routing::JSON.into(),
+        routing::routing_json(input.matrix, &r),
+    ))?;
+    sink(routing::routing_page(input.matrix, &r)?)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
@@ -1688,7 +1708,11 @@ fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
 }
 
 /// The model, task, tag, label, comparison and changes pages, the triage page and the assets.
-fn pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+fn pages(
+    input: &SiteInput,
+    routing: &crate::report::routing::Routing,
+    sink: Sink,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let keys = input.groups.map(|g| (g, reuse::Keys::of(input)));
     let keys = keys.as_ref();
@@ -1710,7 +1734,7 @@ fn pages(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
             tag_page(input, tag, files)
         })?;
     }
-    label_pages(input, keys, sink)?;
+    label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
     compare::files(input.comparisons, &mut files)?;
     flush(&mut files, sink)?;

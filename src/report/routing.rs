@@ -1,0 +1,1101 @@
+//! The router's evidence (SPEC §11): for each row and label, how often each action a caller
+//! can take after a failure made the call pass — reroll (ask again), repair (fix it
+//! mechanically), feedback (send the failure back, per style), fallback (ask another row) — and
+//! what each whole policy would have achieved on these tasks, at what cost. Pure: a [`Matrix`]
+//! in, a [`Routing`] out; `data/routing.json` and `routing.html` render it.
+//!
+//! The unit of every policy's success rate is the task, as on the rest of the site (SPEC §9):
+//! each task's expected success under the policy, averaged with equal weights over the tasks,
+//! and an interval for that mean ([`these_tasks`]).
+
+use super::interval::{self, CONFIDENCE, Interval};
+use super::{Matrix, Scored};
+use crate::cli::IntervalKind;
+use crate::runs::FeedbackStyle;
+use crate::taxonomy::{Label, Outcome, Retry};
+use statrs::distribution::{Beta, ContinuousCDF};
+use std::collections::BTreeMap;
+
+/// One measured action: `passes` of `n` trials.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measure {
+    pub n: u64,
+    pub passes: u64,
+    pub interval: Option<Interval>,
+}
+
+impl Measure {
+    fn of(kind: IntervalKind, passes: u64, n: u64) -> Measure {
+        Measure {
+            n,
+            passes,
+            interval: interval::interval(kind, passes, n),
+        }
+    }
+
+    pub fn rate(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.passes as f64 / self.n as f64)
+    }
+}
+
+/// What each action did after one row failed with one label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelRouting {
+    pub label: Label,
+    /// First-round samples of the row that failed with the label.
+    pub failures: u64,
+    /// Another sample of the same cell passed: each failure against each of its cell's other
+    /// scored samples (the reroll figure of `matrix.json`).
+    pub reroll: Measure,
+    /// The label's mechanical repair, applied to each failure and scored again; `None` for a
+    /// label with no mechanical repair.
+    pub repair: Option<Measure>,
+    /// Feedback samples (not transport errors) whose parent failed with the label, per style.
+    pub feedback: BTreeMap<FeedbackStyle, Measure>,
+    /// Per other row: each failure against each of that row's scored samples of the same task.
+    pub fallback: Vec<(String, Measure)>,
+}
+
+/// The router's policies (SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Policy {
+    /// One request; a failure is final.
+    Single,
+    /// On any failure, ask the same row once more.
+    Reroll,
+    /// On any failure, send the error back once (`error` style).
+    Feedback,
+    /// On a failure, apply the label's mechanical repair (no request).
+    Repair,
+    /// On any failure, ask the best other row.
+    Fallback,
+    /// On a failure, the label's default action (SPEC §2), each measured.
+    ByLabel,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 6] = [
+        Policy::Single,
+        Policy::Reroll,
+        Policy::Feedback,
+        Policy::Repair,
+        Policy::Fallback,
+        Policy::ByLabel,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Single => "single",
+            Policy::Reroll => "reroll",
+            Policy::Feedback => "feedback",
+            Policy::Repair => "repair",
+            Policy::Fallback => "fallback",
+            Policy::ByLabel => "by-label",
+        }
+    }
+
+    /// In words, for pages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Policy::Single => "one request, a failure is final",
+            Policy::Reroll => "on any failure, ask the same row once more",
+            Policy::Feedback => "on any failure, send the error back once (error style)",
+            Policy::Repair => {
+                "on a failure, repair mechanically where the label allows (no request)"
+            }
+            Policy::Fallback => "on any failure, ask the best other row once",
+            Policy::ByLabel => {
+                "on a failure, the label's default action (reroll, repair or fallback)"
+            }
+        }
+    }
+}
+
+/// One policy of one row over a set of tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyResult {
+    pub policy: Policy,
+    /// Tasks with a scored first-round sample: the unit of the rate.
+    pub tasks: u64,
+    /// Mean over those tasks of the task's expected success under the policy.
+    pub rate: Option<f64>,
+    pub interval: Option<Interval>,
+    /// Expected requests per call, mean over the tasks.
+    pub requests: f64,
+    /// Expected completion tokens per call (from the samples' `usage`), when any were reported.
+    pub tokens: Option<f64>,
+    /// Expected total milliseconds per call (requests one after the other), when recorded.
+    pub latency_ms: Option<f64>,
+    /// Failures whose action had no measurement of its own (no other sample of the cell to
+    /// reroll, no feedback sample, no sample of the fallback row on the task) and were given
+    /// the row's measured rate for the label, or counted as failed when there was none.
+    pub imputed: u64,
+    /// The other row a fallback goes to (the `fallback` and `by-label` policies).
+    pub fallback_to: Option<String>,
+}
+
+/// The routing evidence of one row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRouting {
+    pub model: String,
+    /// Feedback samples counted in a measure (their parent fails under the current checkers).
+    pub feedback_samples: u64,
+    /// Feedback samples whose parent now passes: kept, linked, counted nowhere.
+    pub parent_passes: u64,
+    /// Feedback samples whose parent is not among this build's samples, or was a transport
+    /// error: counted nowhere.
+    pub orphans: u64,
+    /// Feedback samples that were transport errors themselves: counted nowhere.
+    pub feedback_errors: u64,
+    /// Labels the row failed with, in taxonomy order.
+    pub labels: Vec<LabelRouting>,
+    /// Every policy over all of the row's tasks, in [`Policy::ALL`] order.
+    pub policies: Vec<PolicyResult>,
+    /// The same per tag, sorted by tag.
+    pub by_tag: BTreeMap<String, Vec<PolicyResult>>,
+}
+
+impl ModelRouting {
+    /// The policy with the highest expected success among `policies`; ties go to fewer
+    /// requests, then to the earlier policy in [`Policy::ALL`].
+    pub fn winner(policies: &[PolicyResult]) -> Option<&PolicyResult> {
+        policies.iter().filter(|p| p.rate.is_some()).min_by(|a, b| {
+            let (ra, rb) = (a.rate.unwrap_or(0.0), b.rate.unwrap_or(0.0));
+            rb.total_cmp(&ra)
+                .then(a.requests.total_cmp(&b.requests))
+                .then(a.policy.cmp(&b.policy))
+        })
+    }
+}
+
+/// The routing evidence of every row, sorted by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Routing {
+    pub models: Vec<ModelRouting>,
+}
+
+impl Routing {
+    /// Feedback samples of the whole collection whose parent now passes.
+    pub fn parent_passes(&self) -> u64 {
+        self.models.iter().map(|m| m.parent_passes).sum()
+    }
+
+    pub fn model(&self, name: &str) -> Option<&ModelRouting> {
+        self.models.iter().find(|m| m.model == name)
+    }
+}
+
+/// Per (model, task): the first-round cell's passes and scored samples, and the means of its
+/// scored samples' completion tokens and total time.
+#[derive(Debug, Clone, Copy, Default)]
+struct CellStat {
+    passes: u64,
+    scored: u64,
+    tokens: Option<f64>,
+    latency: Option<f64>,
+}
+
+impl CellStat {
+    fn rate(&self) -> Option<f64> {
+        (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
+    }
+}
+
+/// A feedback sample as a policy uses it: passed, and its cost.
+#[derive(Debug, Clone, Copy)]
+struct Child {
+    pass: bool,
+    tokens: Option<f64>,
+    latency: Option<f64>,
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let (s, n) = xs.fold((0.0, 0u64), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| s / n as f64)
+}
+
+/// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
+pub fn routing(m: &Matrix) -> Routing {
+    let kind = m.method;
+    let scored = |s: &Scored| s.outcome.is_scored();
+    // Per cell, what the policies and the fallback measure read.
+    let mut stats: BTreeMap<(&str, &str), CellStat> = BTreeMap::new();
+    for ((model, task), c) in &m.cells {
+        let of = || {
+            c.samples
+                .iter()
+                .filter_map(|&i| m.samples.get(i))
+                .filter(|s| scored(s))
+        };
+        stats.insert(
+            (model.as_str(), task.as_str()),
+            CellStat {
+                passes: c.passes,
+                scored: c.scored,
+                tokens: mean(of().filter_map(|s| s.completion_tokens.map(|t| t as f64))),
+                latency: mean(of().filter_map(|s| s.total_ms)),
+            },
+        );
+    }
+    // Each feedback sample to its parent (an index into the first-round samples).
+    let mut children: BTreeMap<(usize, FeedbackStyle), Vec<Child>> = BTreeMap::new();
+    let mut counts: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
+    let mut feedback_measure: BTreeMap<(&str, Label, FeedbackStyle), (u64, u64)> = BTreeMap::new();
+    for f in &m.feedback {
+        let Some(of) = f.feedback.as_deref() else {
+            continue;
+        };
+        let c = counts.entry(f.key.model.as_str()).or_default();
+        let parent = of.parent.as_ref().and_then(|p| {
+            m.samples
+                .binary_search_by(|s| {
+                    let k = &s.key;
+                    (
+                        k.model.as_str(),
+                        k.task.as_str(),
+                        k.run.as_str(),
+                        k.sample.as_str(),
+                    )
+                        .cmp(&(
+                            f.key.model.as_str(),
+                            f.key.task.as_str(),
+                            p.run.as_str(),
+                            p.sample.as_str(),
+                        ))
+                })
+                .ok()
+        });
+        let Some(pi) = parent else {
+            c.2 += 1;
+            continue;
+        };
+        let label = match m.samples[pi].outcome {
+            Outcome::Pass => {
+                c.1 += 1;
+                continue;
+            }
+            Outcome::Error => {
+                c.2 += 1;
+                continue;
+            }
+            Outcome::Fail(l) => l,
+        };
+        if f.outcome == Outcome::Error {
+            c.3 += 1;
+            continue;
+        }
+        c.0 += 1;
+        let pass = f.outcome == Outcome::Pass;
+        let e = feedback_measure
+            .entry((f.key.model.as_str(), label, of.style))
+            .or_default();
+        e.0 += 1;
+        e.1 += u64::from(pass);
+        children.entry((pi, of.style)).or_default().push(Child {
+            pass,
+            tokens: f.completion_tokens.map(|t| t as f64),
+            latency: f.total_ms,
+        });
+    }
+    let tags_of: BTreeMap<&str, &[String]> = m
+        .tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.tags.as_slice()))
+        .collect();
+
+    let mut models = Vec::with_capacity(m.models.len());
+    for mv in &m.models {
+        let name = mv.name.as_str();
+        let row: Vec<(&str, &super::Cell)> = m
+            .cells
+            .range((name.to_string(), String::new())..)
+            .take_while(|(k, _)| k.0 == name)
+            .map(|(k, c)| (k.1.as_str(), c))
+            .collect();
+        let others: Vec<&str> = m
+            .models
+            .iter()
+            .map(|o| o.name.as_str())
+            .filter(|o| *o != name)
+            .collect();
+        // Per label: repairs tried and passed.
+        let mut repairs: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
+        for (_, c) in &row {
+            for s in c.samples.iter().filter_map(|&i| m.samples.get(i)) {
+                if let Outcome::Fail(l) = s.outcome
+                    && crate::score::mend::Mend::for_label(l).is_some()
+                {
+                    let r = repairs.entry(l).or_default();
+                    r.0 += 1;
+                    r.1 += u64::from(s.repaired == Some(Outcome::Pass));
+                }
+            }
+        }
+        let mut labels = Vec::new();
+        for (&label, &failures) in &mv.labels {
+            if failures == 0 {
+                continue;
+            }
+            let rr = mv.reroll.get(&label).copied().unwrap_or_default();
+            let repair = crate::score::mend::Mend::for_label(label).map(|_| {
+                let (n, p) = repairs.get(&label).copied().unwrap_or_default();
+                Measure::of(kind, p, n)
+            });
+            let feedback = FeedbackStyle::ALL
+                .into_iter()
+                .map(|st| {
+                    let (n, p) = feedback_measure
+                        .get(&(name, label, st))
+                        .copied()
+                        .unwrap_or_default();
+                    (st, Measure::of(kind, p, n))
+                })
+                .collect();
+            let fallback = others
+                .iter()
+                .map(|&b| {
+                    let (mut n, mut p) = (0u64, 0u64);
+                    for (task, c) in &row {
+                        let fails = c.labels.get(&label).copied().unwrap_or(0);
+                        if let Some(sb) = stats.get(&(b, *task)) {
+                            n += fails * sb.scored;
+                            p += fails * sb.passes;
+                        }
+                    }
+                    (b.to_string(), Measure::of(kind, p, n))
+                })
+                .collect();
+            labels.push(LabelRouting {
+                label,
+                failures,
+                reroll: Measure::of(kind, rr.successes, rr.trials),
+                repair,
+                feedback,
+                fallback,
+            });
+        }
+        // The best other row: the most expected successes over this row's failures.
+        let fallback_to = others
+            .iter()
+            .map(|&b| {
+                let gain: f64 = row
+                    .iter()
+                    .map(|(task, c)| {
+                        let fails = (c.scored - c.passes) as f64;
+                        fails
+                            * stats
+                                .get(&(b, *task))
+                                .and_then(CellStat::rate)
+                                .unwrap_or(0.0)
+                    })
+                    .sum();
+                (b, gain)
+            })
+            .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)))
+            .map(|(b, _)| b);
+        let label_rate = |l: Label, st: FeedbackStyle| {
+            feedback_measure
+                .get(&(name, l, st))
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, p)| *p as f64 / *n as f64)
+        };
+        let reroll_rate = |l: Label| mv.reroll.get(&l).and_then(|r| r.rate());
+        let model_tokens = mean(
+            row.iter()
+                .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.tokens)),
+        );
+        let model_latency = mean(
+            row.iter()
+                .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.latency)),
+        );
+        let ctx = RowContext {
+            m,
+            name,
+            stats: &stats,
+            children: &children,
+            fallback_to,
+            label_rate: &label_rate,
+            reroll_rate: &reroll_rate,
+            model_tokens,
+            model_latency,
+        };
+        // Each task's per-policy outcome, then pooled over all tasks and per tag.
+        let per_task: Vec<(&str, [TaskPolicy; 6])> = row
+            .iter()
+            .filter(|(_, c)| c.scored > 0)
+            .map(|(task, c)| (*task, ctx.task(task, c)))
+            .collect();
+        // Without a single error-style feedback sample of the row, the feedback policy is not
+        // measured at all: it is shown as such, not as "every failure stays failed".
+        let feedback_measured = feedback_measure
+            .iter()
+            .any(|((m, _, st), (n, _))| *m == name && *st == FeedbackStyle::Error && *n > 0);
+        let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
+            Policy::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, &policy)| {
+                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
+                    let mut p = pool_policy(policy, &ts, fallback_to);
+                    if policy == Policy::Feedback && !feedback_measured {
+                        (p.rate, p.interval) = (None, None);
+                    }
+                    p
+                })
+                .collect()
+        };
+        let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
+        let policies = pool(&all);
+        let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
+        for (task, t) in &per_task {
+            for tag in tags_of.get(task).copied().unwrap_or_default() {
+                tag_tasks.entry(tag.as_str()).or_default().push(t);
+            }
+        }
+        let by_tag = tag_tasks
+            .into_iter()
+            .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
+            .collect();
+        let (fs, pp, orphans, errors) = counts.get(name).copied().unwrap_or_default();
+        models.push(ModelRouting {
+            model: name.to_string(),
+            feedback_samples: fs,
+            parent_passes: pp,
+            orphans,
+            feedback_errors: errors,
+            labels,
+            policies,
+            by_tag,
+        });
+    }
+    // Rows with only feedback samples (no first-round sample) have nothing to route.
+    Routing { models }
+}
+
+/// One task's outcome under one policy: expected successes over its scored first-round
+/// samples, and expected costs summed over them.
+#[derive(Debug, Clone, Copy, Default)]
+struct TaskPolicy {
+    n: u64,
+    successes: f64,
+    /// The jackknife variance of `successes / n` ([`RowContext::task`]).
+    jackknife_var: f64,
+    requests: f64,
+    tokens: f64,
+    tokens_known: bool,
+    latency: f64,
+    latency_known: bool,
+    imputed: u64,
+}
+
+/// What the policies of one row read.
+struct RowContext<'a> {
+    m: &'a Matrix,
+    name: &'a str,
+    stats: &'a BTreeMap<(&'a str, &'a str), CellStat>,
+    children: &'a BTreeMap<(usize, FeedbackStyle), Vec<Child>>,
+    fallback_to: Option<&'a str>,
+    label_rate: &'a dyn Fn(Label, FeedbackStyle) -> Option<f64>,
+    reroll_rate: &'a dyn Fn(Label) -> Option<f64>,
+    model_tokens: Option<f64>,
+    model_latency: Option<f64>,
+}
+
+/// One action after a failure: its chance of a pass, its cost, and whether its chance was
+/// imputed.
+#[derive(Debug, Clone, Copy)]
+struct Action {
+    success: f64,
+    requests: f64,
+    tokens: Option<f64>,
+    latency: Option<f64>,
+    imputed: bool,
+}
+
+impl RowContext<'_> {
+    /// One task's outcome under every policy, with the jackknife variance of each policy's
+    /// expected success over the task's first-round samples: a policy's chance after a failure
+    /// is estimated from the same samples (a reroll's from the cell's other samples), so the
+    /// estimate varies more than a count of independent passes would.
+    fn task(&self, task: &str, c: &super::Cell) -> [TaskPolicy; 6] {
+        let mut out = self.task_without(task, c, None);
+        let scored: Vec<usize> = c
+            .samples
+            .iter()
+            .copied()
+            .filter(|&i| self.m.samples.get(i).is_some_and(|s| s.outcome.is_scored()))
+            .collect();
+        let n = scored.len();
+        if n < 2 {
+            return out;
+        }
+        let leave_one_out: Vec<[TaskPolicy; 6]> = scored
+            .iter()
+            .map(|&j| self.task_without(task, c, Some(j)))
+            .collect();
+        for (p, slot) in out.iter_mut().enumerate() {
+            let est: Vec<f64> = leave_one_out
+                .iter()
+                .map(|t| t[p].successes / t[p].n.max(1) as f64)
+                .collect();
+            let mean = est.iter().sum::<f64>() / n as f64;
+            let ss: f64 = est.iter().map(|e| (e - mean) * (e - mean)).sum();
+            slot.jackknife_var = (n as f64 - 1.0) / n as f64 * ss;
+        }
+        out
+    }
+
+    /// [`Self::task`] without the variance, leaving out sample `exclude` (an index into the
+    /// matrix's samples) as if it had not been drawn.
+    fn task_without(&self, task: &str, c: &super::Cell, exclude: Option<usize>) -> [TaskPolicy; 6] {
+        let mut out = [TaskPolicy::default(); 6];
+        let mut own = self
+            .stats
+            .get(&(self.name, task))
+            .copied()
+            .unwrap_or_default();
+        if let Some(s) = exclude.and_then(|j| self.m.samples.get(j)) {
+            own.scored -= u64::from(s.outcome.is_scored());
+            own.passes -= u64::from(s.outcome == Outcome::Pass);
+        }
+        for &i in &c.samples {
+            if Some(i) == exclude {
+                continue;
+            }
+            let Some(s) = self.m.samples.get(i) else {
+                continue;
+            };
+            let label = match s.outcome {
+                Outcome::Error => continue,
+                Outcome::Pass => None,
+                Outcome::Fail(l) => Some(l),
+            };
+            let tokens = s
+                .completion_tokens
+                .map(|t| t as f64)
+                .or(own.tokens)
+                .or(self.model_tokens);
+            let latency = s.total_ms.or(own.latency).or(self.model_latency);
+            for (p, policy) in out.iter_mut().zip(Policy::ALL) {
+                p.n += 1;
+                p.requests += 1.0;
+                if let Some(t) = tokens {
+                    p.tokens += t;
+                    p.tokens_known = true;
+                }
+                if let Some(l) = latency {
+                    p.latency += l;
+                    p.latency_known = true;
+                }
+                let Some(label) = label else {
+                    p.successes += 1.0;
+                    continue;
+                };
+                let Some(a) = self.action(policy, label, i, task, own) else {
+                    continue;
+                };
+                p.successes += a.success;
+                p.requests += a.requests;
+                if let Some(t) = a.tokens {
+                    p.tokens += t;
+                    p.tokens_known = true;
+                }
+                if let Some(l) = a.latency {
+                    p.latency += l;
+                    p.latency_known = true;
+                }
+                p.imputed += u64::from(a.imputed);
+            }
+        }
+        out
+    }
+
+    /// What `policy` does after sample `i` failed with `label`; `None` when it does nothing.
+    fn action(
+        &self,
+        policy: Policy,
+        label: Label,
+        i: usize,
+        task: &str,
+        own: CellStat,
+    ) -> Option<Action> {
+        let policy = match policy {
+            Policy::ByLabel => match label.retry() {
+                Retry::Reroll => Policy::Reroll,
+                Retry::Repair => Policy::Repair,
+                Retry::Fallback => Policy::Fallback,
+            },
+            p => p,
+        };
+        let cost = |success: f64, tokens: Option<f64>, latency: Option<f64>, imputed: bool| {
+            Some(Action {
+                success,
+                requests: 1.0,
+                tokens,
+                latency,
+                imputed,
+            })
+        };
+        match policy {
+            Policy::Single | Policy::ByLabel => None,
+            Policy::Repair => Some(Action {
+                success: if self.m.samples.get(i).and_then(|s| s.repaired) == Some(Outcome::Pass) {
+                    1.0
+                } else {
+                    0.0
+                },
+                requests: 0.0,
+                tokens: None,
+                latency: None,
+                imputed: false,
+            }),
+            Policy::Reroll => {
+                // The cell's other scored samples are the rerolls that were in fact drawn; the
+                // failure itself is not among its passes.
+                let (success, imputed) = if own.scored >= 2 {
+                    (own.passes as f64 / (own.scored - 1) as f64, false)
+                } else {
+                    ((self.reroll_rate)(label).unwrap_or(0.0), true)
+                };
+                cost(
+                    success,
+                    own.tokens.or(self.model_tokens),
+                    own.latency.or(self.model_latency),
+                    imputed,
+                )
+            }
+            Policy::Feedback => {
+                let st = FeedbackStyle::Error;
+                match self.children.get(&(i, st)).filter(|c| !c.is_empty()) {
+                    Some(cs) => {
+                        let n = cs.len() as f64;
+                        cost(
+                            cs.iter().filter(|c| c.pass).count() as f64 / n,
+                            mean(cs.iter().filter_map(|c| c.tokens)),
+                            mean(cs.iter().filter_map(|c| c.latency)),
+                            false,
+                        )
+                    }
+                    None => cost(
+                        (self.label_rate)(label, st).unwrap_or(0.0),
+                        own.tokens.or(self.model_tokens),
+                        own.latency.or(self.model_latency),
+                        true,
+                    ),
+                }
+            }
+            Policy::Fallback => {
+                let b = self.fallback_to?;
+                let sb = self.stats.get(&(b, task)).filter(|s| s.scored > 0);
+                cost(
+                    sb.and_then(CellStat::rate).unwrap_or(0.0),
+                    sb.and_then(|s| s.tokens),
+                    sb.and_then(|s| s.latency),
+                    sb.is_none(),
+                )
+            }
+        }
+    }
+}
+
+/// Pools one policy over tasks, each weighing the same.
+fn pool_policy(policy: Policy, tasks: &[&TaskPolicy], fallback_to: Option<&str>) -> PolicyResult {
+    let rated: Vec<&&TaskPolicy> = tasks.iter().filter(|t| t.n > 0).collect();
+    // `single` counts independent passes: its variance is binomial (and its interval exactly
+    // Clopper–Pearson with equal k). The other policies' chances are estimated from the samples
+    // themselves: the larger of the binomial and the jackknife variance.
+    let per_task: Vec<(f64, u64, f64)> = rated
+        .iter()
+        .map(|t| {
+            let var = if policy == Policy::Single {
+                0.0
+            } else {
+                t.jackknife_var
+            };
+            (t.successes, t.n, var)
+        })
+        .collect();
+    let (rate, interval) = match these_tasks(&per_task) {
+        Some((r, iv)) => (Some(r), Some(iv)),
+        None => (None, None),
+    };
+    let avg = |f: &dyn Fn(&TaskPolicy) -> f64| mean(rated.iter().map(|t| f(t) / t.n as f64));
+    let known = |f: &dyn Fn(&TaskPolicy) -> bool| rated.iter().any(|t| f(t));
+    PolicyResult {
+        policy,
+        tasks: rated.len() as u64,
+        rate,
+        interval,
+        requests: avg(&|t| t.requests).unwrap_or(0.0),
+        tokens: known(&|t| t.tokens_known)
+            .then(|| avg(&|t| t.tokens))
+            .flatten(),
+        latency_ms: known(&|t| t.latency_known)
+            .then(|| avg(&|t| t.latency))
+            .flatten(),
+        imputed: rated.iter().map(|t| t.imputed).sum(),
+        fallback_to: matches!(policy, Policy::Fallback | Policy::ByLabel)
+            .then(|| fallback_to.map(str::to_string))
+            .flatten(),
+    }
+}
+
+/// The mean over tasks (each weighing the same) of `successes / n`, with a 95 % interval for
+/// that mean: "these tasks" (SPEC §9), the tasks fixed and the samples within each task the
+/// random part. Each entry is `(successes, n, variance)`: `variance` is an estimate of the
+/// variance of `successes / n` beyond the binomial one (0 when the successes are counts of
+/// independent passes).
+///
+/// The interval is Clopper–Pearson on the effective sample size of the equally weighted mean
+/// (Korn & Graubard 1998): `n_eff = p̄(1 − p̄) / V`, where `V = Σ Vᵢ / C²` and `Vᵢ` is the larger of
+/// the task's binomial variance `p̂ᵢ(1 − p̂ᵢ)/nᵢ` and the given one; `n_eff` never exceeds
+/// `C² / Σ 1/nᵢ` (the pooled sample size with equal k), so with equal k and counted passes it
+/// is exactly Clopper–Pearson on the pooled samples, which SPEC §9 accepts (heterogeneity
+/// across tasks only narrows the pooled count's spread). The Beta quantiles are taken at the
+/// real `x_eff = p̄ · n_eff`, `n_eff`. Never zero width: an all-pass mean still has a lower
+/// bound below 1. The simulation in the tests prints its coverage.
+pub fn these_tasks(per_task: &[(f64, u64, f64)]) -> Option<(f64, Interval)> {
+    let rated: Vec<(f64, u64, f64)> = per_task.iter().copied().filter(|t| t.1 > 0).collect();
+    if rated.is_empty() {
+        return None;
+    }
+    let c = rated.len() as f64;
+    let p = rated.iter().map(|(x, n, _)| x / *n as f64).sum::<f64>() / c;
+    let p = p.clamp(0.0, 1.0);
+    let pooled = c * c / rated.iter().map(|(_, n, _)| 1.0 / *n as f64).sum::<f64>();
+    let v: f64 = rated
+        .iter()
+        .map(|(x, n, var)| {
+            let pi = (x / *n as f64).clamp(0.0, 1.0);
+            (pi * (1.0 - pi) / *n as f64).max(*var)
+        })
+        .sum::<f64>()
+        / (c * c);
+    let n_eff = if v > 0.0 && p > 0.0 && p < 1.0 {
+        (p * (1.0 - p) / v).min(pooled)
+    } else {
+        pooled
+    };
+    let x = p * n_eff;
+    let alpha = 1.0 - CONFIDENCE;
+    // Within a hair of 0 or n the Beta has a vanishing shape parameter: the bound is 0 or 1.
+    const EPS: f64 = 1e-9;
+    let lower = if x <= EPS {
+        0.0
+    } else {
+        Beta::new(x, n_eff - x + 1.0)
+            .map(|b| b.inverse_cdf(alpha / 2.0))
+            .unwrap_or(0.0)
+    };
+    let upper = if x >= n_eff - EPS {
+        1.0
+    } else {
+        Beta::new(x + 1.0, n_eff - x)
+            .map(|b| b.inverse_cdf(1.0 - alpha / 2.0))
+            .unwrap_or(1.0)
+    };
+    Some((
+        p,
+        Interval {
+            lower: lower.clamp(0.0, 1.0),
+            upper: upper.clamp(0.0, 1.0),
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{FeedbackOf, SampleKey, TaskInfo, aggregate};
+    use crate::transcript::ParentRef;
+
+    fn key(model: &str, task: &str, run: &str, n: usize) -> SampleKey {
+        SampleKey {
+            model: model.into(),
+            task: task.into(),
+            run: run.into(),
+            sample: format!("{n:03}"),
+        }
+    }
+
+    fn first(model: &str, task: &str, n: usize, o: Outcome) -> Scored {
+        Scored {
+            completion_tokens: Some(10),
+            total_ms: Some(100.0),
+            ..Scored::bare(key(model, task, "r1", n), o)
+        }
+    }
+
+    fn child(
+        model: &str,
+        task: &str,
+        n: usize,
+        parent: usize,
+        st: FeedbackStyle,
+        pass: bool,
+    ) -> Scored {
+        let o = if pass {
+            Outcome::Pass
+        } else {
+            Outcome::Fail(Label::NoCall)
+        };
+        Scored {
+            feedback: Some(Box::new(FeedbackOf {
+                style: st,
+                parent: Some(ParentRef {
+                    run: "r1".into(),
+                    sample: format!("{parent:03}"),
+                }),
+            })),
+            completion_tokens: Some(20),
+            total_ms: Some(300.0),
+            ..Scored::bare(key(model, task, &format!("fb-{}", st.as_str()), n), o)
+        }
+    }
+
+    fn tasks() -> Vec<TaskInfo> {
+        ["t1", "t2"]
+            .iter()
+            .map(|id| TaskInfo {
+                id: id.to_string(),
+                title: String::new(),
+                tags: vec![format!("tag-{id}")],
+                bfcl_scored: false,
+            })
+            .collect()
+    }
+
+    /// Row `a`: t1 = pass, type_coercion (repairable), no_call, pass; t2 = malformed_json,
+    /// pass, pass, pass. Row `b`: t1 all pass (4/4), t2 2/4.
+    fn matrix() -> Matrix {
+        let tc = Outcome::Fail(Label::TypeCoercion);
+        let mut s = vec![
+            first("a", "t1", 0, Outcome::Pass),
+            Scored {
+                repaired: Some(Outcome::Pass),
+                ..first("a", "t1", 1, tc)
+            },
+            first("a", "t1", 2, Outcome::Fail(Label::NoCall)),
+            first("a", "t1", 3, Outcome::Pass),
+            first("a", "t2", 0, Outcome::Fail(Label::MalformedJson)),
+            first("a", "t2", 1, Outcome::Pass),
+            first("a", "t2", 2, Outcome::Pass),
+            first("a", "t2", 3, Outcome::Pass),
+        ];
+        for n in 0..4 {
+            s.push(first("b", "t1", n, Outcome::Pass));
+            let o = if n < 2 {
+                Outcome::Pass
+            } else {
+                Outcome::Fail(Label::WrongTool)
+            };
+            s.push(first("b", "t2", n, o));
+        }
+        // Feedback: the type_coercion fixed by error feedback, the no_call not; checklist fixes
+        // the no_call; a child of a passing sample (counted nowhere), one of a sample that does
+        // not exist (an orphan) and one transport error.
+        s.push(child("a", "t1", 0, 1, FeedbackStyle::Error, true));
+        s.push(child("a", "t1", 1, 2, FeedbackStyle::Error, false));
+        s.push(child("a", "t1", 2, 0, FeedbackStyle::Error, true));
+        s.push(child("a", "t1", 3, 9, FeedbackStyle::Error, true));
+        s.push(Scored {
+            outcome: Outcome::Error,
+            ..child("a", "t2", 0, 0, FeedbackStyle::Error, true)
+        });
+        s.push(child("a", "t1", 0, 2, FeedbackStyle::Checklist, true));
+        aggregate(s, tasks(), IntervalKind::Wilson)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn feedback_samples_stay_out_of_the_matrix_and_are_counted_by_their_parents_label() {
+        let m = matrix();
+        assert_eq!(m.samples.len(), 16);
+        assert_eq!(m.feedback.len(), 6);
+        assert_eq!(m.cell("a", "t1").map(|c| (c.k, c.passes)), Some((4, 2)));
+        let r = routing(&m);
+        let a = r.model("a").unwrap();
+        assert_eq!(
+            (
+                a.feedback_samples,
+                a.parent_passes,
+                a.orphans,
+                a.feedback_errors
+            ),
+            (3, 1, 1, 1)
+        );
+        let label = |l: Label| a.labels.iter().find(|x| x.label == l).unwrap();
+        let tc = label(Label::TypeCoercion);
+        assert_eq!(tc.failures, 1);
+        let m1 = |x: &Measure| (x.n, x.passes);
+        assert_eq!(m1(&tc.feedback[&FeedbackStyle::Error]), (1, 1));
+        assert_eq!(m1(&tc.feedback[&FeedbackStyle::Checklist]), (0, 0));
+        assert_eq!(tc.repair.map(|x| m1(&x)), Some((1, 1)));
+        // Reroll: the cell's 3 other samples, 2 of them passes.
+        assert_eq!(m1(&tc.reroll), (3, 2));
+        let nc = label(Label::NoCall);
+        assert_eq!(m1(&nc.feedback[&FeedbackStyle::Error]), (1, 0));
+        assert_eq!(m1(&nc.feedback[&FeedbackStyle::Checklist]), (1, 1));
+        assert_eq!(nc.repair, None);
+        // Fallback to b on t1: 4 samples, 4 passes. On t2 (malformed_json): 4 samples, 2 passes.
+        assert_eq!(nc.fallback.len(), 1);
+        assert_eq!(
+            (nc.fallback[0].0.as_str(), m1(&nc.fallback[0].1)),
+            ("b", (4, 4))
+        );
+        let mj = label(Label::MalformedJson);
+        assert_eq!(m1(&mj.fallback[0].1), (4, 2));
+        assert_eq!(mj.repair, None);
+    }
+
+    #[test]
+    fn policies_are_the_mean_over_tasks_of_each_tasks_expected_success() {
+        let r = routing(&matrix());
+        let a = r.model("a").unwrap();
+        let p = |x: Policy| a.policies.iter().find(|p| p.policy == x).unwrap();
+        // single: t1 2/4, t2 3/4.
+        assert!(close(p(Policy::Single).rate.unwrap(), (0.5 + 0.75) / 2.0));
+        // reroll: t1's two failures each pass with 2/3 (the cell's other samples); t2's one
+        // with 3/3.
+        let reroll = ((2.0 + 2.0 * 2.0 / 3.0) / 4.0 + 1.0) / 2.0;
+        assert!(close(p(Policy::Reroll).rate.unwrap(), reroll));
+        assert!(close(p(Policy::Reroll).requests, (1.5 + 1.25) / 2.0));
+        // feedback: the type_coercion's child passed, the no_call's did not; t2's malformed
+        // child was a transport error, so its chance is the row's measured rate for
+        // malformed_json, which is none: 0, imputed.
+        assert!(close(
+            p(Policy::Feedback).rate.unwrap(),
+            (3.0 / 4.0 + 3.0 / 4.0) / 2.0
+        ));
+        assert_eq!(p(Policy::Feedback).imputed, 1);
+        // repair: only the type_coercion.
+        assert!(close(
+            p(Policy::Repair).rate.unwrap(),
+            (3.0 / 4.0 + 3.0 / 4.0) / 2.0
+        ));
+        assert!(close(p(Policy::Repair).requests, 1.0));
+        // fallback to b: t1's failures pass with 4/4, t2's with 2/4.
+        assert_eq!(p(Policy::Fallback).fallback_to.as_deref(), Some("b"));
+        assert!(close(
+            p(Policy::Fallback).rate.unwrap(),
+            (1.0 + 3.5 / 4.0) / 2.0
+        ));
+        // by-label: type_coercion → repair (1), no_call → fallback (1), malformed_json →
+        // reroll (3/3).
+        assert!(close(p(Policy::ByLabel).rate.unwrap(), 1.0));
+        assert!(close(p(Policy::ByLabel).requests, (1.25 + 1.25) / 2.0));
+        // Costs: 10 tokens a request; the feedback child of t1 cost 20 tokens and 300 ms.
+        assert!(close(p(Policy::Single).tokens.unwrap(), 10.0));
+        assert!(close(p(Policy::Single).latency_ms.unwrap(), 100.0));
+        let fb_tokens = ((40.0 + 20.0 + 20.0) / 4.0 + (40.0 + 10.0) / 4.0) / 2.0;
+        assert!(close(p(Policy::Feedback).tokens.unwrap(), fb_tokens));
+        // Winner: by-label and fallback... by-label is 1.0, the only perfect one.
+        assert_eq!(
+            ModelRouting::winner(&a.policies).map(|p| p.policy),
+            Some(Policy::ByLabel)
+        );
+        // Per tag: one task each.
+        assert_eq!(a.by_tag.len(), 2);
+        let t2 = &a.by_tag["tag-t2"];
+        assert!(close(t2[0].rate.unwrap(), 0.75));
+        assert_eq!(t2[0].tasks, 1);
+        // Row b has no feedback sample: its feedback policy is not measured.
+        let b = r.model("b").unwrap();
+        assert_eq!(b.policies[2].policy, Policy::Feedback);
+        assert_eq!(b.policies[2].rate, None);
+    }
+
+    #[test]
+    fn these_tasks_is_clopper_pearson_on_the_pooled_samples_with_equal_k() {
+        // 3 tasks × 5 samples, 12 passes: exactly binom.test(12, 15)'s interval.
+        let (p, iv) = these_tasks(&[(5.0, 5, 0.0), (4.0, 5, 0.0), (3.0, 5, 0.0)]).unwrap();
+        let cp = interval::interval(IntervalKind::ClopperPearson, 12, 15).unwrap();
+        assert!(close(p, 0.8));
+        assert!((iv.lower - cp.lower).abs() < 1e-9 && (iv.upper - cp.upper).abs() < 1e-9);
+        // All passed: never zero width.
+        let (p, iv) = these_tasks(&[(3.0, 3, 0.0), (3.0, 3, 0.0)]).unwrap();
+        assert_eq!(p, 1.0);
+        assert!(iv.lower < 0.8 && iv.upper == 1.0);
+        assert_eq!(these_tasks(&[]), None);
+    }
+
+    /// Coverage of the policies' interval over these tasks, by simulation: tasks with fixed pass
+    /// probabilities, k samples each; `single` counts passes, `reroll` its estimate from the
+    /// cell's other samples (truth p + (1 − p)·p). Prints the worst cell of the grid.
+    #[test]
+    fn these_tasks_interval_holds_its_level_on_a_grid() {
+        let mut rng = crate::report::compare::SplitMix64::new(29);
+        let mut worst = (1.0f64, String::new());
+        // Each setting: the pass probability of task i of C.
+        type Probs = Box<dyn Fn(usize, usize) -> f64>;
+        let settings: Vec<(&str, Probs)> = vec![
+            ("all 0.99", Box::new(|_, _| 0.99)),
+            (
+                "uniform 0.3–1",
+                Box::new(|i, c| 0.3 + 0.7 * (i as f64 + 0.5) / c as f64),
+            ),
+            (
+                "C−1 at 0.99, one at 0.3",
+                Box::new(|i, _| if i == 0 { 0.3 } else { 0.99 }),
+            ),
+            ("all 0.5", Box::new(|_, _| 0.5)),
+        ];
+        println!("policy  setting  C  k  coverage");
+        for (name, probs) in &settings {
+            for c in [2usize, 4, 8] {
+                for k in [3usize, 5, 10] {
+                    let ps: Vec<f64> = (0..c).map(|i| probs(i, c)).collect();
+                    let truth_single = ps.iter().sum::<f64>() / c as f64;
+                    let truth_reroll = ps.iter().map(|p| p + (1.0 - p) * p).sum::<f64>() / c as f64;
+                    let (mut cover_s, mut cover_r) = (0, 0);
+                    let reps = 1000;
+                    for _ in 0..reps {
+                        let mut single = Vec::new();
+                        let mut reroll = Vec::new();
+                        for p in &ps {
+                            let x = (0..k).filter(|_| rng.unit() < *p).count() as f64;
+                            single.push((x, k as u64, 0.0));
+                            // The reroll estimate and its jackknife variance, as the policy
+                            // computes them (leaving one sample out at a time).
+                            let est = |x: f64, k: f64| (x + (k - x) * x / (k - 1.0)) / k;
+                            let kf = k as f64;
+                            let loo: Vec<f64> = (0..k)
+                                .map(|j| {
+                                    let xj = if (j as f64) < x { x - 1.0 } else { x };
+                                    est(xj, kf - 1.0)
+                                })
+                                .collect();
+                            let m = loo.iter().sum::<f64>() / kf;
+                            let var = (kf - 1.0) / kf
+                                * loo.iter().map(|e| (e - m) * (e - m)).sum::<f64>();
+                            reroll.push((est(x, kf) * kf, k as u64, var));
+                        }
+                        let (_, iv) = these_tasks(&single).unwrap();
+                        cover_s +=
+                            usize::from(iv.lower <= truth_single && truth_single <= iv.upper);
+                        let (_, iv) = these_tasks(&reroll).unwrap();
+                        cover_r +=
+                            usize::from(iv.lower <= truth_reroll && truth_reroll <= iv.upper);
+                    }
+                    for (policy, cover) in [("single", cover_s), ("reroll", cover_r)] {
+                        let cov = cover as f64 / reps as f64;
+                        println!("{policy}  {name}  {c}  {k}  {cov:.3}");
+                        if cov < worst.0 {
+                            worst = (cov, format!("{policy}, {name}, C = {c}, k = {k}"));
+                        }
+                    }
+                }
+            }
+        }
+        println!("worst coverage: {:.3} ({})", worst.0, worst.1);
+        assert!(
+            worst.0 >= 0.93,
+            "worst coverage {:.3} at {}",
+            worst.0,
+            worst.1
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! `data/routing.json` and `routing.html` (SPEC §11): the measured retry semantics per row and
+//! label, and which of the router's policies wins per row and per tag, at what cost. Pure: a
+//! [`Routing`] in, bytes out.
+
+use super::{File, SiteError, render};
+use crate::report::Matrix;
+use crate::report::interval::{Interval, percent, round4, show};
+use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
+use crate::runs::FeedbackStyle;
+use crate::taxonomy::Label;
+use askama::Template;
+use serde_json::{Value, json};
+
+/// The page's path, from the site root.
+pub const PAGE: &str = "routing.html";
+/// The export's path, from the site root.
+pub const JSON: &str = "data/routing.json";
+
+fn num(x: f64) -> Value {
+    serde_json::Number::from_f64(round4(x)).map_or(Value::Null, Value::Number)
+}
+
+fn bounds(iv: Option<&Interval>) -> Value {
+    iv.map_or(
+        Value::Null,
+        |iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)}),
+    )
+}
+
+fn measure_json(m: &Measure) -> Value {
+    json!({
+        "n": m.n,
+        "passes": m.passes,
+        "rate": m.rate().map_or(Value::Null, num),
+        "interval": bounds(m.interval.as_ref()),
+    })
+}
+
+fn policy_json(p: &PolicyResult) -> Value {
+    let mut o = json!({
+        "policy": p.policy.as_str(),
+        "success": {"rate": p.rate.map_or(Value::Null, num), "interval": bounds(p.interval.as_ref())},
+        "tasks": p.tasks,
+        "requests": num(p.requests),
+        "tokens": p.tokens.map_or(Value::Null, num),
+        "latency_ms": p.latency_ms.map_or(Value::Null, num),
+        "imputed": p.imputed,
+    });
+    if let (Some(b), Some(map)) = (&p.fallback_to, o.as_object_mut()) {
+        map.insert("fallback_to".into(), Value::String(b.clone()));
+    }
+    o
+}
+
+/// `data/routing.json` (docs/data.md).
+pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+    let models: Vec<Value> = r
+        .models
+        .iter()
+        .map(|mr| {
+            let labels: Vec<Value> = mr
+                .labels
+                .iter()
+                .map(|l| {
+                    let feedback: serde_json::Map<String, Value> = l
+                        .feedback
+                        .iter()
+                        .map(|(st, x)| (st.as_str().to_string(), measure_json(x)))
+                        .collect();
+                    let fallback: Vec<Value> = l
+                        .fallback
+                        .iter()
+                        .map(|(b, x)| {
+                            let mut v = measure_json(x);
+                            if let Some(o) = v.as_object_mut() {
+                                o.insert("model".into(), Value::String(b.clone()));
+                            }
+                            v
+                        })
+                        .collect();
+                    json!({
+                        "label": l.label.as_str(),
+                        "default": l.label.retry().as_str(),
+                        "failures": l.failures,
+                        "reroll": measure_json(&l.reroll),
+                        "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
+                        "feedback": feedback,
+                        "fallback": fallback,
+                    })
+                })
+                .collect();
+            let tags: Vec<Value> = mr
+                .by_tag
+                .iter()
+                .map(|(tag, ps)| {
+                    json!({
+                        "tag": tag,
+                        "winner": ModelRouting::winner(ps).map(|p| p.policy.as_str()),
+                        "policies": ps.iter().map(policy_json).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({
+                "model": mr.model,
+                "feedback_samples": mr.feedback_samples,
+                "parent_passes": mr.parent_passes,
+                "orphans": mr.orphans,
+                "feedback_errors": mr.feedback_errors,
+                "labels": labels,
+                "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
+                "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),
+                "tags": tags,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "format_version": 1,
+        "interval_method": m.method.as_str(),
+        "success_unit": "these tasks: the mean over the row's tasks, each weighing the same, of the task's expected success under the policy",
+        "models": models,
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// A rate with its interval for the page: `67 % [21–94 %]`, or `–` when nothing was measured.
+fn rate_text(rate: Option<f64>, iv: Option<&Interval>) -> String {
+    match (rate, iv) {
+        (Some(r), Some(iv)) => format!("{} {}", percent(r), show(iv)),
+        _ => "–".into(),
+    }
+}
+
+fn measure_text(m: &Measure) -> String {
+    if m.n == 0 {
+        return "–".into();
+    }
+    format!(
+        "{}/{} = {}",
+        m.passes,
+        m.n,
+        rate_text(m.rate(), m.interval.as_ref())
+    )
+}
+
+/// One policy's cell on the page.
+pub struct PolicyCell {
+    pub policy: &'static str,
+    pub success: String,
+    pub cost: String,
+    pub wins: bool,
+}
+
+fn cost_text(p: &PolicyResult) -> String {
+    let mut s = format!("{:.2} req", round4(p.requests));
+    if let Some(t) = p.tokens {
+        s.push_str(&format!(" · {:.0} tok", round4(t)));
+    }
+    if let Some(l) = p.latency_ms {
+        s.push_str(&format!(" · {:.0} ms", round4(l)));
+    }
+    s
+}
+
+fn policy_cells(ps: &[PolicyResult]) -> Vec<PolicyCell> {
+    let winner = ModelRouting::winner(ps).map(|p| p.policy);
+    ps.iter()
+        .map(|p| PolicyCell {
+            policy: p.policy.as_str(),
+            success: match (&p.fallback_to, p.policy) {
+                (Some(b), Policy::Fallback) => {
+                    format!("{} → {b}", rate_text(p.rate, p.interval.as_ref()))
+                }
+                _ => rate_text(p.rate, p.interval.as_ref()),
+            },
+            cost: cost_text(p),
+            wins: Some(p.policy) == winner,
+        })
+        .collect()
+}
+
+pub struct RowView {
+    pub model: String,
+    pub anchor: String,
+    pub tasks: u64,
+    pub policies: Vec<PolicyCell>,
+    pub labels: Vec<LabelView>,
+    pub tags: Vec<TagView>,
+    pub parent_passes: u64,
+    pub orphans: u64,
+    pub feedback_samples: u64,
+    pub feedback_errors: u64,
+}
+
+pub struct TagView {
+    pub tag: String,
+    pub winner: String,
+    pub success: String,
+    pub cost: String,
+    pub single: String,
+}
+
+#[derive(Debug)]
+pub struct LabelView {
+    pub label: &'static str,
+    pub default: &'static str,
+    pub failures: u64,
+    pub reroll: String,
+    pub repair: String,
+    pub feedback: Vec<String>,
+    pub fallback: String,
+    /// The row (on label pages, where rows are listed per label).
+    pub model: String,
+}
+
+#[derive(Template)]
+#[template(path = "routing.html")]
+struct RoutingPage {
+    title: String,
+    root: String,
+    method: &'static str,
+    styles: Vec<&'static str>,
+    policies: Vec<(&'static str, &'static str)>,
+    rows: Vec<RowView>,
+    parent_passes: u64,
+}
+
+/// The anchor of a row's section on the routing page (model pages link it).
+pub fn anchor(model: &str) -> String {
+    format!("m-{model}")
+}
+
+/// `routing.html`.
+pub fn routing_page(m: &Matrix, r: &Routing) -> Result<File, SiteError> {
+    let rows = r
+        .models
+        .iter()
+        .map(|mr| RowView {
+            model: mr.model.clone(),
+            anchor: anchor(&mr.model),
+            tasks: mr.policies.first().map_or(0, |p| p.tasks),
+            policies: policy_cells(&mr.policies),
+            labels: mr.labels.iter().map(|l| label_view(&mr.model, l)).collect(),
+            tags: mr
+                .by_tag
+                .iter()
+                .filter_map(|(tag, ps)| {
+                    let w = ModelRouting::winner(ps)?;
+                    Some(TagView {
+                        tag: tag.clone(),
+                        winner: w.policy.as_str().to_string(),
+                        success: rate_text(w.rate, w.interval.as_ref()),
+                        cost: cost_text(w),
+                        single: ps
+                            .first()
+                            .map_or("–".into(), |s| rate_text(s.rate, s.interval.as_ref())),
+                    })
+                })
+                .collect(),
+            parent_passes: mr.parent_passes,
+            orphans: mr.orphans,
+            feedback_samples: mr.feedback_samples,
+            feedback_errors: mr.feedback_errors,
+        })
+        .collect();
+    let page = RoutingPage {
+        title: "routing".into(),
+        root: String::new(),
+        method: m.method.title(),
+        styles: FeedbackStyle::ALL.iter().map(|s| s.as_str()).collect(),
+        policies: Policy::ALL
+            .iter()
+            .map(|p| (p.as_str(), p.describe()))
+            .collect(),
+        rows,
+        parent_passes: r.parent_passes(),
+    };
+    Ok((PAGE.into(), render("routing page", &page)?))
+}
+
+fn label_view(model: &str, l: &LabelRouting) -> LabelView {
+    LabelView {
+        label: l.label.as_str(),
+        default: l.label.retry().as_str(),
+        failures: l.failures,
+        reroll: measure_text(&l.reroll),
+        repair: l
+            .repair
+            .as_ref()
+            .map_or_else(|| "no mechanical repair".into(), measure_text),
+        feedback: FeedbackStyle::ALL
+            .iter()
+            .map(|st| l.feedback.get(st).map_or("–".into(), measure_text))
+            .collect(),
+        fallback: l
+            .fallback
+            .iter()
+            .filter(|(_, x)| x.n > 0)
+            .max_by(|a, b| {
+                let (ra, rb) = (a.1.rate().unwrap_or(0.0), b.1.rate().unwrap_or(0.0));
+                ra.total_cmp(&rb).then(b.0.cmp(&a.0))
+            })
+            .map_or("–".into(), |(b, x)| format!("{b}: {}", measure_text(x))),
+        model: model.to_string(),
+    }
+}
+
+/// A label page's table: per row that failed with `label`, its four measured actions.
+pub fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
+    r.models
+        .iter()
+        .filter_map(|mr| {
+            let l = mr.labels.iter().find(|l| l.label == label)?;
+            Some(label_view(&mr.model, l))
+        })
+        .collect()
+}
+
+/// A label page's group key ([`super::reuse`]) extended with its measured actions: they depend
+/// on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
+pub fn label_key(key: super::reuse::Key, actions: &[LabelView]) -> super::reuse::Key {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(key);
+    h.update(format!("{actions:?}").as_bytes());
+    h.finalize().into()
+}
