@@ -248,6 +248,7 @@ pub fn run_samples(
     let reference = samples.first().map(|(s, _)| render::RunRequest {
         sample: s.key.sample.clone(),
         bytes: s.request_raw.clone(),
+        value: s.transcript.request.clone(),
         streamed: s.transcript.streamed,
     });
     let mut sections = String::new();
@@ -284,15 +285,20 @@ pub fn run_samples(
             let old = before.get(&sample.key.sample).map(String::as_str);
             out.changes.sample(&scored, old);
         }
-        let same_request = reference
-            .as_ref()
-            .is_some_and(|r| r.bytes == sample.request_raw);
+        let request_changes = reference.as_ref().map_or(Vec::new(), |r| {
+            crate::site::transcript::request_changes(
+                r.value.as_ref(),
+                &r.bytes,
+                sample.transcript.request.as_ref(),
+                &sample.request_raw,
+            )
+        });
         let (section, (path, stub)) = render::sample_section(
             task,
             &run.cell,
             input.task_changed,
             &sample,
-            same_request,
+            &request_changes,
             &verdict,
             parsed.as_ref().ok(),
             site_url,

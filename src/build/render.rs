@@ -20,7 +20,7 @@ pub fn sample_section(
     cell: &CellInfo,
     task_changed: bool,
     sample: &Sample,
-    same_request: bool,
+    request_changes: &[String],
     verdict: &Verdict,
     completion: Option<&crate::score::wire::Completion>,
     site_url: Option<&str>,
@@ -31,7 +31,7 @@ pub fn sample_section(
         cell,
         transcript: &sample.transcript,
         request_raw: &sample.request_raw,
-        same_request,
+        request_changes,
         verdict,
         task_changed,
         completion,
@@ -48,6 +48,8 @@ pub fn sample_section(
 pub struct RunRequest {
     pub sample: String,
     pub bytes: Vec<u8>,
+    /// The bytes parsed, when they parse: what another sample's request is compared with.
+    pub value: Option<serde_json::Value>,
     pub streamed: bool,
 }
 

@@ -3,6 +3,7 @@
 //! and writing. Every link is relative, so the site works from the file system and from a
 //! GitHub Pages project path.
 
+pub mod answers;
 pub mod card;
 pub mod charts;
 pub mod compare;
@@ -499,6 +500,9 @@ struct IndexPage<'a> {
     rules: String,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
+    /// The pre-rendered first answer: per model, the shapes it is reliable on, those it is
+    /// not, and those not told yet ([`answers`]).
+    answers: String,
     /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
     samples_csvs: &'a [String],
 }
@@ -1072,6 +1076,7 @@ fn index_page(
         max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
+        answers: answers::block(m),
         samples_csvs,
     };
     files.push(("index.html".into(), render("index.html", &page)?));
