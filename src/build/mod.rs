@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod cache;
 pub mod owned;
+pub mod progress;
 pub mod read;
 pub mod render;
 pub mod score;
@@ -475,6 +476,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // Each run decodes its own record of the previous cache when it is built, so the records
     // are never all decoded at once. In place, the pages of the previous build's record that
     // this build does not write again are removed at the end.
+    let progress = progress::Progress::start(runs.len());
     let outcomes: Vec<Result<RunOutcome>> = runs
         .par_iter()
         .map_with(tx, |tx, r| {
@@ -489,9 +491,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 changes: changes_told,
                 site_url: site_url.as_deref(),
             };
-            run_samples(&opts.runs, r, task, reuse, tx)
+            let outcome = run_samples(&opts.runs, r, task, reuse, tx);
+            if let Ok(o) = &outcome {
+                progress.run_done(o.scored.len(), o.pages.0);
+            }
+            outcome
         })
         .collect();
+    progress.summary_pages();
     // All senders are gone once the map is done; the writer drains and ends.
     site.drain()?;
     let mut scored = Vec::with_capacity(
@@ -553,9 +560,11 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         cache::GroupBook::new(&opts.out, prior)
     });
     skipped.sort();
-    for s in &skipped {
-        eprintln!("skipped {}: {}", s.path, s.reason);
-    }
+    progress.suspend(|| {
+        for s in &skipped {
+            eprintln!("skipped {}: {}", s.path, s.reason);
+        }
+    });
     let n_samples = scored.len();
     let previous = match (changes_told, previous) {
         (true, _) => aggregate::Previous::Told(crate::site::export::Changes::gather(
@@ -606,6 +615,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         Vec::new()
     };
     let (carried, carried_bytes) = site.finish(&stale)?;
+    progress.finish();
     if let Some(saving) = saving {
         saving.finish(&Some(cache::CachedSite {
             // Named again now that the site exists (a folder that did not exist at the start
