@@ -909,7 +909,19 @@ impl RunWriter {
     /// Creates `<cell>/.tmp-<run-id>/samples/` for a run of `k` samples.
     pub fn create(cell: &Path, run_id: &str, k: u32) -> std::io::Result<RunWriter> {
         let tmp = cell.join(format!("{TMP_PREFIX}{run_id}"));
-        std::fs::create_dir_all(tmp.join("samples"))?;
+        // The model's and the task's folders under runs/ are made one level at a time and a
+        // symlink there is refused, never written through (SPEC §12); runs/ itself is the
+        // folder the user named.
+        match (cell.parent(), cell.parent().and_then(Path::parent)) {
+            (Some(model), Some(root)) if root.is_dir() => {
+                let rel = Path::new(model.file_name().unwrap_or_default())
+                    .join(cell.file_name().unwrap_or_default())
+                    .join(format!("{TMP_PREFIX}{run_id}"))
+                    .join("samples");
+                crate::fsafe::create_dirs_within(root, &rel)?;
+            }
+            _ => std::fs::create_dir_all(tmp.join("samples"))?,
+        }
         Ok(RunWriter {
             cell: cell.to_path_buf(),
             run_id: run_id.to_string(),

@@ -592,8 +592,16 @@ pub fn save_runs(
     use std::io::Write;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
-    let file =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    // Created anew, never through a file or symlink already there (SPEC §12): a leftover of a
+    // killed build with this process's id is removed first (a symlink itself, not its target).
+    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| !m.is_dir()) {
+        std::fs::remove_file(&tmp).with_context(|| format!("cannot clear {}", tmp.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     let mut saving = Saving {
         dir: dir.to_path_buf(),
         tmp: TempFile(Some(tmp)),

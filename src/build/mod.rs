@@ -414,7 +414,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let site_current = prior.site.as_ref().is_some_and(|s| {
         marked.is_some()
             && s.out == out_identity
-            && std::fs::read(opts.out.join("data").join("manifest.json"))
+            && crate::fsafe::read_bounded(&opts.out.join("data").join("manifest.json"), 256 << 20)
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
     let changes_told = site_current && opts.previous.is_none();

@@ -233,11 +233,13 @@ pub fn inspect(out: &Path) -> Result<Site> {
     }
     let found = list(out)?;
     let carried = |f: &Found| f.kind.is_none() && super::write::CARRIED.contains(&f.rel.as_str());
+    let is_marker = |f: &Found| f.kind.is_none() && f.rel == MARKER;
     let theirs: Vec<&Found> = found
         .iter()
-        .filter(|f| !carried(f) && f.rel != MARKER && !interrupted_write(&f.rel))
+        .filter(|f| !carried(f) && !is_marker(f) && !interrupted_write(&f.rel))
         .collect();
-    if theirs.is_empty() && !found.iter().any(|f| f.rel == MARKER) {
+    let marked = found.iter().any(is_marker);
+    if theirs.is_empty() && !marked {
         return Ok(Site::Fresh);
     }
     let foreign: Vec<&Found> = theirs
@@ -245,7 +247,6 @@ pub fn inspect(out: &Path) -> Result<Site> {
         .copied()
         .filter(|f| f.kind.is_some() || !site_shaped(&f.rel))
         .collect();
-    let marked = found.iter().any(|f| f.rel == MARKER && f.kind.is_none());
     if marked {
         let Some(set) = marker(out) else {
             bail!(

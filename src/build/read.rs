@@ -149,6 +149,9 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
     })
 }
 
+/// The most bytes read of a previous build's `samples.csv`.
+const MAX_PREVIOUS_CSV: u64 = 1 << 30;
+
 /// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
 /// samples.csv already in `--out` (whole or split by model; silently absent, or a warning when
 /// unreadable).
@@ -162,7 +165,9 @@ fn read_previous(opts: &BuildOpts) -> Result<Option<BTreeMap<String, String>>> {
     }
     let mut all = BTreeMap::new();
     for path in paths {
-        match std::fs::read(&path) {
+        // Bounded (a site holds at most 1 GB on Pages) and a regular file only: a FIFO given as
+        // --previous is an error that says so, not a wait.
+        match crate::fsafe::read_bounded(&path, MAX_PREVIOUS_CSV) {
             Ok(bytes) => match export::read_previous(&bytes) {
                 Ok(p) => all.extend(p),
                 Err(e) if opts.previous.is_some() => {

@@ -8,7 +8,9 @@ use anyhow::{Context, Result, bail};
 
 pub fn run(opts: &CheckOpts) -> Result<()> {
     let task = load_task(opts)?;
-    let body = std::fs::read(&opts.response)
+    // Bounded as build bounds a transcript's file, and a regular file only: `/dev/zero` or a
+    // FIFO is an error that says what it is, not a read without end.
+    let body = crate::fsafe::read_bounded(&opts.response, crate::runs::MAX_SAMPLE_FILE)
         .with_context(|| format!("cannot read the response {}", opts.response.display()))?;
     let streamed = opts.response.extension().is_some_and(|e| e == "sse") || looks_like_sse(&body);
     // The request is optional context (the budget, the tools as sent): one that cannot be
@@ -57,7 +59,7 @@ pub fn run(opts: &CheckOpts) -> Result<()> {
 /// in `--tasks`.
 fn load_task(opts: &CheckOpts) -> Result<Task> {
     if opts.task.is_file() {
-        let bytes = std::fs::read(&opts.task)
+        let bytes = crate::fsafe::read_bounded(&opts.task, crate::task::MAX_TASK_FILE)
             .with_context(|| format!("cannot read the task {}", opts.task.display()))?;
         return crate::task::parse_task(&opts.task, &bytes)
             .map_err(|e| crate::task::TaskErrors(e).into());
@@ -87,7 +89,7 @@ fn load_task(opts: &CheckOpts) -> Result<Task> {
 }
 
 fn read_json(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
-    let bytes = std::fs::read(path)
+    let bytes = crate::fsafe::read_bounded(path, crate::runs::MAX_SAMPLE_FILE)
         .with_context(|| format!("cannot read the {what} {}", path.display()))?;
     serde_json::from_slice(&bytes)
         .with_context(|| format!("the {what} {} is not JSON", path.display()))

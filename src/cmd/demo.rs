@@ -85,6 +85,16 @@ pub fn run(o: &DemoOpts) -> Result<()> {
     if tasks.is_empty() {
         bail!("no tasks in {}: pass --tasks DIR", o.tasks.display());
     }
+    // What the build at the end would refuse is refused before anything is collected: runs/
+    // inside the site, or a --out that is not a site a build wrote (SPEC §12).
+    if crate::build::owned::within(&o.runs, &o.out) {
+        bail!(
+            "--runs {} is inside --out {}: a build replaces --out, so the runs must lie outside it",
+            o.runs.display(),
+            o.out.display()
+        );
+    }
+    crate::build::owned::inspect(&o.out)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -50,7 +50,8 @@ fn secrets_in_env(scan: &runs::Scan) -> Vec<String> {
     values
 }
 
-/// Writes `bytes` beside `out` and renames it into place, so a reader never sees half a file.
+/// Writes `bytes` beside `out` and renames it into place, so a reader never sees half a file and
+/// a symlink at `out` is replaced, never written through (SPEC §12).
 fn write_atomically(out: &Path, bytes: &[u8]) -> Result<()> {
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -58,16 +59,9 @@ fn write_atomically(out: &Path, bytes: &[u8]) -> Result<()> {
     };
     std::fs::create_dir_all(&parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export.jsonl".into());
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, out).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot move the export into {}", out.display())
-    })
+    crate::fsafe::replace_file(out, bytes)
+        .with_context(|| format!("cannot move the export into {}", out.display()))?;
+    Ok(())
 }
 
 fn preference_export(o: &PreferenceOpts) -> Result<()> {

@@ -25,16 +25,24 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
     let result = bfcl::convert(&data, o.categories.as_deref()).map_err(|e| anyhow!(e))?;
     let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
     let mut produced = BTreeSet::new();
+    std::fs::create_dir_all(&o.out)
+        .with_context(|| format!("cannot create {}", o.out.display()))?;
     for t in &result.tasks {
-        let dir = o.out.join(&t.category);
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let path = dir.join(format!("{}.json", t.id));
+        // Inside --out, a symlinked category folder is refused and a symlinked task file is
+        // replaced, never written through (SPEC §12).
+        crate::fsafe::create_dirs_within(&o.out, std::path::Path::new(&t.category))
+            .with_context(|| format!("cannot write the {} tasks", t.category))?;
+        let path = o.out.join(&t.category).join(format!("{}.json", t.id));
         produced.insert(path.clone());
         // Unchanged files are left alone, so a re-import touches nothing.
-        if std::fs::read(&path).ok().as_deref() != Some(t.bytes.as_slice()) {
-            std::fs::write(&path, &t.bytes)
+        let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+            && crate::fsafe::read_bounded(&path, t.bytes.len() as u64).is_ok_and(|b| b == t.bytes);
+        if !same {
+            crate::fsafe::replace_file(&path, &t.bytes)
                 .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        if let Some(why) = &t.renamed {
+            println!("renamed {} ({}) to {}: {why}", t.bfcl_id, t.category, t.id);
         }
         let c = counts.entry(t.category.as_str()).or_default();
         c.imported += 1;

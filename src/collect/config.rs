@@ -150,17 +150,23 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         key: String::new(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            err(
-                "no such file: write one (the README shows a vLLM example; examples/ holds \
+    // A config is a few KB: bounded, and a regular file only (SPEC §12).
+    let text = crate::fsafe::read_bounded(path, 16 << 20)
+        .and_then(|b| {
+            String::from_utf8(b)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                err(
+                    "no such file: write one (the README shows a vLLM example; examples/ holds \
                  a llama-server one) or pass --config FILE"
-                    .into(),
-            )
-        } else {
-            err(format!("cannot read: {e}"))
-        }
-    })?;
+                        .into(),
+                )
+            } else {
+                err(format!("cannot read: {e}"))
+            }
+        })?;
     parse(path, &text)
 }
 

@@ -406,7 +406,7 @@ fn finished_samples(
 
 /// What a finished sample's exchange failed with, when it failed.
 fn sample_failed(dir: &Path) -> Option<String> {
-    let m = std::fs::read(dir.join("meta.json"))
+    let m = crate::runs::read_bounded(&dir.join("meta.json"), crate::runs::MAX_SAMPLE_FILE)
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())?;
     (m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s))).then(|| error_kind(&m))
@@ -817,11 +817,9 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
         };
         let run_id = shared.run_id.clone();
         let need = plan.need;
-        let created = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&dir)?;
-            RunWriter::create(&dir, &run_id, need)
-        })
-        .await;
+        // The writer makes the cell's folders itself, refusing a symlink among them.
+        let created =
+            tokio::task::spawn_blocking(move || RunWriter::create(&dir, &run_id, need)).await;
         let writer = match created {
             Ok(Ok(w)) => w,
             Ok(Err(e)) => {

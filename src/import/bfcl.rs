@@ -55,9 +55,14 @@ pub const LICENCE: &str = "Apache-2.0";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Imported {
     pub id: String,
+    /// BFCL's id of the entry.
+    pub bfcl_id: String,
     pub category: String,
     pub bytes: Vec<u8>,
     pub repaired: bool,
+    /// Why the id is not BFCL's id as [`task_id`] spells it (too long, characters a task id
+    /// cannot hold, or it would collide with another's), for the summary.
+    pub renamed: Option<String>,
 }
 
 /// One entry not imported, with the reason.
@@ -155,6 +160,9 @@ pub fn convert(data: &DataFiles, only: Option<&[String]>) -> Result<Import, Stri
                 .push((cat.clone(), not_imported_reason(cat)));
         }
     }
+    // Every category's entries first: a task id is chosen knowing every other (ids that would
+    // collide are told apart, whatever category they are in).
+    let mut chosen = Vec::new();
     for cat in CATEGORIES {
         if only.is_some_and(|o| !o.iter().any(|c| c == cat)) {
             continue;
@@ -166,7 +174,18 @@ pub fn convert(data: &DataFiles, only: Option<&[String]>) -> Result<Import, Stri
             }
             continue;
         };
-        let entries = read_lines(bytes, &file)?;
+        chosen.push((cat, file.clone(), read_lines(bytes, &file)?));
+    }
+    let sources: Vec<(&str, &str)> = chosen
+        .iter()
+        .flat_map(|(cat, _, entries)| {
+            entries
+                .iter()
+                .filter_map(move |e| Some((*cat, e.get("id")?.as_str()?)))
+        })
+        .collect();
+    let mut ids = assign_ids(&sources).into_iter();
+    for (cat, file, entries) in chosen {
         let answers: BTreeMap<String, Value> =
             match data.files.get(&format!("possible_answer/{file}")) {
                 Some(b) => read_lines(b, &format!("possible_answer/{file}"))?
@@ -181,7 +200,16 @@ pub fn convert(data: &DataFiles, only: Option<&[String]>) -> Result<Import, Stri
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            match convert_entry(cat, &version, entry, answers.get(&bfcl_id)) {
+            // The ids were assigned to the entries that have one, in this same order.
+            let id = match entry.get("id").and_then(Value::as_str) {
+                Some(_) => ids.next(),
+                None => None,
+            };
+            let converted = match id {
+                Some(id) => convert_entry(cat, &version, entry, answers.get(&bfcl_id), id),
+                None => Err("the entry has no id".to_string()),
+            };
+            match converted {
                 Ok(t) => out.tasks.push(t),
                 Err(reason) => out.skipped.push(Skipped {
                     bfcl_id,
@@ -209,6 +237,98 @@ fn read_lines(bytes: &[u8], file: &str) -> Result<Vec<Value>, String> {
 /// `simple_python_13` → `bfcl-simple-python-13`.
 pub fn task_id(bfcl_id: &str) -> String {
     format!("bfcl-{}", bfcl_id.replace('_', "-"))
+}
+
+/// A task id for each `(category, BFCL id)`, in order: [`task_id`]'s, made lint-valid and
+/// distinct. A character a task id cannot hold becomes `-`; an id longer than
+/// [`crate::names::MAX_NAME_BYTES`] is cut and ends with a hash of its source; ids that would be
+/// the same up to case (`simple_python_0` and `simple-python-0` both give
+/// `bfcl-simple-python-0`) keep it for the first source in byte order and end with a hash of
+/// their source for the others. Deterministic: the same sources give the same ids. Each id
+/// comes with why it differs from [`task_id`]'s, when it does.
+pub fn assign_ids(sources: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
+    use sha2::Digest;
+    let max = crate::names::MAX_NAME_BYTES;
+    let hash = |cat: &str, bfcl_id: &str, n: usize| {
+        let mut h = sha2::Sha256::new();
+        h.update(cat.as_bytes());
+        h.update([0]);
+        h.update(bfcl_id.as_bytes());
+        if n > 0 {
+            h.update(n.to_string().as_bytes());
+        }
+        h.finalize()[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    // `stem` with `-<suffix>` at its end, cut so that the whole fits.
+    let with_suffix = |stem: &str, suffix: &str| {
+        let room = max - suffix.len() - 1;
+        let cut = &stem[..stem.len().min(room)];
+        format!("{}-{suffix}", cut.trim_end_matches(['-', '.']))
+    };
+    let mut out: Vec<(String, Option<String>)> = sources
+        .iter()
+        .map(|(cat, bfcl_id)| {
+            let natural = task_id(bfcl_id);
+            let clean: String = natural
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            let mut why = (clean != natural)
+                .then(|| "its id holds characters a task id cannot: each became '-'".to_string());
+            let id = if clean.len() > max {
+                why = Some(format!(
+                    "its id gives {} bytes, more than the {max} a task id may have: cut, with a hash of the source",
+                    clean.len()
+                ));
+                with_suffix(&clean, &hash(cat, bfcl_id, 0))
+            } else {
+                clean
+            };
+            (id, why)
+        })
+        .collect();
+    // Collisions up to case: the first source in byte order keeps the id.
+    let mut by_key: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, (id, _)) in out.iter().enumerate() {
+        by_key
+            .entry(crate::names::case_key(id))
+            .or_default()
+            .push(i);
+    }
+    let mut taken: std::collections::BTreeSet<String> = by_key.keys().cloned().collect();
+    for group in by_key.values().filter(|g| g.len() > 1) {
+        let mut group = group.clone();
+        group.sort_by(|&a, &b| (sources[a].1, sources[a].0).cmp(&(sources[b].1, sources[b].0)));
+        let keeper = group[0];
+        for &i in &group[1..] {
+            let (cat, bfcl_id) = sources[i];
+            let mut n = 0;
+            let id = loop {
+                let id = with_suffix(&out[i].0, &hash(cat, bfcl_id, n));
+                if taken.insert(crate::names::case_key(&id)) {
+                    break id;
+                }
+                n += 1;
+            };
+            out[i] = (
+                id,
+                Some(format!(
+                    "its id would be the same as {}'s ({}), up to case: a hash of the source tells them apart",
+                    sources[keeper].1, out[keeper].0
+                )),
+            );
+        }
+    }
+    out
 }
 
 /// `convert_to_tool`: dots in a function name become underscores for OpenAI-compatible
@@ -633,12 +753,12 @@ fn convert_entry(
     version: &str,
     entry: &Value,
     answer: Option<&Value>,
+    (id, renamed): (String, Option<String>),
 ) -> Result<Imported, String> {
     let bfcl_id = entry
         .get("id")
         .and_then(Value::as_str)
         .ok_or("the entry has no id")?;
-    let id = task_id(bfcl_id);
     if !crate::task::is_path_safe(&id) {
         return Err(format!("its id gives {id:?}, which is not a valid task id"));
     }
@@ -763,9 +883,11 @@ fn convert_entry(
     }
     Ok(Imported {
         id,
+        bfcl_id: bfcl_id.to_string(),
         category: category.to_string(),
         bytes,
         repaired: !repairs.is_empty(),
+        renamed,
     })
 }
 
@@ -1143,5 +1265,43 @@ fn example_value(schema: &Value, depth: usize) -> Value {
         }
         "object" => json!({}),
         _ => json!("example"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assign_ids;
+
+    #[test]
+    fn ids_are_distinct_up_to_case_lint_valid_and_the_same_every_time() {
+        let long = format!("simple_python_{}", "x".repeat(300));
+        let sources = [
+            ("simple_python", "simple_python_0"),
+            ("simple_python", "simple-python-0"),
+            ("simple_python", "Simple_Python_0"),
+            ("simple_python", long.as_str()),
+            ("simple_python", "a b/c"),
+            ("parallel", "simple_python_0"),
+            ("simple_python", "simple_python_1"),
+        ];
+        let ids = assign_ids(&sources);
+        assert_eq!(ids, assign_ids(&sources), "deterministic");
+        let keys: std::collections::BTreeSet<String> = ids
+            .iter()
+            .map(|(id, _)| crate::names::case_key(id))
+            .collect();
+        assert_eq!(keys.len(), sources.len(), "{ids:?}");
+        for (id, _) in &ids {
+            assert!(crate::task::is_path_safe(id), "{id}");
+            assert!(id.len() <= crate::names::MAX_NAME_BYTES, "{id}");
+        }
+        // The first source in byte order keeps its id; an untroubled one is never renamed.
+        assert_eq!(ids[2], ("bfcl-Simple-Python-0".to_string(), None));
+        assert_eq!(ids[6], ("bfcl-simple-python-1".to_string(), None));
+        assert!(ids[0].0.starts_with("bfcl-simple-python-0-") && ids[0].1.is_some());
+        assert_ne!(ids[0].0, ids[5].0, "the same BFCL id in two categories");
+        assert_eq!(ids[4].0, "bfcl-a-b-c");
+        assert_eq!(ids[3].0.len(), crate::names::MAX_NAME_BYTES);
+        assert!(ids[3].1.as_deref().unwrap().contains("more than the 120"));
     }
 }

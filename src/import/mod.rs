@@ -26,7 +26,7 @@ pub fn stale_imports(out: &Path, suite: &str, produced: &BTreeSet<PathBuf>) -> V
         {
             continue;
         }
-        let Ok(bytes) = std::fs::read(path) else {
+        let Ok(bytes) = crate::fsafe::read_bounded(path, MAX_TASK_BYTES) else {
             continue;
         };
         let Ok(task) = serde_json::from_slice::<serde_json::Value>(&bytes) else {

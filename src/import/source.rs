@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 
 /// The largest data file read (BFCL's largest is ~8 MB): a bound on what a damaged or hostile
 /// archive can make us hold in memory.
-const MAX_FILE: u64 = 256 << 20;
+const MAX_FILE: u64 = 64 << 20;
+
+/// The most bytes read of all data files together: a dozen entries each under [`MAX_FILE`]
+/// would otherwise add up to gigabytes (a zip of compressible entries is a few MB on disk).
+const MAX_TOTAL: u64 = 128 << 20;
 
 /// BFCL's data files, by their path relative to the data folder
 /// (`BFCL_v4_simple_python.json`, `possible_answer/BFCL_v4_simple_python.json`).
@@ -37,6 +41,21 @@ fn wanted(rel: &str) -> bool {
 pub fn read(path: &Path) -> Result<DataFiles> {
     if path.is_file() {
         return read_zip(path);
+    }
+    // Something that is there but neither a file nor a folder is named for what it is.
+    if let Ok(m) = std::fs::metadata(path)
+        && let Some(what) = crate::fsafe::not_regular(&m.file_type())
+        && !m.is_dir()
+    {
+        bail!(
+            "{} {what}; pass the bfcl-eval wheel, its bfcl_eval/data folder or a checkout of BFCL's repository",
+            path.display()
+        );
+    }
+    if let Err(e) = std::fs::metadata(path)
+        && e.raw_os_error() == Some(libc::ELOOP)
+    {
+        bail!("{} is a symlink loop", path.display());
     }
     if !path.is_dir() {
         bail!(
@@ -69,9 +88,19 @@ fn has_data(dir: &Path) -> bool {
     })
 }
 
-fn read_bounded(r: impl Read, what: &str) -> Result<Vec<u8>> {
-    match crate::runs::read_capped(r, MAX_FILE, 0).with_context(|| format!("cannot read {what}"))? {
-        Some(buf) => Ok(buf),
+/// Reads one data file of at most [`MAX_FILE`] bytes, and at most what is `left` of
+/// [`MAX_TOTAL`] (which it then takes).
+fn read_bounded(r: impl Read, what: &str, left: &mut u64) -> Result<Vec<u8>> {
+    let cap = MAX_FILE.min(*left);
+    match crate::fsafe::read_capped(r, cap, 0).with_context(|| format!("cannot read {what}"))? {
+        Some(buf) => {
+            *left -= buf.len() as u64;
+            Ok(buf)
+        }
+        None if cap < MAX_FILE => bail!(
+            "{what}: the data files together are larger than {} MB: not BFCL's data",
+            MAX_TOTAL >> 20
+        ),
         None => bail!(
             "{what} is larger than {} MB: not a BFCL data file",
             MAX_FILE >> 20
@@ -84,6 +113,7 @@ fn read_dir(dir: &Path) -> Result<DataFiles> {
         origin: dir.display().to_string(),
         ..DataFiles::default()
     };
+    let mut left = MAX_TOTAL;
     for sub in ["", "possible_answer"] {
         let d = if sub.is_empty() {
             dir.to_path_buf()
@@ -108,17 +138,19 @@ fn read_dir(dir: &Path) -> Result<DataFiles> {
             if !wanted(&rel) || !p.is_file() {
                 continue;
             }
-            let f =
-                std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?;
+            let f = crate::fsafe::open_regular(&p)
+                .with_context(|| format!("cannot open {}", p.display()))?;
             out.files
-                .insert(rel, read_bounded(f, &p.display().to_string())?);
+                .insert(rel, read_bounded(f, &p.display().to_string(), &mut left)?);
         }
     }
     // An installed package has its metadata beside the package folder; a checkout has
     // pyproject.toml two levels up from the data.
     let pkg_root = dir.parent().and_then(Path::parent);
     if let Some(root) = pkg_root {
-        if let Ok(text) = std::fs::read_to_string(root.join("pyproject.toml")) {
+        if let Ok(text) = crate::fsafe::read_bounded(&root.join("pyproject.toml"), 1 << 20)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        {
             out.package_version = text
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("version"))
@@ -140,7 +172,8 @@ fn read_dir(dir: &Path) -> Result<DataFiles> {
                 .collect();
             metas.sort();
             if let Some(m) = metas.first()
-                && let Ok(text) = std::fs::read_to_string(m.join("METADATA"))
+                && let Ok(text) = crate::fsafe::read_bounded(&m.join("METADATA"), 1 << 20)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
             {
                 out.package_version = metadata_version(&text);
             }
@@ -156,7 +189,9 @@ fn metadata_version(text: &str) -> Option<String> {
 }
 
 fn read_zip(path: &Path) -> Result<DataFiles> {
-    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let f = crate::fsafe::open_regular(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut left = MAX_TOTAL;
     let mut zip = zip::ZipArchive::new(f).with_context(|| {
         format!(
             "{} is not a zip archive: pass the bfcl-eval wheel (.whl), its bfcl_eval/data folder or a checkout of BFCL's repository",
@@ -176,7 +211,11 @@ fn read_zip(path: &Path) -> Result<DataFiles> {
             .with_context(|| format!("{}: entry {i} has an unreadable name", path.display()))?
             .to_string();
         if name.ends_with(".dist-info/METADATA") {
-            let text = read_bounded(&mut entry, &format!("{}: {name}", path.display()))?;
+            let text = read_bounded(
+                &mut entry,
+                &format!("{}: {name}", path.display()),
+                &mut left,
+            )?;
             out.package_version = metadata_version(&String::from_utf8_lossy(&text));
             continue;
         }
@@ -187,7 +226,11 @@ fn read_zip(path: &Path) -> Result<DataFiles> {
             continue;
         }
         let rel = rel.to_string();
-        let bytes = read_bounded(&mut entry, &format!("{}: {name}", path.display()))?;
+        let bytes = read_bounded(
+            &mut entry,
+            &format!("{}: {name}", path.display()),
+            &mut left,
+        )?;
         out.files.insert(rel, bytes);
     }
     if out.files.is_empty() {

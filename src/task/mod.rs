@@ -354,6 +354,9 @@ impl Task {
 }
 
 /// True when `s` may be used as a path segment (SPEC §4).
+/// The most bytes read of one task file (BFCL's largest imported task is a few hundred KB).
+pub const MAX_TASK_FILE: u64 = 16 << 20;
+
 pub fn is_path_safe(s: &str) -> bool {
     !s.is_empty()
         && s != "."
@@ -974,7 +977,7 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
     // file systems (macOS and Windows checkouts, some Pages clones).
     let mut seen: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
     for f in files {
-        let bytes = match std::fs::read(&f) {
+        let bytes = match crate::fsafe::read_bounded(&f, MAX_TASK_FILE) {
             Ok(b) => b,
             Err(e) => {
                 errors.push(TaskError {
