@@ -53,6 +53,34 @@ impl Pooled {
     }
 }
 
+/// Roughly how many more samples per task would settle an `uncertain` pooled rate (SPEC §6):
+/// the fewest, in steps of the tasks' current k, after which the same rate's interval no longer
+/// straddles `threshold` (all tasks given the same number of samples). `None` when the rate is
+/// not uncertain, or sits so close to the threshold that 50 times the samples would not settle
+/// it.
+pub fn samples_to_settle(p: &Pooled, threshold: f64) -> Option<u64> {
+    let iv = p.interval?;
+    if p.tasks == 0 || iv.lower >= threshold || iv.upper < threshold {
+        return None;
+    }
+    let per_task = p.scored.div_ceil(p.tasks);
+    let rate = p.task_mean;
+    (2..=50u64).find_map(|f| {
+        let k = per_task * f;
+        let n = k * p.tasks;
+        let x = (rate * n as f64).round() as u64;
+        let counts: Vec<(u64, u64)> = (0..p.tasks)
+            .map(|i| {
+                // The same passes spread over the tasks, the remainder on the first ones.
+                let share = x / p.tasks + u64::from(i < x % p.tasks);
+                (share.min(k), k)
+            })
+            .collect();
+        let iv = crate::compare::stats::pooled_rate_interval(&counts)?;
+        (iv.lower >= threshold || iv.upper < threshold).then_some(k - per_task)
+    })
+}
+
 /// Pools `cells` (one model's cells of one tag).
 pub fn pool<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Pooled {
     let mut p = Pooled::default();
@@ -147,6 +175,19 @@ mod tests {
         let (_, iv) = by_task(&[(0, 5); 6]);
         assert_eq!(Reliability::of(iv.as_ref()), Reliability::Broken);
         assert_eq!(by_task(&[]), (1.0, None));
+    }
+
+    #[test]
+    fn uncertain_rates_say_how_many_more_samples_settle_them() {
+        // 3 tasks at 5/5: [78–100 %], uncertain; 3 × 15 samples all passing give a lower
+        // bound of 0.025^(1/45) = 0.921, so 10 more per task settle it (10 = 2 × 5 too few).
+        let p = pool_counts([(5, 5); 3]);
+        assert_eq!(p.reliability(), Reliability::Uncertain);
+        assert_eq!(samples_to_settle(&p, 0.9), Some(10));
+        // Decided rates need nothing more.
+        assert_eq!(samples_to_settle(&pool_counts([(5, 5); 12]), 0.9), None);
+        // Exactly at 0.9, no number of samples separates it from 0.9.
+        assert_eq!(samples_to_settle(&pool_counts([(9, 10); 2]), 0.9), None);
     }
 
     #[test]
