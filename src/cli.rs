@@ -76,6 +76,9 @@ pub struct CompareOpts {
     /// The runs/ tree written by collect.
     #[arg(long, default_value = "runs")]
     pub runs: PathBuf,
+    /// Tasks A has and B does not are listed but do not fail the gate.
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 /// What fails `callcheck compare`.

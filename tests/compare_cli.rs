@@ -181,11 +181,59 @@ fn the_demo_comparison_and_the_compare_gate() {
     let page =
         std::fs::read_to_string(site.join("compare/mock-good--mock-good-stream.html")).unwrap();
     assert!(page.contains("<th>parallel</th>"), "no parallel row");
-    assert!(page.contains("−100.0 points [−100.0, −100.0]"), "{page}");
+    // A 100-point drop over 5 tasks: an interval with width, never [−100, −100].
+    assert!(page.contains("−100.0 points [−100.0, −84.3]"), "{page}");
     assert!(
         page.contains("This page shows 19 pooled comparisons"),
         "{page}"
     );
+    // The headline states the gate's verdict and names the tag; settings are what differs.
+    assert!(page.contains("Gate: regression in parallel."), "{page}");
+    assert!(
+        page.contains("A and B differ in this one recorded setting"),
+        "{page}"
+    );
+    assert!(!page.contains("attribute"), "{page}");
+    // No interval on the demo site has zero width (SPEC §9): every pooled and per-cell
+    // interval of the comparison and every interval of the matrix export.
+    let mut intervals = 0;
+    for file in ["data/compare.json", "data/matrix.json"] {
+        let v: Value = serde_json::from_slice(&std::fs::read(site.join(file)).unwrap()).unwrap();
+        fn walk(v: &Value, path: &str, n: &mut usize) {
+            match v {
+                Value::Object(m) => {
+                    if let (Some(lo), Some(hi)) = (
+                        m.get("lower").and_then(Value::as_f64),
+                        m.get("upper").and_then(Value::as_f64),
+                    ) {
+                        *n += 1;
+                        assert!(lo < hi, "{path}: zero-width interval [{lo}, {hi}]");
+                    }
+                    for (k, x) in m {
+                        walk(x, &format!("{path}.{k}"), n);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        walk(x, &format!("{path}[{i}]"), n);
+                    }
+                }
+                _ => {}
+            }
+        }
+        walk(&v, file, &mut intervals);
+    }
+    assert!(intervals > 300, "only {intervals} intervals checked");
+    // mock-sloppy's pooled rate, 58 % [51–65 %] at k = 5, is decisively below 0.9.
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
+    let sloppy_total = matrix["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["model"] == "mock-sloppy")
+        .map(|m| m["by_task"]["verdict"].clone());
+    assert_eq!(sloppy_total, Some(Value::from("unreliable")), "{matrix:#}");
     assert!(page.contains("href=\"../t/mock-good-stream/weather-parallel-3/"));
     assert!(page.contains("href=\"../t/mock-good/weather-parallel-3/"));
     let index = std::fs::read_to_string(site.join("index.html")).unwrap();
@@ -250,9 +298,7 @@ fn the_demo_comparison_and_the_compare_gate() {
     // With 11 of 68 tasks parallel, the collapse also shows pooled over all tasks and over the
     // multi-tool tag (whose tasks are all parallel).
     assert!(
-        out.contains(
-            "3 significantly worse: mock-good-stream overall; mock-good-stream multi-tool; mock-good-stream parallel"
-        ),
+        out.contains("Holm-corrected at 5 %: FAILS on 1: mock-good-stream parallel\n"),
         "{out}"
     );
 
@@ -266,7 +312,8 @@ fn the_demo_comparison_and_the_compare_gate() {
         assert_eq!(o.status.code(), Some(0), "{baseline}: {}", text(&o));
         let out = String::from_utf8_lossy(&o.stdout);
         let v = verdicts(&out);
-        assert_eq!(v.len(), 4 * 19, "{baseline}: {out}");
+        // 19 pooled rows per row, and mock-flaky-stream's transport errors compared too.
+        assert_eq!(v.len(), 4 * 19 + 1, "{baseline}: {out}");
         assert!(v.iter().all(|x| x == "no evidence"), "{baseline}: {out}");
         assert!(out.contains("no significant regression"), "{out}");
     }
@@ -370,4 +417,302 @@ fn the_demo_comparison_and_the_compare_gate() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no row named \"nope\""));
+}
+
+/// Rewrites a samples.csv: `edit` gets (model, task, outcome, label) and returns the new
+/// outcome and label, or `None` to drop the row.
+fn rewrite_csv(
+    from: &Path,
+    to: &Path,
+    edit: impl Fn(&str, &str, &str, &str) -> Option<(String, String)>,
+) {
+    let mut r = csv::Reader::from_path(from).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let col = |n: &str| headers.iter().position(|h| h == n).unwrap();
+    let (cm, ct, co, cl) = (col("model"), col("task"), col("outcome"), col("label"));
+    let mut w = csv::Writer::from_path(to).unwrap();
+    w.write_record(&headers).unwrap();
+    for rec in r.records() {
+        let rec = rec.unwrap();
+        if let Some((outcome, label)) = edit(&rec[cm], &rec[ct], &rec[co], &rec[cl]) {
+            let row: Vec<String> = rec
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match i {
+                    i if i == co => outcome.clone(),
+                    i if i == cl => label.clone(),
+                    _ => v.to_string(),
+                })
+                .collect();
+            w.write_record(&row).unwrap();
+        }
+    }
+    w.flush().unwrap();
+}
+
+/// The gate's last line.
+fn gate_line(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .rfind(|l| l.starts_with("gate: "))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// SPEC §9's gate through the CLI, against baselines built from the demo's own samples.csv:
+/// a tag dropped to 0 % in one of four rows, a tag lost to transport errors, tasks missing,
+/// rows the baseline lacks, a baseline sharing no task; and baselines that are not files.
+#[test]
+fn the_gate_fails_on_drops_errors_and_missing_tasks_and_refuses_bad_baselines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = run(dir, &["demo", "--quiet"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let published = dir.join("site/data/samples.csv");
+    let tasks = callcheck::task::load(&corpus()).unwrap();
+    let parallel: BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|g| g == "parallel"))
+        .map(|t| t.id.clone())
+        .collect();
+    let keep = |_: &str, _: &str, o: &str, l: &str| Some((o.to_string(), l.to_string()));
+
+    // Four rows against a baseline in which mock-good-stream passed its parallel tasks: now at
+    // 0 %, that tag (and only it) fails the gate, among 65 comparisons.
+    let base = dir.join("base-parallel.csv");
+    rewrite_csv(&published, &base, |m, t, o, l| {
+        if m == "mock-good-stream" && parallel.contains(t) {
+            Some(("pass".into(), String::new()))
+        } else {
+            keep(m, t, o, l)
+        }
+    });
+    let b = base.to_str().unwrap();
+    let o = run(
+        dir,
+        &["compare", "--baseline", b, "--fail-on", "regression"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let gate = gate_line(&o);
+    assert!(gate.starts_with("gate: 65 pooled comparisons"), "{gate}");
+    assert!(
+        gate.ends_with("FAILS on 1: mock-good-stream parallel"),
+        "{gate}"
+    );
+
+    // Transport errors: mock-good's parallel samples all HTTP 502 in this collection, against
+    // the published baseline where they passed: the tag is unmeasured and errors rose.
+    let runs2 = dir.join("runs-502");
+    copy_tree(&dir.join("runs"), &runs2);
+    let mut hit = 0;
+    for t in &parallel {
+        for run_dir in std::fs::read_dir(runs2.join("mock-good").join(t)).unwrap() {
+            let samples = run_dir.unwrap().path().join("samples");
+            for s in std::fs::read_dir(&samples).unwrap() {
+                let s = s.unwrap().path();
+                let meta = s.join("meta.json");
+                let mut v: Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+                v["status"] = 502.into();
+                v["error"] = "HTTP 502: bad gateway".into();
+                std::fs::write(&meta, serde_json::to_vec(&v).unwrap()).unwrap();
+                // What a gateway answers: a JSON error body in place of the completion.
+                let _ = std::fs::remove_file(s.join("response.sse"));
+                std::fs::write(s.join("response.json"), br#"{"error":"bad gateway"}"#).unwrap();
+                hit += 1;
+            }
+        }
+    }
+    assert_eq!(hit, 5 * parallel.len(), "samples turned into 502s");
+    let o = run(
+        dir,
+        &[
+            "compare",
+            "--runs",
+            runs2.to_str().unwrap(),
+            "--baseline",
+            published.to_str().unwrap(),
+            "--fail-on",
+            "regression",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let gate = gate_line(&o);
+    assert!(
+        gate.contains(&format!(
+            "mock-good errors; mock-good unmeasured ({} tasks B could not score; tags: parallel)",
+            parallel.len()
+        )),
+        "{gate}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("unmeasured (B could not score: every sample a transport error): "),
+        "{out}"
+    );
+
+    // Tasks missing from this collection's row: listed; they fail the gate unless allowed. The
+    // baseline has mock-good rows only: the other rows are named as not compared.
+    let only_good = dir.join("base-good.csv");
+    rewrite_csv(&published, &only_good, |m, t, o, l| {
+        (m == "mock-good")
+            .then(|| (o.to_string(), l.to_string()))
+            .filter(|_| !t.is_empty())
+    });
+    let runs3 = dir.join("runs-missing");
+    copy_tree(&dir.join("runs"), &runs3);
+    for t in &parallel {
+        std::fs::remove_dir_all(runs3.join("mock-good").join(t)).unwrap();
+    }
+    let args = |allow: bool| {
+        let mut a = vec![
+            "compare".to_string(),
+            "--runs".into(),
+            runs3.to_str().unwrap().into(),
+            "--baseline".into(),
+            only_good.to_str().unwrap().into(),
+            "--fail-on".into(),
+            "regression".into(),
+        ];
+        if allow {
+            a.push("--allow-missing".into());
+        }
+        a
+    };
+    let a: Vec<String> = args(false);
+    let o = run(dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!(
+            "not compared (no row of that name in the baseline {}): mock-flaky-stream, mock-good-stream, mock-sloppy\n",
+            only_good.display()
+        )),
+        "{out}"
+    );
+    let missing: Vec<&str> = parallel.iter().map(String::as_str).collect();
+    assert!(
+        gate_line(&o).ends_with(&format!(
+            "FAILS on 1: mock-good missing ({} tasks of A not in B: {})",
+            parallel.len(),
+            missing.join(", ")
+        )),
+        "{}",
+        gate_line(&o)
+    );
+    let a: Vec<String> = args(true);
+    let o = run(dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // A baseline with the same rows but no task in common: a usage error, exit 2, for compare
+    // and for build.
+    let foreign = dir.join("base-foreign.csv");
+    let text_in = std::fs::read_to_string(&published).unwrap();
+    let mut renamed = String::new();
+    for (i, line) in text_in.lines().enumerate() {
+        if i == 0 {
+            renamed.push_str(line);
+        } else {
+            // Columns: permalink, model, task, …: rename the task.
+            let mut cols: Vec<String> = line.splitn(4, ',').map(str::to_string).collect();
+            cols[2] = format!("other-{}", cols[2]);
+            renamed.push_str(&cols.join(","));
+        }
+        renamed.push_str("\r\n");
+    }
+    std::fs::write(&foreign, renamed).unwrap();
+    let f = foreign.to_str().unwrap();
+    let o = run(
+        dir,
+        &["compare", "--baseline", f, "--fail-on", "regression"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("shares no scored task with this collection"),
+        "{}",
+        text(&o)
+    );
+    let o = run(dir, &["build", "--out", "site-foreign", "--baseline", f]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("shares no scored task"),
+        "{}",
+        text(&o)
+    );
+    // build --baseline that pairs no row exits non-zero and names both sides' rows.
+    let strangers = dir.join("base-strangers.csv");
+    rewrite_csv(&published, &strangers, |m, t, o, l| {
+        (m == "mock-good" && !t.is_empty()).then(|| (o.to_string(), l.to_string()))
+    });
+    let text_s = std::fs::read_to_string(&strangers)
+        .unwrap()
+        .replace(",mock-good,", ",someone-else,");
+    std::fs::write(&strangers, text_s).unwrap();
+    let o = run(
+        dir,
+        &[
+            "build",
+            "--out",
+            "site-strangers",
+            "--baseline",
+            strangers.to_str().unwrap(),
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("pairs no row: it has rows someone-else and this collection mock-flaky-stream, mock-good, mock-good-stream, mock-sloppy"),
+        "{err}"
+    );
+
+    // Baselines that are not files are named for what they are (SPEC §12), not "no such file".
+    let fifo = dir.join("fifo.csv");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let loop_a = dir.join("loop-a.csv");
+    std::os::unix::fs::symlink(dir.join("loop-b.csv"), &loop_a).unwrap();
+    std::os::unix::fs::symlink(&loop_a, dir.join("loop-b.csv")).unwrap();
+    let long_line = dir.join("long-line.csv");
+    std::fs::write(
+        &long_line,
+        format!(
+            "permalink,model,task,run,sample,outcome,label\n{}\n",
+            "x".repeat(3 << 20)
+        ),
+    )
+    .unwrap();
+    for (path, needle) in [
+        (fifo.to_str().unwrap(), "a FIFO (named pipe)"),
+        ("/dev/zero", "a character device"),
+        (loop_a.to_str().unwrap(), "a symlink loop"),
+        (
+            long_line.to_str().unwrap(),
+            "a line longer than 1048576 bytes",
+        ),
+    ] {
+        let o = run(dir, &["compare", "--baseline", path]);
+        assert_eq!(o.status.code(), Some(2), "{path}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(needle) && !err.contains("no such file"),
+            "{path}: {err}"
+        );
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
 }

@@ -79,9 +79,16 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     let model = read(&out, "models/m1.html");
     let all = row(&model, "values", "all such tasks");
     assert_eq!(all[0], "3", "tasks: {all:?}");
-    assert!(all[1].contains("9/11 · 82 % [52–95 %]"), "{all:?}");
-    assert_eq!(all[2], "6/7 · 86 % [49–97 %] 2 tasks");
-    assert_eq!(all[3], "8/11 · 73 % [43–90 %] 3 tasks");
+    assert!(all[1].contains("9/11 · 82 % [47–98 %]"), "{all:?}");
+    // Tasks of different sizes: the estimate is the mean over the tasks, named beside the ratio.
+    assert_eq!(
+        all[2],
+        "6/7 · 86 % [43–100 %] 2 tasks · mean over the tasks 88 % · design effect 1.02"
+    );
+    assert_eq!(
+        all[3],
+        "8/11 · 73 % [41–96 %] 3 tasks · mean over the tasks 76 % · design effect 1.06"
+    );
     // The hand-written task's tags (enum, integer) are not among them: no row of its own.
     let section = &model[model.find("id=\"values\"").unwrap()..model.find("id=\"tasks\"").unwrap()];
     assert!(section.contains(">simple-python</a>"), "{section}");
@@ -91,29 +98,32 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     );
     let model = read(&out, "models/m2.html");
     let all = row(&model, "values", "all such tasks");
-    assert!(all[1].contains("6/7 · 86 % [49–97 %]"), "{all:?}");
-    // Two tasks that disagree (0/3 and 3/3): the interval by task says little, where treating
-    // the six samples as independent would claim [19–81 %].
-    assert_eq!(all[2], "3/6 · 50 % [0–100 %] 2 tasks · design effect 6.00");
-    assert_eq!(all[3], "3/7 · 43 % [0–100 %] 2 tasks · design effect 6.86");
+    assert!(all[1].contains("6/7 · 86 % [43–100 %]"), "{all:?}");
+    // Two tasks that disagree (0/3 and 3/3): about these two tasks, Clopper–Pearson on the six
+    // samples (their disagreement only narrows the pooled count's spread).
+    assert_eq!(all[2], "3/6 · 50 % [12–88 %] 2 tasks");
+    assert_eq!(
+        all[3],
+        "3/7 · 43 % [14–86 %] 2 tasks · mean over the tasks 50 % · design effect 1.02"
+    );
     let parallel = row(&model, "values", "parallel");
-    assert_eq!(parallel[2], "3/3 · 100 % [44–100 %] 1 task");
+    assert_eq!(parallel[2], "3/3 · 100 % [29–100 %] 1 task");
 
     // Tag pages: per model over the tag's tasks.
     let tag = read(&out, "tags/simple-python.html");
     let m1 = row(&tag, "values", "m1");
     assert_eq!(m1[0], "1");
-    assert!(m1[1].contains("4/5 · 80 % [38–96 %]"), "{m1:?}");
-    assert_eq!(m1[2], "3/4 · 75 % [30–95 %] 1 task");
-    assert_eq!(m1[3], "3/5 · 60 % [23–88 %] 1 task");
+    assert!(m1[1].contains("4/5 · 80 % [28–99 %]"), "{m1:?}");
+    assert_eq!(m1[2], "3/4 · 75 % [19–99 %] 1 task");
+    assert_eq!(m1[3], "3/5 · 60 % [15–95 %] 1 task");
     let m2 = row(&tag, "values", "m2");
-    assert_eq!(m2[2], "0/3 · 0 % [0–56 %] 1 task");
+    assert_eq!(m2[2], "0/3 · 0 % [0–71 %] 1 task");
     assert!(tag.contains("Over this shape's 1 task that come from BFCL"));
     let tag = read(&out, "tags/bfcl.html");
     assert!(tag.contains("Over this shape's 3 tasks"));
     assert_eq!(
         row(&tag, "values", "m1")[3],
-        "8/11 · 73 % [43–90 %] 3 tasks"
+        "8/11 · 73 % [41–96 %] 3 tasks · mean over the tasks 76 % · design effect 1.06"
     );
     let tag = read(&out, "tags/irrelevance.html");
     assert_eq!(
@@ -129,7 +139,7 @@ fn value_and_bfcl_style_accuracy_per_cell_tag_and_model() {
     assert_eq!(values["value_accuracy"]["count"], 3);
     assert_eq!(values["value_accuracy"]["of"], 6);
     assert_eq!(values["value_accuracy"]["tasks"], 2);
-    assert_eq!(values["value_accuracy"]["design_effect"], 6.0);
+    assert_eq!(values["value_accuracy"]["design_effect"], 1.0);
     assert_eq!(values["bfcl_style"]["of"], 7);
     assert_eq!(values["conformance"]["passes"], 6);
     assert_eq!(

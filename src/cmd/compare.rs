@@ -47,34 +47,40 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
             );
         }
     }
+    if let Some(base) = &baseline {
+        let left = compare::unpaired(&current.matrix, base);
+        if !left.is_empty() {
+            println!(
+                "not compared (no row of that name in the baseline {}): {}",
+                base.source,
+                left.join(", ")
+            );
+        }
+    }
     let family = compare::correct(&mut all);
     for c in &all {
         println!("{}", table::table(c));
     }
-    let regressions: Vec<String> = all
+    let failures: Vec<String> = all
         .iter()
         .flat_map(|c| {
-            c.pooled_rows()
-                .filter(|r| r.regression())
-                .map(move |r| format!("{} {}", c.b, r.scope))
+            c.gate_failures(o.allow_missing)
+                .into_iter()
+                .map(move |f| format!("{} {f}", c.b))
         })
         .collect();
     println!(
-        "{family} pooled comparison{} (overall and per tag, the task as the unit), Holm-corrected at {} %: {}",
+        "gate: {family} pooled comparison{} (overall, per tag and transport errors; about these tasks), one-sided exact stratified test, Holm-corrected at {} %: {}",
         if family == 1 { "" } else { "s" },
         (compare::ALPHA * 100.0).round(),
-        if regressions.is_empty() {
-            "no significant regression".to_string()
+        if failures.is_empty() {
+            "no significant regression, nothing unmeasured or missing".to_string()
         } else {
-            format!(
-                "{} significantly worse: {}",
-                regressions.len(),
-                regressions.join("; ")
-            )
+            format!("FAILS on {}: {}", failures.len(), failures.join("; "))
         }
     );
     Ok(match o.fail_on {
-        Some(FailOn::Regression) if !regressions.is_empty() => 1,
+        Some(FailOn::Regression) if !failures.is_empty() => 1,
         _ => 0,
     })
 }

@@ -111,15 +111,91 @@ pub fn load_samples_csvs(
     })
 }
 
+/// The longest line read from a baseline samples.csv. Its lines carry a sample's key, outcome,
+/// label and a detail callcheck shortens; 1 MiB is thousands of times a real one.
+pub const MAX_CSV_LINE: usize = 1 << 20;
+
+/// The most read from one baseline samples.csv (a site splits its export by model well before).
+const MAX_CSV_BYTES: u64 = 4 << 30;
+
+/// A reader that fails once a line grows past [`MAX_CSV_LINE`] bytes, so a file of one huge line
+/// is refused after reading 1 MiB of it rather than held whole.
+struct LineBound<R> {
+    inner: R,
+    /// Bytes of the current line read so far.
+    line: usize,
+}
+
+impl<R: std::io::Read> std::io::Read for LineBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.line = 0;
+            } else {
+                self.line += 1;
+                if self.line > MAX_CSV_LINE {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("a line longer than {MAX_CSV_LINE} bytes: not a samples.csv"),
+                    ));
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// What `path` is when it is neither a regular file nor a folder (SPEC §12: readers open regular
+/// files only, and say what they found): a FIFO, a device, a socket, a symlink loop, a dangling
+/// symlink; `None` for a regular file or a folder (and for a path that does not exist, which
+/// the caller reports as such).
+pub fn not_a_regular_file(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let t = m.file_type();
+            if t.is_file() || t.is_dir() {
+                None
+            } else if t.is_fifo() {
+                Some("a FIFO (named pipe)".into())
+            } else if t.is_char_device() {
+                Some("a character device".into())
+            } else if t.is_block_device() {
+                Some("a block device".into())
+            } else if t.is_socket() {
+                Some("a socket".into())
+            } else {
+                Some("not a regular file".into())
+            }
+        }
+        // ELOOP: the symlinks in the path form a cycle.
+        Err(e) if e.raw_os_error() == Some(40) => Some("a symlink loop".into()),
+        Err(_) if std::fs::symlink_metadata(path).is_ok() => {
+            Some("a symlink to nothing (its target does not exist)".into())
+        }
+        Err(_) => None,
+    }
+}
+
 /// One samples.csv file's rows, as bare samples (outcome only).
 fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
+    if let Some(what) = not_a_regular_file(path) {
+        bail!(
+            "{}: {what}, not a samples.csv file (pass a callcheck site's data/samples.csv, the site folder, or a runs/ folder)",
+            path.display()
+        );
+    }
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    // A samples.csv is a row per sample; bound what is read from a file the user pointed at.
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, 4 << 30), &mut bytes)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut r = csv::ReaderBuilder::new().from_reader(bytes.as_slice());
+    // Streamed, with a bound on the whole file and on each line (SPEC §12): a samples.csv line
+    // is a few hundred bytes, so one past MAX_CSV_LINE is not a samples.csv, and reading it
+    // whole would hold it in memory.
+    let bounded = LineBound {
+        inner: std::io::Read::take(file, MAX_CSV_BYTES),
+        line: 0,
+    };
+    let mut r = csv::ReaderBuilder::new().from_reader(std::io::BufReader::new(bounded));
     let headers = r
         .headers()
         .with_context(|| format!("{}: not a CSV file", path.display()))?
@@ -191,6 +267,11 @@ pub fn load_baseline(path: &Path, tasks: &[Task], kind: IntervalKind) -> Result<
         in_site
     } else if path.is_file() {
         vec![path.to_path_buf()]
+    } else if let Some(what) = not_a_regular_file(path) {
+        bail!(
+            "--baseline {}: {what}; pass a runs/ folder, a site folder or its data/samples.csv",
+            path.display()
+        );
     } else {
         bail!(
             "--baseline {}: no such file or folder (pass a runs/ folder, a site folder or its data/samples.csv)",

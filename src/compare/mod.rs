@@ -16,8 +16,7 @@ pub mod verdict;
 pub use load::{Collection, infos, load_baseline, load_runs};
 pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
 pub use stats::{
-    ALPHA, CELL_METHOD, POOLED_METHOD, Pooled, REPLICATES, SEED, TaskPair, fnv1a, holm, newcombe,
-    pooled,
+    ALPHA, CELL_METHOD, GATE_METHOD, POOLED_METHOD, Pooled, TaskPair, holm, newcombe, pooled,
 };
 pub use verdict::Direction;
 
@@ -86,12 +85,19 @@ pub struct PooledRow {
     /// Filled by [`correct`]: the p-value after Holm's correction over every pooled comparison
     /// made together.
     pub holm_p: f64,
+    /// Filled by [`correct`]: the smallest drop over these tasks the gate detects with 80 %
+    /// power at this k, at α over the family's size (Holm's first step); `None` when not even
+    /// a fall from all to none could be detected.
+    pub detectable_drop: Option<f64>,
+    /// The tasks compared (what the detectable drop is computed from).
+    #[serde(skip)]
+    pub pairs: Vec<TaskPair>,
 }
 
 impl PooledRow {
     /// Worse after the correction: what fails the gate.
     pub fn regression(&self) -> bool {
-        self.pooled.difference < 0.0 && self.holm_p < ALPHA && self.direction == Direction::Worse
+        self.holm_p < ALPHA
     }
 }
 
@@ -119,6 +125,14 @@ pub struct Comparison {
     pub tags: Vec<PooledRow>,
     pub cells: Vec<CellDiff>,
     pub labels: Vec<LabelChange>,
+    /// Tasks A scored that B has samples of but could not score (every sample a transport
+    /// error): B's rate there is unmeasured, which fails the gate.
+    pub unmeasured: Vec<String>,
+    /// Tags whose every task A scored is unmeasured or missing in B.
+    pub unmeasured_tags: Vec<String>,
+    /// Tasks A scored of which B has no sample at all: they fail the gate unless missing tasks
+    /// are allowed (`--allow-missing`).
+    pub missing: Vec<String>,
 }
 
 impl Comparison {
@@ -132,9 +146,47 @@ impl Comparison {
         self.cells.iter().filter(|c| c.interval.is_some()).count()
     }
 
-    /// Any tag or the overall rate worse after the correction.
+    /// Any tag, the overall rate or the transport-error rate worse after the correction.
     pub fn regressed(&self) -> bool {
         self.pooled_rows().any(PooledRow::regression)
+    }
+
+    /// Why this comparison fails the gate, one reason a line (empty when it passes): each
+    /// pooled comparison worse after the correction (`overall`, a tag, `errors`), then what B
+    /// could not measure, then the tasks it lacks unless `allow_missing`.
+    pub fn gate_failures(&self, allow_missing: bool) -> Vec<String> {
+        // The tags (and `errors`) that moved name the regression; `overall` is named only when
+        // no tag is significant on its own (a small drop spread over every tag).
+        let mut out: Vec<String> = self
+            .tags
+            .iter()
+            .filter(|r| r.regression())
+            .map(|r| r.scope.clone())
+            .collect();
+        if out.is_empty() && self.overall.as_ref().is_some_and(PooledRow::regression) {
+            out.push("overall".into());
+        }
+        if !self.unmeasured.is_empty() {
+            out.push(format!(
+                "unmeasured ({} task{} B could not score{})",
+                self.unmeasured.len(),
+                if self.unmeasured.len() == 1 { "" } else { "s" },
+                if self.unmeasured_tags.is_empty() {
+                    String::new()
+                } else {
+                    format!("; tags: {}", self.unmeasured_tags.join(", "))
+                }
+            ));
+        }
+        if !self.missing.is_empty() && !allow_missing {
+            out.push(format!(
+                "missing ({} task{} of A not in B: {})",
+                self.missing.len(),
+                if self.missing.len() == 1 { "" } else { "s" },
+                self.missing.join(", ")
+            ));
+        }
+        out
     }
 }
 
@@ -156,13 +208,19 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
-fn pooled_row(scope: &str, pairs: &[TaskPair], seed_text: &str) -> Option<PooledRow> {
-    let p = pooled(pairs, SEED ^ fnv1a(seed_text), REPLICATES)?;
+fn pooled_row(scope: &str, pairs: &[TaskPair]) -> Option<PooledRow> {
+    let p = pooled(pairs)?;
     Some(PooledRow {
         scope: scope.to_string(),
         direction: p.direction(),
         holm_p: p.p_value,
         pooled: p,
+        detectable_drop: None,
+        pairs: pairs
+            .iter()
+            .copied()
+            .filter(|p| p.a_scored > 0 && p.b_scored > 0)
+            .collect(),
     })
 }
 
@@ -180,6 +238,12 @@ pub fn compare(
     let mut by_tag: BTreeMap<&str, Vec<TaskPair>> = BTreeMap::new();
     let mut all = Vec::new();
     let mut labels: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
+    let (mut unmeasured, mut missing) = (Vec::new(), Vec::new());
+    // Per tag: tasks A scored, and of those, tasks B scored.
+    let mut tag_cover: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    // Transport: per task, samples that got an answer (scored) over all samples.
+    let mut transport = Vec::new();
+    let mut any_error = false;
     for t in tasks {
         let ca = a.matrix.cell(a.row, &t.id);
         let cb = b.matrix.cell(b.row, &t.id);
@@ -188,6 +252,27 @@ pub fn compare(
         }
         let (ap, an) = ca.map_or((0, 0), |c| (c.passes, c.scored));
         let (bp, bn) = cb.map_or((0, 0), |c| (c.passes, c.scored));
+        if let (Some(x), Some(y)) = (ca, cb) {
+            any_error |= x.errors > 0 || y.errors > 0;
+            transport.push(TaskPair {
+                a_passes: x.scored,
+                a_scored: x.scored + x.errors,
+                b_passes: y.scored,
+                b_scored: y.scored + y.errors,
+            });
+        }
+        if an > 0 {
+            match cb {
+                None => missing.push(t.id.clone()),
+                Some(_) if bn == 0 => unmeasured.push(t.id.clone()),
+                Some(_) => {}
+            }
+            for tag in &t.tags {
+                let e = tag_cover.entry(tag.as_str()).or_default();
+                e.0 += 1;
+                e.1 += usize::from(bn > 0);
+            }
+        }
         let iv = newcombe(ap, an, bp, bn);
         if an > 0 && bn > 0 {
             let pair = TaskPair {
@@ -220,7 +305,6 @@ pub fn compare(
             b_marks: marks(b.matrix, b.row, &t.id),
         });
     }
-    let key = format!("{}\u{0}{}", a.row, b.row);
     Comparison {
         page,
         a: a.row.to_string(),
@@ -232,10 +316,18 @@ pub fn compare(
         why: why.to_string(),
         settings_known: settings.is_some(),
         settings: settings.unwrap_or_default(),
-        overall: pooled_row("overall", &all, &format!("{key}\u{0}overall")),
+        overall: pooled_row("overall", &all),
         tags: by_tag
             .iter()
-            .filter_map(|(tag, pairs)| pooled_row(tag, pairs, &format!("{key}\u{0}tag:{tag}")))
+            .filter_map(|(tag, pairs)| pooled_row(tag, pairs))
+            // A rise in transport errors is a regression of its own (SPEC §9): the same test
+            // with "the request got an answer" as the event. Only shown when either side had
+            // an error, so comparisons without any keep their family.
+            .chain(
+                any_error
+                    .then(|| pooled_row("errors", &transport))
+                    .flatten(),
+            )
             .collect(),
         cells,
         labels: labels
@@ -243,6 +335,13 @@ pub fn compare(
             .filter(|(_, (x, y))| x != y)
             .map(|(label, (a, b))| LabelChange { label, a, b })
             .collect(),
+        unmeasured_tags: tag_cover
+            .iter()
+            .filter(|(_, (scored_a, scored_b))| *scored_a > 0 && *scored_b == 0)
+            .map(|(tag, _)| tag.to_string())
+            .collect(),
+        unmeasured,
+        missing,
     }
 }
 
@@ -255,12 +354,28 @@ pub fn correct(comparisons: &mut [Comparison]) -> usize {
         .collect();
     let adjusted = holm(&p);
     let mut it = adjusted.into_iter();
+    let alpha = ALPHA / p.len().max(1) as f64;
     for c in comparisons.iter_mut() {
         for r in c.overall.iter_mut().chain(c.tags.iter_mut()) {
             r.holm_p = it.next().unwrap_or(1.0);
+            let rates: Vec<f64> = r.pairs.iter().map(TaskPair::a_rate).collect();
+            let ka: Vec<u64> = r.pairs.iter().map(|p| p.a_scored).collect();
+            let kb: Vec<u64> = r.pairs.iter().map(|p| p.b_scored).collect();
+            r.detectable_drop = stats::detectable_drop(&rates, &ka, &kb, alpha);
         }
     }
     p.len()
+}
+
+/// Rows of `current` with samples that `baseline` has no row of the same name for: what a
+/// `--baseline` comparison leaves out, for the command to name.
+pub fn unpaired(current: &Matrix, baseline: &Collection) -> Vec<String> {
+    current
+        .models
+        .iter()
+        .filter(|m| !baseline.matrix.models.iter().any(|b| b.name == m.name))
+        .map(|m| m.name.clone())
+        .collect()
 }
 
 /// The comparisons a build shows: every pair of rows of the collection (§9), then every row
@@ -344,6 +459,33 @@ pub fn comparisons(
             );
             c.a = format!("{} (baseline)", m.name);
             out.push(c);
+        }
+        let paired: Vec<&Comparison> = out.iter().filter(|c| c.why == "baseline").collect();
+        let names = |m: &Matrix| {
+            m.models
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if paired.is_empty() {
+            bail!(
+                "the baseline {} pairs no row: it has rows {} and this collection {} (a baseline is compared row by row, by name)",
+                base.source,
+                names(&base.matrix),
+                names(current)
+            );
+        }
+        if paired.iter().all(|c| c.overall.is_none()) {
+            bail!(
+                "the baseline {} shares no scored task with this collection (rows {}): nothing to compare; is it a collection of the same task corpus?",
+                base.source,
+                paired
+                    .iter()
+                    .map(|c| c.b_row.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
     correct(&mut out);

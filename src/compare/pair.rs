@@ -120,15 +120,25 @@ pub struct Pair {
 }
 
 impl Pair {
-    /// The comparison page, relative to the site root.
+    /// The comparison page, relative to the site root: `compare/<a>--<b>.html`, unless that
+    /// could be read two ways (SPEC §6: rows `x--y`/`z` and `x`/`y--z` are two pages).
+    /// Row names are `[A-Za-z0-9._-]+`; when A holds no `--` and does not end in `-`, and B holds
+    /// no `--` and does not start with `-`, the first `--` of the name is the separator, so the
+    /// plain form is unambiguous. Otherwise the page is `compare/~<a>~<b>.html`: `~` is in no
+    /// row name, so it splits the two, and no plain-form name starts with it.
     pub fn page(&self) -> String {
-        format!("compare/{}--{}.html", self.a, self.b)
+        let plain = |name: &str| !name.contains("--");
+        if plain(&self.a) && plain(&self.b) && !self.a.ends_with('-') && !self.b.starts_with('-') {
+            format!("compare/{}--{}.html", self.a, self.b)
+        } else {
+            format!("compare/~{}~{}.html", self.a, self.b)
+        }
     }
 }
 
 /// The pairs a build compares, in this order of precedence for a pair named twice: the
-/// `--compare A:B` pairs as given, then each row with the row its `variant_of` names, then every
-/// two rows serving the same model id (A the first by name). Sorted by page; rows that have no
+/// `--compare A:B` pairs as given, then each row with the row its `variant_of` names, then each
+/// other row serving a model id with the first row (by name) serving it. Sorted by page; rows that have no
 /// samples are left out.
 pub fn pairs(rows: &BTreeMap<String, RowSettings>, explicit: &[(String, String)]) -> Vec<Pair> {
     let mut out: Vec<Pair> = Vec::new();
@@ -155,13 +165,20 @@ pub fn pairs(rows: &BTreeMap<String, RowSettings>, explicit: &[(String, String)]
             add(base, name, "variant_of");
         }
     }
-    let names: Vec<&String> = rows.keys().collect();
-    for (i, a) in names.iter().enumerate() {
-        for b in &names[i + 1..] {
-            let (ia, ib) = (rows[*a].model_id(), rows[*b].model_id());
-            if ia.is_some() && ia == ib {
-                add(a, b, "same model id");
-            }
+    // A star, not a clique (SPEC §9): each other row serving a model id against the first row
+    // (by name) serving it, so pages grow with the rows, not with their square.
+    let mut first_by_id: BTreeMap<&str, &String> = BTreeMap::new();
+    for (name, s) in rows {
+        if let Some(id) = s.model_id() {
+            first_by_id.entry(id).or_insert(name);
+        }
+    }
+    for (name, s) in rows {
+        if s.variant_of().is_some() {
+            continue;
+        }
+        if let Some(first) = s.model_id().and_then(|id| first_by_id.get(id)) {
+            add(first, name, "same model id");
         }
     }
     out.sort_by_key(Pair::page);
@@ -201,6 +218,35 @@ pub fn parse_pairs(values: &[String]) -> Result<Vec<(String, String)>> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn page_names_are_injective() {
+        let page = |a: &str, b: &str| {
+            Pair {
+                a: a.into(),
+                b: b.into(),
+                why: "--compare",
+            }
+            .page()
+        };
+        assert_eq!(page("q", "q-stream"), "compare/q--q-stream.html");
+        assert_eq!(page("x--y", "z"), "compare/~x--y~z.html");
+        assert_eq!(page("x", "y--z"), "compare/~x~y--z.html");
+        assert_eq!(page("x-", "y"), "compare/~x-~y.html");
+        assert_eq!(page("x", "-y"), "compare/~x~-y.html");
+        // Every pair of names from a small alphabet that stresses `-`: no two pages alike.
+        let names = [
+            "a", "a-", "-a", "a--", "--a", "a-b", "a--b", "-", "--", "a---b",
+        ];
+        let mut seen = std::collections::BTreeMap::new();
+        for a in names {
+            for b in names {
+                if let Some(other) = seen.insert(page(a, b), (a, b)) {
+                    panic!("{a}/{b} and {}/{} share {}", other.0, other.1, page(a, b));
+                }
+            }
+        }
+    }
+
     fn row(entry: serde_json::Value) -> RowSettings {
         RowSettings {
             entry,
@@ -239,10 +285,10 @@ mod tests {
         assert_eq!(
             got,
             [
+                // q against checklist is already the variant_of pair.
                 ("checklist", "q-stream", "same model id"),
                 ("other", "q", "--compare"),
                 ("q", "checklist", "variant_of"),
-                ("q", "q-stream", "same model id"),
             ]
         );
         let d = settings_diff(Some(&rows["q"]), Some(&rows["q-stream"])).unwrap();

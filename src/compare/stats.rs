@@ -9,21 +9,17 @@ use super::verdict::Direction;
 use crate::cli::IntervalKind;
 use crate::report::interval::{self, CONFIDENCE, Interval};
 use serde::Serialize;
-
-/// Bootstrap replicates of every pooled interval. 2,000 puts the 2.5 % and 97.5 % quantiles
-/// 50 replicates from the ends (Monte Carlo error of a bound ≈ 0.5 points at a 10-point
-/// spread), and costs ~2,000 × tasks additions per comparison: nothing next to scoring.
-pub const REPLICATES: usize = 2000;
-
-/// The seed every pooled bootstrap starts from (mixed with what is compared, so two tags do not
-/// share their resamples). Fixed: the same inputs give the same interval on every machine.
-pub const SEED: u64 = 0x00c0_ffee_ca11_c4ec;
+use statrs::distribution::{Beta, ContinuousCDF, Normal};
+use statrs::function::factorial::ln_factorial;
 
 /// The significance level of the CI gate (family-wise, after Holm).
 pub const ALPHA: f64 = 1.0 - CONFIDENCE;
 
 /// How the pooled interval is computed, in words for the page and the terminal.
-pub const POOLED_METHOD: &str = "the unit is the task: per task, B's pass rate minus A's over the tasks both rows have, averaged with every task weighing the same; 95 % percentile bootstrap over tasks (2,000 resamples of the tasks with replacement, fixed seed)";
+pub const POOLED_METHOD: &str = "about these tasks: per task, B's pass rate minus A's over the tasks both rows scored, averaged with every task weighing the same; 95 % stratified Miettinen–Nurminen score interval with equal task weights";
+
+/// How the gate's test is computed, in words for the page and the terminal.
+pub const GATE_METHOD: &str = "one-sided exact conditional Cochran–Mantel–Haenszel test (a stratified permutation test: under no difference, B's and A's samples of a task are exchangeable), Holm's correction over every pooled comparison shown";
 
 /// How the per-cell interval is computed.
 pub const CELL_METHOD: &str =
@@ -102,12 +98,18 @@ pub struct TaskPair {
 }
 
 impl TaskPair {
-    fn difference(&self) -> f64 {
-        self.b_passes as f64 / self.b_scored as f64 - self.a_passes as f64 / self.a_scored as f64
+    /// A's pass rate (the task must have a scored sample on both sides).
+    pub fn a_rate(&self) -> f64 {
+        self.a_passes.min(self.a_scored) as f64 / self.a_scored as f64
+    }
+
+    /// B's pass rate.
+    pub fn b_rate(&self) -> f64 {
+        self.b_passes.min(self.b_scored) as f64 / self.b_scored as f64
     }
 }
 
-/// A pooled difference over the tasks both rows have, the task as the unit.
+/// A pooled difference over the tasks both rows have: about these tasks, each weighing the same.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Pooled {
     /// Tasks in the comparison (scored in both rows).
@@ -117,89 +119,354 @@ pub struct Pooled {
     pub b_rate: f64,
     /// `b_rate − a_rate`.
     pub difference: f64,
-    /// 95 % percentile bootstrap interval of the difference.
+    /// 95 % stratified score interval of the difference ([`difference_interval`]).
     pub interval: Interval,
-    /// Two-sided bootstrap p-value of "no difference", for Holm's correction.
+    /// One-sided p-value of "B passes no less often than A on every task" against "B drops"
+    /// ([`drop_p_value`]), for Holm's correction.
     pub p_value: f64,
 }
 
 impl Pooled {
+    /// What the 95 % interval says, uncorrected.
     pub fn direction(&self) -> Direction {
         Direction::of(Some(&self.interval))
     }
 }
 
-/// The `q` quantile of sorted values, interpolating linearly between order statistics (type 7
-/// of Hyndman & Fan, R's default).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * q;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
-}
-
-/// The pooled comparison of paired tasks: the mean per-task difference and its percentile
-/// bootstrap interval over tasks, from `replicates` resamples drawn from `seed`. `None` without
-/// a task that both rows scored.
-///
-/// Only the tasks are resampled, not the samples within them: a task's observed difference
-/// already carries its within-task sampling noise, so resampling the samples again counts that
-/// noise twice. Measured on the simulation of `tests::null_coverage_and_power` (no difference
-/// at all), the two-stage bootstrap (tasks, then the samples within each task) excluded 0 in
-/// 4 of 400 datasets (1 %, a 99 % interval in effect) where a 95 % interval should in ~5 %,
-/// giving up power for nothing; resampling tasks only measures 6.6 % (see that test).
-pub fn pooled(pairs: &[TaskPair], seed: u64, replicates: usize) -> Option<Pooled> {
-    let pairs: Vec<&TaskPair> = pairs
+/// The pooled comparison of paired tasks: the mean per-task difference, its stratified score
+/// interval and the gate's one-sided p-value. `None` without a task that both rows scored.
+/// Closed-form and exact: no resampling, so no seed and no floor under the p-value other than
+/// the data's own.
+pub fn pooled(pairs: &[TaskPair]) -> Option<Pooled> {
+    let pairs: Vec<TaskPair> = pairs
         .iter()
+        .copied()
         .filter(|p| p.a_scored > 0 && p.b_scored > 0)
         .collect();
     if pairs.is_empty() {
         return None;
     }
-    let n = pairs.len();
-    let d: Vec<f64> = pairs.iter().map(|p| p.difference()).collect();
-    let mean = |xs: &mut dyn Iterator<Item = f64>| xs.sum::<f64>() / n as f64;
-    let a_rate = mean(&mut pairs.iter().map(|p| p.a_passes as f64 / p.a_scored as f64));
-    let b_rate = mean(&mut pairs.iter().map(|p| p.b_passes as f64 / p.b_scored as f64));
-    let difference = mean(&mut d.iter().copied());
-    let mut rng = SplitMix64::new(seed);
-    let mut reps: Vec<f64> = (0..replicates.max(1))
-        .map(|_| {
-            let mut s = 0.0;
-            for _ in 0..n {
-                s += d[rng.below(n as u64) as usize];
-            }
-            s / n as f64
-        })
-        .collect();
-    reps.sort_by(f64::total_cmp);
-    let alpha = 1.0 - CONFIDENCE;
-    // Resampled means can differ from a plain mean by rounding dust when every task agrees;
-    // the interval must then be exactly that one value, or 0 would sit "outside" it.
-    let snap = |x: f64| {
-        if (x - difference).abs() < 1e-12 {
-            difference
-        } else {
-            x
-        }
-    };
-    let interval = Interval {
-        lower: snap(quantile(&reps, alpha / 2.0)),
-        upper: snap(quantile(&reps, 1.0 - alpha / 2.0)),
-    };
-    let r = reps.len() as f64;
-    let at_or_below = reps.iter().filter(|&&x| x <= 1e-12).count() as f64;
-    let at_or_above = reps.iter().filter(|&&x| x >= -1e-12).count() as f64;
-    let p_value =
-        (2.0 * ((1.0 + at_or_below) / (r + 1.0)).min((1.0 + at_or_above) / (r + 1.0))).min(1.0);
+    let n = pairs.len() as f64;
+    let a_rate = pairs.iter().map(|p| p.a_rate()).sum::<f64>() / n;
+    let b_rate = pairs.iter().map(|p| p.b_rate()).sum::<f64>() / n;
     Some(Pooled {
-        tasks: n,
+        tasks: pairs.len(),
         a_rate,
         b_rate,
-        difference,
-        interval,
-        p_value,
+        difference: b_rate - a_rate,
+        interval: difference_interval(&pairs)?,
+        p_value: drop_p_value(&pairs),
     })
+}
+
+/// The two-sided 95 % critical value of the standard normal.
+fn z95() -> f64 {
+    Normal::standard().inverse_cdf(1.0 - (1.0 - CONFIDENCE) / 2.0)
+}
+
+/// The pooled interval of one row over fixed tasks: the mean of the tasks' pass rates, each
+/// task weighing the same, with an exact (Clopper–Pearson) interval on an effective sample
+/// (Korn & Graubard 1998): `n* = C² / Σ 1/mᵢ` samples of which `p̄ · n*` passed. With equal k
+/// per task that is Clopper–Pearson on the pooled samples exactly; unequal k (transport errors,
+/// uneven collections) shrink `n*` to the precision the equal-weight mean really has.
+///
+/// Why this holds for these tasks: with p̄ fixed, `Σ pᵢ(1 − pᵢ) ≤ C · p̄(1 − p̄)`, so tasks that
+/// differ only narrow the spread of the pooled count; the binomial interval on the pooled
+/// samples is then conservative, never too narrow. Clopper–Pearson rather than Wilson because
+/// plain Wilson's coverage dips to 84.5 % for 3 tasks × 5 samples all at 0.99 (SPEC §9). It is
+/// never zero-width. `None` without a scored sample. Validated on SPEC §9's grid by
+/// `tests/compare_stats.rs`.
+pub fn pooled_rate_interval(counts: &[(u64, u64)]) -> Option<Interval> {
+    let counts: Vec<(u64, u64)> = counts.iter().copied().filter(|c| c.1 > 0).collect();
+    if counts.is_empty() {
+        return None;
+    }
+    let c = counts.len() as f64;
+    let mean = counts
+        .iter()
+        .map(|&(x, m)| x.min(m) as f64 / m as f64)
+        .sum::<f64>()
+        / c;
+    let n = c * c / counts.iter().map(|&(_, m)| 1.0 / m as f64).sum::<f64>();
+    let x = mean * n;
+    let alpha = 1.0 - CONFIDENCE;
+    // Exact at the ends: no pass means a lower bound of 0, every pass an upper bound of 1 (the
+    // Beta would have a zero shape parameter there).
+    let lower = if x <= 1e-12 {
+        0.0
+    } else {
+        Beta::new(x, n - x + 1.0)
+            .map(|b| b.inverse_cdf(alpha / 2.0))
+            .unwrap_or(0.0)
+    };
+    let upper = if x >= n - 1e-12 {
+        1.0
+    } else {
+        Beta::new(x + 1.0, n - x)
+            .map(|b| b.inverse_cdf(1.0 - alpha / 2.0))
+            .unwrap_or(1.0)
+    };
+    Some(Interval {
+        lower: lower.clamp(0.0, 1.0),
+        upper: upper.clamp(0.0, 1.0),
+    })
+}
+
+/// The restricted maximum-likelihood estimates of one task's pass probabilities under
+/// `p_B − p_A = delta` (Miettinen & Nurminen 1985; the closed form of Farrington & Manning 1990,
+/// group 1 = B, group 2 = A): returns `(p̃_B, p̃_A)`.
+fn restricted(p: &TaskPair, delta: f64) -> (f64, f64) {
+    let (n1, n2) = (p.b_scored as f64, p.a_scored as f64);
+    let (p1, p2) = (p.b_rate(), p.a_rate());
+    let theta = n2 / n1;
+    let a = 1.0 + theta;
+    let b = -(1.0 + theta + p1 + theta * p2 + delta * (theta + 2.0));
+    let c = delta * delta + delta * (2.0 * p1 + theta + 1.0) + p1 + theta * p2;
+    let d = -p1 * delta * (1.0 + delta);
+    let v = b.powi(3) / (27.0 * a.powi(3)) - b * c / (6.0 * a * a) + d / (2.0 * a);
+    let u2 = (b * b / (9.0 * a * a) - c / (3.0 * a)).max(0.0);
+    let u = if v < 0.0 { -u2.sqrt() } else { u2.sqrt() };
+    let cos = if u == 0.0 {
+        0.0
+    } else {
+        (v / u.powi(3)).clamp(-1.0, 1.0)
+    };
+    let w = (std::f64::consts::PI + cos.acos()) / 3.0;
+    let pb = (2.0 * u * w.cos() - b / (3.0 * a)).clamp(delta.max(0.0), (1.0 + delta).min(1.0));
+    (pb, (pb - delta).clamp(0.0, 1.0))
+}
+
+/// The stratified score statistic of `D − delta`, every task weighing `1/C`, with Miettinen and
+/// Nurminen's variance (restricted estimates, times N/(N − 1) per task).
+fn score(pairs: &[TaskPair], observed: f64, delta: f64) -> f64 {
+    let c = pairs.len() as f64;
+    let var: f64 = pairs
+        .iter()
+        .map(|p| {
+            let (pb, pa) = restricted(p, delta);
+            let (nb, na) = (p.b_scored as f64, p.a_scored as f64);
+            let total = nb + na;
+            (pb * (1.0 - pb) / nb + pa * (1.0 - pa) / na) * total / (total - 1.0)
+        })
+        .sum::<f64>()
+        / (c * c);
+    let gap = observed - delta;
+    if var <= 0.0 {
+        // Only at delta = ±1 (the restricted estimates are then certain): any gap is infinitely
+        // many standard errors, none is zero.
+        return if gap == 0.0 {
+            0.0
+        } else {
+            gap.signum() * f64::INFINITY
+        };
+    }
+    gap / var.sqrt()
+}
+
+/// The 95 % interval of `B − A`, the mean over tasks of each task's difference of pass rates
+/// (equal task weights): the stratified Miettinen–Nurminen score interval, the set of `delta`
+/// whose score statistic lies within ±z. Found by bisection (the statistic falls as `delta`
+/// rises); never zero-width, since the variance under a `delta` other than the observed one is
+/// positive. `None` without a task both rows scored.
+pub fn difference_interval(pairs: &[TaskPair]) -> Option<Interval> {
+    let pairs: Vec<TaskPair> = pairs
+        .iter()
+        .copied()
+        .filter(|p| p.a_scored > 0 && p.b_scored > 0)
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let c = pairs.len() as f64;
+    let observed = pairs.iter().map(|p| p.b_rate() - p.a_rate()).sum::<f64>() / c;
+    let z = z95();
+    // The bound on one side: the `delta` between `observed` and `end` where |score| = z.
+    let bound = |end: f64| {
+        if score(&pairs, observed, end).abs() <= z {
+            return end;
+        }
+        let (mut inside, mut outside) = (observed, end);
+        for _ in 0..60 {
+            let mid = 0.5 * (inside + outside);
+            if score(&pairs, observed, mid).abs() <= z {
+                inside = mid;
+            } else {
+                outside = mid;
+            }
+        }
+        0.5 * (inside + outside)
+    };
+    Some(Interval {
+        lower: bound(-1.0),
+        upper: bound(1.0),
+    })
+}
+
+/// One task's counts for a one-sided test: events and trials of A and of B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stratum {
+    pub a_events: u64,
+    pub a_trials: u64,
+    pub b_events: u64,
+    pub b_trials: u64,
+}
+
+/// Above this many additions, the exact convolution gives way to the normal approximation of
+/// the same conditional statistic (with continuity correction). Two hundred million is about a
+/// second; only corpora of thousands of tasks at large k where most tasks disagree reach it,
+/// and there the statistic is a sum of thousands of independent terms.
+const EXACT_BUDGET: f64 = 2e8;
+
+/// The one-sided p-value of "B's event probability is at least A's on every task" against "B's
+/// is lower": the exact conditional Cochran–Mantel–Haenszel test. Under the null hypothesis of
+/// no difference, a task's samples are exchangeable between A and B, so given each task's total
+/// events, A's count is hypergeometric and independent across tasks; the p-value is the chance
+/// that the sum of A's counts is at least the observed one (a stratified permutation test,
+/// computed exactly by convolution). It holds its level at any k and any number of tasks, and
+/// its smallest attainable value is the data's own (Π 1/C(Nᵢ, nᵢ) when every task went from
+/// all to none), not a resampling floor. Tasks where either side has no trial are left out.
+pub fn one_sided_p(strata: &[Stratum]) -> f64 {
+    // Each informative task: the pmf of A's count over its support lo..=hi (shifted to start at
+    // 0), and the observed count shifted alike.
+    let mut parts: Vec<Vec<f64>> = Vec::new();
+    let mut observed: u64 = 0;
+    for s in strata {
+        if s.a_trials == 0 || s.b_trials == 0 {
+            continue;
+        }
+        let (na, nb) = (s.a_trials, s.b_trials);
+        let (xa, xb) = (s.a_events.min(na), s.b_events.min(nb));
+        let total = xa + xb;
+        let n = na + nb;
+        let lo = total.saturating_sub(nb);
+        let hi = total.min(na);
+        observed += xa - lo;
+        if lo == hi {
+            continue;
+        }
+        let ln_all = ln_choose(n, na);
+        let pmf: Vec<f64> = (lo..=hi)
+            .map(|j| (ln_choose(total, j) + ln_choose(n - total, na - j) - ln_all).exp())
+            .collect();
+        parts.push(pmf);
+    }
+    if parts.is_empty() {
+        return 1.0;
+    }
+    // The convolution's additions: each task's support times the running distribution's width.
+    let mut width = 1.0;
+    let mut cost = 0.0;
+    for pmf in &parts {
+        cost += width * pmf.len() as f64;
+        width += pmf.len() as f64 - 1.0;
+    }
+    if cost > EXACT_BUDGET {
+        // Each task's count, shifted to start at 0 as `observed` is, adds its mean and variance.
+        let (mut mean, mut var) = (0.0, 0.0);
+        for pmf in &parts {
+            let m: f64 = pmf.iter().enumerate().map(|(j, q)| q * j as f64).sum();
+            let m2: f64 = pmf
+                .iter()
+                .enumerate()
+                .map(|(j, q)| q * (j * j) as f64)
+                .sum();
+            mean += m;
+            var += m2 - m * m;
+        }
+        let zc = (observed as f64 - 0.5 - mean) / var.max(1e-300).sqrt();
+        return (1.0 - Normal::standard().cdf(zc)).clamp(0.0, 1.0);
+    }
+    let mut dist = vec![1.0];
+    for pmf in &parts {
+        let mut next = vec![0.0; dist.len() + pmf.len() - 1];
+        for (i, a) in dist.iter().enumerate() {
+            if *a == 0.0 {
+                continue;
+            }
+            for (j, b) in pmf.iter().enumerate() {
+                next[i + j] += a * b;
+            }
+        }
+        dist = next;
+    }
+    let tail: f64 = dist.iter().skip(observed as usize).sum();
+    tail.clamp(0.0, 1.0)
+}
+
+/// `ln C(n, k)`.
+fn ln_choose(n: u64, k: u64) -> f64 {
+    if k > n {
+        return f64::NEG_INFINITY;
+    }
+    ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
+}
+
+/// The gate's p-value for a drop in the pass rate of B against A over `pairs`.
+pub fn drop_p_value(pairs: &[TaskPair]) -> f64 {
+    let strata: Vec<Stratum> = pairs
+        .iter()
+        .map(|p| Stratum {
+            a_events: p.a_passes,
+            a_trials: p.a_scored,
+            b_events: p.b_passes,
+            b_trials: p.b_scored,
+        })
+        .collect();
+    one_sided_p(&strata)
+}
+
+/// The smallest drop, in pass rate over these tasks, that the gate detects with 80 % power at
+/// one-sided level `alpha` (the gate's α after the correction: α over the family's size, the
+/// first step of Holm's), when B's probability on each task is A's observed rate minus the drop.
+/// `None` when not even a fall from every sample passing to none could reach `alpha` (the
+/// exact test's smallest p-value at these k is above it). A normal approximation of the
+/// stratified difference; the simulation of `tests/compare_stats.rs` checks it against the
+/// test's measured power.
+pub fn detectable_drop(a_rates: &[f64], a_k: &[u64], b_k: &[u64], alpha: f64) -> Option<f64> {
+    let c = a_rates.len();
+    if c == 0 || a_k.len() != c || b_k.len() != c {
+        return None;
+    }
+    // The exact test's floor: every A sample passing, every B sample failing.
+    let floor: f64 = a_k
+        .iter()
+        .zip(b_k)
+        .filter(|(a, b)| **a > 0 && **b > 0)
+        .map(|(&a, &b)| -ln_choose(a + b, a))
+        .sum::<f64>()
+        .exp();
+    if floor >= alpha {
+        return None;
+    }
+    let need = Normal::standard().inverse_cdf(1.0 - alpha) + Normal::standard().inverse_cdf(0.8);
+    let cf = c as f64;
+    let power_gap = |drop: f64| {
+        let var: f64 = a_rates
+            .iter()
+            .zip(a_k.iter().zip(b_k))
+            .map(|(&p, (&ka, &kb))| {
+                let q = (p - drop).max(0.0);
+                p * (1.0 - p) / ka.max(1) as f64 + q * (1.0 - q) / kb.max(1) as f64
+            })
+            .sum::<f64>()
+            / (cf * cf);
+        let effect: f64 = a_rates.iter().map(|&p| p.min(drop)).sum::<f64>() / cf;
+        effect - need * var.sqrt()
+    };
+    if power_gap(1.0) < 0.0 {
+        // Even B failing everything leaves too little gap to A's rate to detect reliably.
+        return None;
+    }
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..50 {
+        let mid = 0.5 * (lo + hi);
+        if power_gap(mid) >= 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
 }
 
 /// Holm's step-down adjustment: the adjusted p-values, in the input's order. A comparison is
@@ -280,87 +547,88 @@ mod tests {
                 b_scored: 5,
             })
             .collect();
-        let p = pooled(&same, 1, REPLICATES).unwrap();
-        assert_eq!((p.interval.lower, p.interval.upper), (0.0, 0.0));
+        let p = pooled(&same).unwrap();
+        assert_eq!(p.difference, 0.0);
+        assert!(p.interval.lower < -0.05 && p.interval.upper > 0.05, "{p:?}");
         assert_eq!(p.direction(), Direction::NoEvidence);
+        assert!(p.p_value > 0.5, "{p:?}");
+        // Every sample passing on both sides: still an interval with width, and no evidence.
+        let all = [TaskPair {
+            a_passes: 5,
+            a_scored: 5,
+            b_passes: 5,
+            b_scored: 5,
+        }; 3];
+        let p = pooled(&all).unwrap();
+        assert!(p.interval.lower < -0.01 && p.interval.upper > 0.01, "{p:?}");
         assert_eq!(p.p_value, 1.0);
-        let lost: Vec<TaskPair> = (0..6)
-            .map(|_| TaskPair {
-                a_passes: 5,
-                a_scored: 5,
-                b_passes: 0,
-                b_scored: 5,
-            })
-            .collect();
-        let p = pooled(&lost, 1, REPLICATES).unwrap();
+        let lost = [TaskPair {
+            a_passes: 5,
+            a_scored: 5,
+            b_passes: 0,
+            b_scored: 5,
+        }; 6];
+        let p = pooled(&lost).unwrap();
         assert_eq!(p.direction(), Direction::Worse);
         assert_eq!(p.difference, -1.0);
-        assert!(p.p_value < 0.001);
-        assert_eq!(pooled(&[], 1, 10), None);
-    }
-
-    /// Draws `k` Bernoulli(p) samples and counts the passes.
-    fn binomial(rng: &mut SplitMix64, k: u64, p: f64) -> u64 {
-        (0..k).filter(|_| rng.unit() < p).count() as u64
-    }
-
-    /// One synthetic pair of rows: 20–60 tasks, k = 3–10, per-task pass probabilities varied
-    /// across tasks; B's probability is A's plus `shift` on every task.
-    fn synthetic(rng: &mut SplitMix64, shift: f64) -> Vec<TaskPair> {
-        let tasks = 20 + rng.below(41);
-        let k = 3 + rng.below(8);
-        (0..tasks)
-            .map(|_| {
-                let pa = if shift == 0.0 {
-                    rng.unit()
-                } else {
-                    0.05 + rng.unit() * (0.95 - shift - 0.05)
-                };
-                TaskPair {
-                    a_passes: binomial(rng, k, pa),
-                    a_scored: k,
-                    b_passes: binomial(rng, k, pa + shift),
-                    b_scored: k,
-                }
-            })
-            .collect()
-    }
-
-    /// The acceptance simulation (SPEC §9): with no difference, the pooled 95 % interval
-    /// excludes 0 in 3–8 % of datasets; with a planted 20-point difference it detects it in the
-    /// large majority. 1,000 null and 300 planted datasets, each with the build's 2,000
-    /// bootstrap replicates (a few seconds in debug). Run with `--nocapture` to see the figures.
-    #[test]
-    fn null_coverage_and_power() {
-        let mut rng = SplitMix64::new(20261123);
-        let null_sets = 1000;
-        let mut false_alarms = 0;
-        for i in 0..null_sets {
-            let pairs = synthetic(&mut rng, 0.0);
-            let p = pooled(&pairs, SEED ^ i as u64, REPLICATES).unwrap();
-            if p.direction() != Direction::NoEvidence {
-                false_alarms += 1;
-            }
-        }
-        let planted_sets = 300;
-        let mut detected = 0;
-        for i in 0..planted_sets {
-            let pairs = synthetic(&mut rng, 0.2);
-            let p = pooled(&pairs, SEED ^ (i as u64 + 1_000_000), REPLICATES).unwrap();
-            if p.direction() == Direction::Better {
-                detected += 1;
-            }
-        }
-        let exclusion = false_alarms as f64 / null_sets as f64;
-        let power = detected as f64 / planted_sets as f64;
-        let report = format!(
-            "pooled bootstrap: no difference → 0 excluded in {false_alarms}/{null_sets} = {:.1} % (coverage {:.1} %, goal: excluded in 3–8 %); planted +20 points → detected in {detected}/{planted_sets} = {:.1} % (power, goal: large majority)",
-            100.0 * exclusion,
-            100.0 * (1.0 - exclusion),
-            100.0 * power
+        // Exact: each task's 5 passes all landing in A has chance 1/C(10, 5) = 1/252.
+        let want = (1.0f64 / 252.0).powi(6);
+        assert!(
+            (p.p_value / want - 1.0).abs() < 1e-9,
+            "{} vs {want}",
+            p.p_value
         );
-        println!("{report}");
-        assert!((0.03..=0.08).contains(&exclusion), "{report}");
-        assert!(power >= 0.8, "{report}");
+        assert_eq!(pooled(&[]), None);
+    }
+
+    /// The exact conditional test against hand-computed hypergeometric tails.
+    #[test]
+    fn the_gate_test_is_the_exact_hypergeometric_tail() {
+        let one = |a, na, b, nb| Stratum {
+            a_events: a,
+            a_trials: na,
+            b_events: b,
+            b_trials: nb,
+        };
+        // 3/3 against 0/3: all three passes in A, 1/C(6, 3) = 0.05.
+        assert!((one_sided_p(&[one(3, 3, 0, 3)]) - 0.05).abs() < 1e-12);
+        // 2/3 against 1/3: P(X ≥ 2) for X ~ H(6, 3, 3) = (9 + 1)/20.
+        assert!((one_sided_p(&[one(2, 3, 1, 3)]) - 0.5).abs() < 1e-12);
+        // B better: the one-sided p of a drop is large.
+        assert!((one_sided_p(&[one(0, 3, 3, 3)]) - 1.0).abs() < 1e-12);
+        // Two tasks: S = X1 + X2 ≥ 2 with X1 ~ H(4, 2, 2) (1/6, 4/6, 1/6) and X2 fixed (no
+        // variation: both samples passed on both sides) = 1 − P(X1 = 0) = 5/6.
+        assert!((one_sided_p(&[one(1, 2, 1, 2), one(2, 2, 2, 2)]) - 5.0 / 6.0).abs() < 1e-12);
+        assert_eq!(one_sided_p(&[]), 1.0);
+        assert_eq!(one_sided_p(&[one(1, 0, 1, 3)]), 1.0);
+    }
+
+    /// With equal k the one-row interval is Clopper–Pearson on the pooled samples; unequal k
+    /// shrinks the effective sample; never zero-width.
+    #[test]
+    fn the_pooled_rate_interval_is_exact_on_pooled_samples() {
+        let iv = pooled_rate_interval(&[(5, 5), (3, 5), (4, 5)]).unwrap();
+        let cp = interval::interval(IntervalKind::ClopperPearson, 12, 15).unwrap();
+        assert!(
+            close(iv.lower, cp.lower) && close(iv.upper, cp.upper),
+            "{iv:?} {cp:?}"
+        );
+        let all = pooled_rate_interval(&[(5, 5); 3]).unwrap();
+        assert_eq!(all.upper, 1.0);
+        assert!(all.lower < 0.9 && all.lower > 0.7, "{all:?}");
+        // 10 of 10 and 1 of 1: the mean is 1, but the 1-sample task counts for less than 10.
+        let uneven = pooled_rate_interval(&[(10, 10), (1, 1)]).unwrap();
+        let even = pooled_rate_interval(&[(10, 10), (10, 10)]).unwrap();
+        assert!(uneven.lower < even.lower, "{uneven:?} {even:?}");
+        assert_eq!(pooled_rate_interval(&[(0, 0)]), None);
+    }
+
+    #[test]
+    fn the_detectable_drop_shrinks_with_k_and_is_none_when_the_floor_is_too_high() {
+        let at = |k: u64, alpha: f64| detectable_drop(&[0.95; 4], &[k; 4], &[k; 4], alpha);
+        let (d5, d20) = (at(5, 0.05).unwrap(), at(20, 0.05).unwrap());
+        assert!(d20 < d5 && d5 < 1.0, "{d5} {d20}");
+        // Two tasks at k = 1: the smallest p is 1/4, nothing is detectable at 5 %.
+        assert_eq!(detectable_drop(&[1.0; 2], &[1; 2], &[1; 2], 0.05), None);
     }
 }

@@ -15,7 +15,7 @@ fn points(x: f64) -> String {
 /// The per-tag table of one comparison, for the terminal.
 pub fn table(c: &Comparison) -> String {
     let mut out = format!(
-        "A = {}, B = {} (compared because: {}); B − A in percentage points with its 95 % interval; Holm p over every pooled comparison shown\n",
+        "A = {}, B = {} (compared because: {}); B − A in percentage points over these tasks (each weighing the same) with its 95 % interval (uncorrected); Holm p: the gate's one-sided p of a drop, corrected over every pooled comparison shown\n",
         c.a,
         c.b,
         if c.why == "--compare" {
@@ -55,8 +55,8 @@ pub fn table(c: &Comparison) -> String {
         .unwrap_or(7)
         .max(7);
     out.push_str(&format!(
-        "  {:<width$}  {:>5}  {:>7}  {:>7}  {:>24}  {:<27}  {:>6}\n",
-        "scope", "tasks", "A", "B", "B − A [95 %]", "verdict", "Holm p"
+        "  {:<width$}  {:>5}  {:>7}  {:>7}  {:>24}  {:<27}  {:>6}  {:>8}\n",
+        "scope", "tasks", "A", "B", "B − A [95 %]", "uncorrected", "Holm p", "detects"
     ));
     for r in c.pooled_rows() {
         let p = &r.pooled;
@@ -67,7 +67,7 @@ pub fn table(c: &Comparison) -> String {
             points(p.interval.upper)
         );
         out.push_str(&format!(
-            "  {:<width$}  {:>5}  {:>6.1}%  {:>6.1}%  {:>24}  {:<27}  {:>6.4}{}\n",
+            "  {:<width$}  {:>5}  {:>6.1}%  {:>6.1}%  {:>24}  {:<27}  {:>6.4}  {:>8}{}\n",
             r.scope,
             p.tasks,
             p.a_rate * 100.0,
@@ -75,6 +75,10 @@ pub fn table(c: &Comparison) -> String {
             diff,
             r.direction.as_str(),
             r.holm_p,
+            match r.detectable_drop {
+                Some(d) => format!("−{:.0} pts", d * 100.0),
+                None => "nothing".to_string(),
+            },
             if r.regression() { "  REGRESSION" } else { "" }
         ));
     }
@@ -98,6 +102,21 @@ pub fn table(c: &Comparison) -> String {
             out.push_str(&format!("  B lost: {}\n", lost.join(", ")));
         }
     }
+    if !c.unmeasured.is_empty() {
+        out.push_str(&format!(
+            "  unmeasured (B could not score: every sample a transport error): {}\n",
+            c.unmeasured.join(", ")
+        ));
+    }
+    if !c.missing.is_empty() {
+        out.push_str(&format!(
+            "  missing (A has them, B has no sample): {}\n",
+            c.missing.join(", ")
+        ));
+    }
+    out.push_str(
+        "  detects: the smallest drop over these tasks the gate would catch with 80 % power at this k (at α over the family's size); `nothing`: not even a fall to 0 could be\n",
+    );
     let worse_cells = c
         .cells
         .iter()

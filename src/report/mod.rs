@@ -151,9 +151,11 @@ impl TaskInfo {
 pub enum Reliability {
     /// The interval's lower bound is at least 0.9.
     Reliable,
-    /// The interval spans both thresholds (or there is no scored sample at all).
+    /// The interval straddles 0.9 (or there is no scored sample at all).
     Uncertain,
-    /// The interval's upper bound is below 0.5.
+    /// The interval's upper bound is below 0.9: it cannot be relied on (SPEC §6, revised).
+    Unreliable,
+    /// The interval's upper bound is below 0.5: a stronger `unreliable`.
     Broken,
 }
 
@@ -167,6 +169,7 @@ impl Reliability {
         match iv {
             Some(iv) if iv.lower >= RELIABLE_LOWER => Reliability::Reliable,
             Some(iv) if iv.upper < BROKEN_UPPER => Reliability::Broken,
+            Some(iv) if iv.upper < RELIABLE_LOWER => Reliability::Unreliable,
             _ => Reliability::Uncertain,
         }
     }
@@ -175,6 +178,7 @@ impl Reliability {
         match self {
             Reliability::Reliable => "reliable",
             Reliability::Uncertain => "uncertain",
+            Reliability::Unreliable => "unreliable",
             Reliability::Broken => "broken",
         }
     }
@@ -690,7 +694,8 @@ mod tests {
         assert_eq!((a.k, a.scored, a.passes, a.errors), (4, 3, 2, 1));
         assert!(a.flaky());
         assert!(!a.all_passed());
-        // 0/3 is not enough to call a cell broken (Wilson upper bound 0.56); 0/5 is (0.43).
+        // 0/3 is not enough to call a cell broken (Wilson upper bound 0.56), but it is surely
+        // below 0.9: unreliable; 0/5 is broken (0.43).
         assert_eq!(
             aggregate(
                 vec![
@@ -704,7 +709,7 @@ mod tests {
             .cell("m", "a")
             .unwrap()
             .reliability,
-            Reliability::Uncertain
+            Reliability::Unreliable
         );
         let b = m.cell("m", "b").unwrap();
         assert_eq!(b.reliability, Reliability::Broken);
@@ -761,7 +766,15 @@ mod tests {
             Reliability::Uncertain
         );
         assert_eq!(Reliability::of(Some(&iv(0.0, 0.49))), Reliability::Broken);
-        assert_eq!(Reliability::of(Some(&iv(0.0, 0.5))), Reliability::Uncertain);
+        assert_eq!(
+            Reliability::of(Some(&iv(0.0, 0.5))),
+            Reliability::Unreliable
+        );
+        assert_eq!(
+            Reliability::of(Some(&iv(0.51, 0.89))),
+            Reliability::Unreliable
+        );
+        assert_eq!(Reliability::of(Some(&iv(0.2, 0.9))), Reliability::Uncertain);
         assert_eq!(Reliability::of(None), Reliability::Uncertain);
     }
 
@@ -795,9 +808,10 @@ mod tests {
         // Tag x holds a and b, y only b: both pool b alone.
         assert_eq!(mv.value_by_tag.keys().collect::<Vec<_>>(), ["x", "y"]);
         assert_eq!(mv.value_by_tag["x"], *total);
-        // With one task the interval by task is Wilson's on its samples.
-        let wilson = interval::interval(IntervalKind::Wilson, 2, 4);
-        assert_eq!(total.bfcl_style.interval, wilson);
+        // With one task the interval about it is Clopper–Pearson on its samples.
+        let exact = interval::interval(IntervalKind::ClopperPearson, 2, 4).unwrap();
+        let got = total.bfcl_style.interval.unwrap();
+        assert!((got.lower - exact.lower).abs() < 1e-9 && (got.upper - exact.upper).abs() < 1e-9);
         // A model that ran only a reports none.
         let only_a = aggregate(
             vec![s("m", "a", "000", Outcome::Pass)],

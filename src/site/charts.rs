@@ -42,6 +42,7 @@ pub fn reliability_colour(r: Reliability) -> RGBColor {
     match r {
         Reliability::Reliable => RGBColor(26, 127, 55),
         Reliability::Uncertain => RGBColor(154, 103, 0),
+        Reliability::Unreliable => RGBColor(188, 76, 0),
         Reliability::Broken => RGBColor(207, 34, 46),
     }
 }

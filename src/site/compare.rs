@@ -4,7 +4,7 @@
 
 use super::html::{depth_of, escape, root};
 use super::{File, SiteError, glyph, render};
-use crate::compare::{self, CELL_METHOD, Comparison, Direction, Mark, POOLED_METHOD, REPLICATES};
+use crate::compare::{self, CELL_METHOD, Comparison, Direction, GATE_METHOD, Mark, POOLED_METHOD};
 use askama::Template;
 use serde_json::json;
 
@@ -39,9 +39,9 @@ struct PooledView {
     verdict: &'static str,
     class: &'static str,
     holm: String,
+    /// The smallest drop the gate detects at this k with 80 % power.
+    detects: String,
     regression: bool,
-    /// The bootstrap interval has no width: every task moved by the same amount.
-    flat: bool,
 }
 
 struct CellView {
@@ -68,6 +68,8 @@ struct ComparePage {
     why: String,
     lead: String,
     lead_class: &'static str,
+    unmeasured: Vec<String>,
+    missing: Vec<String>,
     settings: Vec<(String, String, String)>,
     settings_known: bool,
     pooled: Vec<PooledView>,
@@ -76,9 +78,9 @@ struct ComparePage {
     lost: Vec<String>,
     n_pooled: usize,
     n_cells: usize,
-    any_flat: bool,
     family: usize,
     pooled_method: &'static str,
+    gate_method: &'static str,
     cell_method: &'static str,
 }
 
@@ -110,18 +112,21 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
 
 fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
     let root = root(depth_of(&c.page));
+    // The answer first: the gate's verdict (Holm-corrected, what `--fail-on regression`
+    // decides) and the scopes that moved; then the overall difference and its interval.
+    let failures = c.gate_failures(false);
+    let gate = if failures.is_empty() {
+        format!(
+            "Gate: no significant regression (one-sided exact test, Holm-corrected over {family} pooled comparisons), nothing unmeasured or missing."
+        )
+    } else {
+        format!("Gate: regression in {}.", failures.join("; "))
+    };
     let lead = match &c.overall {
         Some(o) => {
             let p = &o.pooled;
-            let how = match o.direction {
-                Direction::Better => "B passes more often than A",
-                Direction::Worse => "B passes less often than A",
-                Direction::NoEvidence => {
-                    "the interval contains 0: no evidence of a difference either way"
-                }
-            };
             format!(
-                "Overall, over the {} tasks both rows have: A {}, B {}, B − A = {}: {} ({how}).",
+                "{gate} Overall, over these {} tasks (each weighing the same): A {}, B {}, B − A = {} ({}, uncorrected).",
                 p.tasks,
                 pct(p.a_rate),
                 pct(p.b_rate),
@@ -129,7 +134,14 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
                 o.direction.as_str()
             )
         }
-        None => "The two rows have no task in common with a scored sample on both sides: nothing to compare.".into(),
+        None => format!(
+            "{gate} The two rows have no task in common with a scored sample on both sides: nothing to compare."
+        ),
+    };
+    let lead_class = if failures.is_empty() {
+        c.overall.as_ref().map_or("none", |o| o.direction.class())
+    } else {
+        "worse"
     };
     let mut cells: Vec<&compare::CellDiff> = c.cells.iter().collect();
     // The answer first: the tasks that moved, worse before better, then the rest in id order.
@@ -159,8 +171,10 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
                 c.b, c.a
             ),
         },
-        lead_class: c.overall.as_ref().map_or("none", |o| o.direction.class()),
+        lead_class,
         lead,
+        unmeasured: c.unmeasured.clone(),
+        missing: c.missing.clone(),
         settings_known: c.settings_known,
         settings: c
             .settings
@@ -178,9 +192,11 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
                 verdict: r.direction.as_str(),
                 class: r.direction.class(),
                 holm: format!("{:.4}", r.holm_p),
+                detects: match r.detectable_drop {
+                    Some(d) => format!("{:.0} points", d * 100.0),
+                    None => "nothing".into(),
+                },
                 regression: r.regression(),
-                flat: r.pooled.interval.lower == r.pooled.interval.upper
-                    && r.pooled.difference != 0.0,
             })
             .collect(),
         cells: cells
@@ -212,12 +228,10 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
             .map(|l| format!("{} {} ({} → {})", l.a - l.b, l.label.as_str(), l.a, l.b))
             .collect(),
         n_pooled: c.pooled_rows().count(),
-        any_flat: c.pooled_rows().any(|r| {
-            r.pooled.interval.lower == r.pooled.interval.upper && r.pooled.difference != 0.0
-        }),
         n_cells: c.compared_cells(),
         family,
         pooled_method: POOLED_METHOD,
+        gate_method: GATE_METHOD,
         cell_method: CELL_METHOD,
     };
     render(&c.page, &page)
@@ -230,9 +244,9 @@ pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
         "difference": "B − A, as a proportion (A the baseline)",
         "confidence": crate::report::interval::CONFIDENCE,
         "pooled_method": POOLED_METHOD,
-        "bootstrap": {"replicates": REPLICATES, "seed": compare::SEED},
+        "gate_method": GATE_METHOD,
         "cell_method": CELL_METHOD,
-        "gate": format!("a pooled comparison is a regression when it is `worse` and its Holm-adjusted p-value, over all {family} pooled comparisons below, is under {:.2}", compare::ALPHA),
+        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", compare::ALPHA),
         "pooled_comparisons": family,
         "comparisons": comparisons,
     });

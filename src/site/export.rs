@@ -321,8 +321,9 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
         interval: json!({"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE}),
         verdicts: json!({
             Reliability::Reliable.as_str(): format!("interval lower bound >= {}", crate::report::RELIABLE_LOWER),
+            Reliability::Unreliable.as_str(): format!("interval upper bound < {}", crate::report::RELIABLE_LOWER),
             Reliability::Broken.as_str(): format!("interval upper bound < {}", crate::report::BROKEN_UPPER),
-            Reliability::Uncertain.as_str(): "otherwise, or no scored sample",
+            Reliability::Uncertain.as_str(): format!("the interval straddles {}, or no scored sample", crate::report::RELIABLE_LOWER),
         }),
         tasks: m
             .tasks

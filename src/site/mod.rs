@@ -319,6 +319,9 @@ fn pooled_td(p: &Pooled, out: &mut String) {
     if p.errors > 0 {
         out.push_str(&format!(" · +{} errors", p.errors));
     }
+    if let Some(more) = crate::report::pooled::samples_to_settle(p, crate::report::RELIABLE_LOWER) {
+        out.push_str(&format!(" · ~{more} more samples per task would settle it"));
+    }
     out.push_str("</small></td>");
 }
 

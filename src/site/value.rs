@@ -70,8 +70,14 @@ fn pooled_value_td(p: &Pooled, out: &mut String) {
         "{} task{}{}",
         p.tasks,
         if p.tasks == 1 { "" } else { "s" },
+        // With unequal task sizes the estimate (about these tasks, each weighing the same) is
+        // the mean of the tasks' rates, not the ratio shown first; the interval is about it.
         if p.deff > 1.0 {
-            format!(" · design effect {:.2}", p.deff)
+            format!(
+                " · mean over the tasks {} · design effect {:.2}",
+                crate::report::interval::percent(p.task_mean),
+                p.deff
+            )
         } else {
             String::new()
         }
