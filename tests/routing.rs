@@ -542,6 +542,17 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
         "{page}"
     );
     assert!(page.contains(r#"<h3 id="m-a">"#));
+    // A feedback run's page says what it is; its samples have permalinks like any sample.
+    let run_page = read(&out, "t/a/cc-1/fb-error/index.html");
+    assert!(
+        run_page.contains("A feedback round (<b>error</b> style)"),
+        "{run_page}"
+    );
+    assert!(out.join("t/a/cc-1/fb-error/000.html").is_file());
+    // The model page links its row's routing table; the label page shows the four actions.
+    assert!(read(&out, "models/a.html").contains(r#"href="../routing.html#m-a""#));
+    let label_page = read(&out, "labels/type_coercion.html");
+    assert!(label_page.contains("What each action did"), "{label_page}");
 
     // samples.csv: the feedback samples are there, with their round, parent and style.
     let csv = read(&out, "data/samples.csv");
