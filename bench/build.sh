@@ -13,7 +13,8 @@
 # - floor: examples/floor.rs reads and parses every file once on all cores (wall and CPU);
 # - floor + permalinks: the same while one thread creates one stub-sized file per sample, the
 #   least any build that keeps every sample's permalink must do;
-# - full: `build --cache` into an empty place, one run folder held back (wall, CPU = user+sys,
+# - full: a plain `callcheck build` run in the tree's folder (its default cache,
+#   ./.callcheck-cache, absent) into an empty place, one run folder held back (wall, CPU = user+sys,
 #   peak RSS from /usr/bin/time -v), and its ratios to the floor;
 # - copy: `cp -r` of the built site, the cost of creating its files by themselves (on ext4 in a
 #   VM, creating 110,000 small files costs more CPU than reading and parsing 100,000 samples),
@@ -51,6 +52,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
   local name=$1 dir=$2 n=$3
   [ -d "$dir/site" ] && mv "$dir/site" "$trash/site-$name-$$"
   [ -d "$dir/cache" ] && mv "$dir/cache" "$trash/cache-$name-$$"
+  [ -d "$dir/.callcheck-cache" ] && mv "$dir/.callcheck-cache" "$trash/callcheck-cache-$name-$$"
   # Hold one run folder back: the incremental rebuild adds it. Its place is written down first,
   # so that a run interrupted before putting it back restores it next time.
   if [ -f "$dir/held/path" ]; then mv "$dir/held/run" "$dir/runs/$(cat "$dir/held/path")"; rm -r "$dir/held"; fi
@@ -68,7 +70,8 @@ one() { # name, dir (holding tasks/ and runs/), samples
   # thread creates one stub-sized file per sample. Its files are kept until the end (deleting
   # them now would slow the build's own file creation, see above).
   read -r pw pc < <("$bin/examples/floor" "$dir/runs" "$trash/floor-$name-$$" 2>/dev/null)
-  local cmd=("$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$dir/site" --cache "$dir/cache")
+  # The command as a user types it in the collection's folder: the cache is the default one.
+  local cmd=(env -C "$dir" "$PWD/$bin/callcheck" build --tasks tasks --runs runs --out site)
   /usr/bin/time -v "${cmd[@]}" 2> "$dir/time-full.txt" >/dev/null
   # What creating the site's files costs by itself: a copy of the built site (reading it back
   # from the page cache, creating every folder and file). Build must pay this beside the floor.

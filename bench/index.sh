@@ -83,6 +83,6 @@ for shape in ${SHAPES:-200x3}; do
   dir=$base/shape-$shape
   [ -d "$dir/runs" ] || "$bin/examples/synth" --samples "$n" --models "$models" --k "$k" --out "$dir" 2>/dev/null
   site=$work/site-$shape
-  "$bin/callcheck" build --tasks "$dir/tasks" --runs "$dir/runs" --out "$site" >/dev/null 2>&1
+  "$bin/callcheck" build --no-cache --tasks "$dir/tasks" --runs "$dir/runs" --out "$site" >/dev/null 2>&1
   measure "$models models x 59 tasks x k=$k: $n samples" "$site"
 done

@@ -44,6 +44,15 @@ pub enum Command {
     /// Did B help or hurt against A: the per-tag table of two rows, or of every row against a
     /// baseline collection (exit 1 with --fail-on regression when one is significantly worse).
     Compare(CompareOpts),
+    /// Print a shell completion script (e.g. `callcheck completions bash > ~/.local/share/bash-completion/completions/callcheck`).
+    Completions(CompletionsOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsOpts {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -260,7 +269,7 @@ pub struct CheckOpts {
     pub meta: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct BuildOpts {
     /// The task corpus: a folder of task files (or one file).
     #[arg(long, default_value = "tasks")]
@@ -277,12 +286,15 @@ pub struct BuildOpts {
     /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
     #[arg(long, value_name = "SAMPLES-CSV")]
     pub previous: Option<PathBuf>,
-    /// A folder (outside --out) where build keeps each sample's verdict between builds, so a
-    /// rebuild re-scores and rewrites only what changed. Without it, every build is a full one.
-    /// A finished run is read again only when its folder or samples/ changed: after editing a
-    /// transcript inside one, touch the run's folder.
-    #[arg(long, value_name = "DIR")]
+    /// Where build keeps each sample's verdict between builds, so a rebuild re-scores and
+    /// rewrites only what changed [default: ./.callcheck-cache, marked with a CACHEDIR.TAG and a
+    /// .gitignore]. Outside --out. A finished run is read again only when its folder or samples/
+    /// changed: after editing a transcript inside one, touch the run's folder.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     pub cache: Option<PathBuf>,
+    /// Build without a cache: every sample is scored and every page written (the same site).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Also compare row B against row A (repeatable); rows serving the same model id and
     /// `variant_of` rows are compared without it.
     #[arg(long, value_name = "A:B")]
@@ -294,6 +306,11 @@ pub struct BuildOpts {
     /// Build even when runs/ holds no sample (an empty site); without it that is an error.
     #[arg(long)]
     pub allow_empty: bool,
+    /// The address the site is published at (e.g. https://you.github.io/conformance/): shared
+    /// links' cards then carry their page's full address (og:url). The site's own links stay
+    /// relative.
+    #[arg(long, value_name = "URL")]
+    pub site_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

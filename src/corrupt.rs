@@ -607,10 +607,12 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
                     with_payload_text(task, &t, text(&Value::String(good.clone()))),
                 );
                 let once = text(&Value::String(good.clone()));
-                add(
-                    "extra_escaping_level",
-                    with_payload_text(task, &t, once[1..once.len() - 1].to_string()),
-                );
+                let escaped = once[1..once.len() - 1].to_string();
+                // `{}` (a parameterless call) has no quote to escape: the "corruption" would be
+                // the gold text itself.
+                if escaped != good {
+                    add("extra_escaping_level", with_payload_text(task, &t, escaped));
+                }
                 if has_strings(&t.payload) {
                     add(
                         "python_quotes",

@@ -31,6 +31,7 @@ fn main() {
         Command::Demo(o) => cmd::demo::run(o),
         Command::Export { command } => cmd::export::run(command),
         Command::Import { command } => cmd::import::run(command),
+        Command::Completions(o) => cmd::completions::run(o),
         Command::Compare(o) => match cmd::compare::run(o) {
             Ok(code) => std::process::exit(code),
             Err(e) => {

@@ -539,8 +539,14 @@ impl FileStat {
 }
 
 /// Reads a whole file of at most `max` bytes (a larger one is an error that says so).
+/// Anything but a regular file (a FIFO, a device, a symlink loop) is an error that says what it
+/// is, and is never waited on ([`crate::fsafe::open_shown`]).
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let f = std::fs::File::open(path)?;
+    let shown = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let f = crate::fsafe::open_shown(path, &shown)?;
     let size = f.metadata()?.len();
     if size > max {
         return Err(std::io::Error::other(format!(
@@ -570,10 +576,7 @@ pub fn read_capped(
     max: u64,
     capacity: usize,
 ) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let mut bytes = Vec::with_capacity(capacity);
-    r.take(max + 1).read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= max).then_some(bytes))
+    crate::fsafe::read_capped(r, max, capacity)
 }
 
 impl RunDir {

@@ -161,11 +161,45 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
 }
 
 #[test]
-fn demo_without_the_corpus_says_where_to_run_it_and_writes_nothing() {
+fn demo_without_a_checkout_writes_the_built_in_corpus_to_tasks_and_runs_it() {
+    // As `uvx callcheck demo` runs it: an empty folder, no --tasks.
     let tmp = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .current_dir(tmp.path())
-        .arg("demo")
+        .args(["demo", "--quiet", "--k", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let n_tasks = callcheck::task::load(&corpus()).unwrap().len();
+    assert!(
+        stderr.starts_with(&format!(
+            "demo: no tasks/ here: wrote callcheck's own corpus ({n_tasks} tasks) to tasks/\n"
+        )),
+        "{stderr}"
+    );
+    assert!(tree(&tmp.path().join("tasks")) == tree(&corpus()));
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // runs/ and site/ beside it, and no cache folder: the demo builds without one.
+    assert_eq!(names, ["runs", "site", "tasks"]);
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("site/data/matrix.json")).unwrap())
+            .unwrap();
+    let cells = matrix["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4 * n_tasks);
+    assert!(cells.iter().all(|c| c["k"] == 3), "{:?}", cells[0]);
+}
+
+#[test]
+fn demo_with_a_missing_corpus_says_where_to_run_it_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .current_dir(tmp.path())
+        .args(["demo", "--tasks", "my-tasks"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

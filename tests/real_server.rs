@@ -28,8 +28,15 @@ const BIN: &str = env!("CARGO_BIN_EXE_callcheck");
 
 /// The tasks collected: every area the issue names (parallel, no-call, enum, unicode,
 /// structured output) and a few plain single calls and tool_choice cases around them.
-const TASKS: [&str; 14] = [
+const TASKS: [&str; 19] = [
     "basic-weather-city",
+    // Issue 30: parameterless tools alone and before a call with arguments, all-optional
+    // parameters, two different tools, a tight budget.
+    "empty-server-time",
+    "empty-then-args",
+    "empty-all-optional",
+    "multi-weather-and-time",
+    "budget-weather-terse",
     "choice-required",
     "choice-none",
     "nocall-small-talk",
@@ -46,7 +53,10 @@ const TASKS: [&str; 14] = [
 ];
 
 /// Tags the subset must cover.
-const COVERED_TAGS: [&str; 5] = [
+const COVERED_TAGS: [&str; 8] = [
+    "empty-args",
+    "multi-tool",
+    "tight-budget",
     "parallel",
     "no-call",
     "enum",

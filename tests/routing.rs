@@ -8,7 +8,7 @@
 
 mod site_support;
 
-use callcheck::report::compare::SplitMix64;
+use callcheck::compare::stats::SplitMix64;
 use serde_json::{Value, json};
 use site_support::{build_ok, read, repo};
 use std::collections::BTreeMap;

@@ -84,6 +84,9 @@ pub struct CachedSite {
     pub summary_files: BTreeMap<String, u64>,
     /// Whether the index drew the matrix (run pages link their cell there, else on a tag page).
     pub matrix_on_index: bool,
+    /// The base address the pages' link cards were written with (`build --site-url`): with
+    /// another, every page changes.
+    pub site_url: Option<String>,
     /// The groups of summary pages ([`crate::site::reuse`]) by name: what they were drawn from,
     /// and their files.
     pub groups: BTreeMap<String, CachedGroup>,

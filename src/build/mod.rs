@@ -9,6 +9,8 @@
 
 pub mod aggregate;
 pub mod cache;
+pub mod owned;
+pub mod progress;
 pub mod read;
 pub mod render;
 pub mod score;
@@ -87,9 +89,11 @@ pub struct RunOutcome {
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
 /// nothing changed.
-pub struct Reuse {
+pub struct Reuse<'a> {
     /// Models × tasks of the site (where a run's page links its cell).
     pub cells: usize,
+    /// The site's base address (`build --site-url`, checked), for the pages' link cards.
+    pub site_url: Option<&'a str>,
     /// The previous build's record of this run. When its `cell.json` and task are unchanged and
     /// its pages are in the site being written (`in_place`), an unchanged sample needs neither
     /// scoring, nor its page rendered or written.
@@ -107,7 +111,7 @@ pub fn run_samples(
     runs_root: &Path,
     input: &RunInput,
     task: &Task,
-    reuse: Reuse,
+    reuse: Reuse<'_>,
     pages: &SyncSender<Page>,
 ) -> Result<RunOutcome> {
     let run = &input.run;
@@ -123,6 +127,7 @@ pub fn run_samples(
         record,
         cells,
         changes,
+        site_url,
     } = reuse;
     // The previous verdicts stand for the same transcripts of the same run and task, and its
     // pages where they are.
@@ -244,6 +249,7 @@ pub fn run_samples(
     let reference = samples.first().map(|(s, _)| render::RunRequest {
         sample: s.key.sample.clone(),
         bytes: s.request_raw.clone(),
+        value: s.transcript.request.clone(),
         streamed: s.transcript.streamed,
     });
     let mut sections = String::new();
@@ -280,17 +286,23 @@ pub fn run_samples(
             let old = before.get(&sample.key.sample).map(String::as_str);
             out.changes.sample(&scored, old);
         }
-        let same_request = reference
-            .as_ref()
-            .is_some_and(|r| r.bytes == sample.request_raw);
+        let request_changes = reference.as_ref().map_or(Vec::new(), |r| {
+            crate::site::transcript::request_changes(
+                r.value.as_ref(),
+                &r.bytes,
+                sample.transcript.request.as_ref(),
+                &sample.request_raw,
+            )
+        });
         let (section, (path, stub)) = render::sample_section(
             task,
             &run.cell,
             input.task_changed,
             &sample,
-            same_request,
+            &request_changes,
             &verdict,
             parsed.as_ref().ok(),
+            site_url,
         )?;
         sections.push_str(&section);
         marks.push(crate::site::transcript::SampleMark {
@@ -304,8 +316,15 @@ pub fn run_samples(
         out.keep(scored, record);
     }
     if !marks.is_empty() {
-        let (path, html) =
-            render::run_page(task, run, &marks, &sections, reference.as_ref(), cells)?;
+        let (path, html) = render::run_page(
+            task,
+            run,
+            &marks,
+            &sections,
+            reference.as_ref(),
+            cells,
+            site_url,
+        )?;
         out.cached.run_page = Some(html.len() as u64);
         out.pages.0 += 1;
         out.pages.1 += html.len() as u64;
@@ -349,12 +368,27 @@ impl RunOutcome {
 
 /// Runs the whole build and reports what it read and skipped on stderr.
 pub fn build(opts: &BuildOpts) -> Result<Summary> {
-    if !write::replaceable(&opts.out)? {
-        bail!(
-            "--out {} holds files that are not a callcheck site; refusing to replace it (choose an empty or new folder)",
-            opts.out.display()
-        );
+    // What the site is built from never lies inside what it replaces (SPEC §12).
+    for (flag, p) in [("--runs", &opts.runs), ("--tasks", &opts.tasks)] {
+        if owned::within(p, &opts.out) {
+            bail!(
+                "{flag} {} is inside --out {}: a build replaces --out, so its inputs must lie outside it; move them beside the site",
+                p.display(),
+                opts.out.display()
+            );
+        }
     }
+    let site_url = opts
+        .site_url
+        .as_deref()
+        .map(crate::site::card::site_url)
+        .transpose()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--site-url {:?}: {e}; give the address the site is published at, e.g. https://you.github.io/conformance/",
+                opts.site_url.as_deref().unwrap_or_default()
+            )
+        })?;
     if let Some(c) = &opts.cache
         && cache::inside(c, &opts.out)
     {
@@ -369,8 +403,17 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // are then the cache's, and the 'previous' samples.csv in the site need not be read.
     let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     let out_identity = write::canonical_out(&opts.out);
+    // A site this build may update in place carries its marker (then nothing else is looked
+    // at: the cache vouches that the site is the one it wrote); any other --out is looked at
+    // whole before anything is read, and refused unless it is a build's own.
+    let marked = owned::marker(&opts.out);
+    let inspected = match marked {
+        Some(_) if prior.site.is_some() => None,
+        _ => Some(owned::inspect(&opts.out)?),
+    };
     let site_current = prior.site.as_ref().is_some_and(|s| {
-        s.out == out_identity
+        marked.is_some()
+            && s.out == out_identity
             && std::fs::read(opts.out.join("data").join("manifest.json"))
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
@@ -378,9 +421,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let inputs = read::read(opts, !changes_told, &prior)?;
     say_what_was_read(opts, &inputs);
     // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
-    let explicit = crate::cmd::compare::parse_pairs(&opts.compare)?;
+    let explicit = crate::compare::parse_pairs(&opts.compare)?;
     let baseline = match &opts.baseline {
-        Some(p) => Some(crate::cmd::compare::load_baseline(
+        Some(p) => Some(crate::compare::load_baseline(
             p,
             &inputs.tasks,
             opts.interval,
@@ -412,23 +455,28 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         && prior
             .site
             .as_ref()
-            .is_some_and(|s| s.matrix_on_index == matrix_on_index);
+            .is_some_and(|s| s.matrix_on_index == matrix_on_index && s.site_url == site_url);
     // Not in place, nothing of the previous build is reused (its outcomes may still be told).
     let mut prior = if in_place || changes_told {
         prior
     } else {
         cache::Prior::default()
     };
-    let mut site = if in_place {
-        SiteWriter::in_place(&opts.out)
-    } else {
-        SiteWriter::begin(&opts.out)?
+    let mut site = match marked {
+        Some(files) if in_place => SiteWriter::in_place(&opts.out, files),
+        _ => {
+            if inspected.is_none() {
+                owned::inspect(&opts.out)?;
+            }
+            SiteWriter::begin(&opts.out)?
+        }
     };
     let tx = site.sender()?;
     let record = opts.cache.is_some();
     // Each run decodes its own record of the previous cache when it is built, so the records
     // are never all decoded at once. In place, the pages of the previous build's record that
     // this build does not write again are removed at the end.
+    let progress = progress::Progress::start(runs.len());
     let outcomes: Vec<Result<RunOutcome>> = runs
         .par_iter()
         .map_with(tx, |tx, r| {
@@ -441,10 +489,16 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
                 record,
                 cells,
                 changes: changes_told,
+                site_url: site_url.as_deref(),
             };
-            run_samples(&opts.runs, r, task, reuse, tx)
+            let outcome = run_samples(&opts.runs, r, task, reuse, tx);
+            if let Ok(o) = &outcome {
+                progress.run_done(o.scored.len(), o.pages.0);
+            }
+            outcome
         })
         .collect();
+    progress.summary_pages();
     // All senders are gone once the map is done; the writer drains and ends.
     site.drain()?;
     let mut scored = Vec::with_capacity(
@@ -506,9 +560,11 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         cache::GroupBook::new(&opts.out, prior)
     });
     skipped.sort();
-    for s in &skipped {
-        eprintln!("skipped {}: {}", s.path, s.reason);
-    }
+    progress.suspend(|| {
+        for s in &skipped {
+            eprintln!("skipped {}: {}", s.path, s.reason);
+        }
+    });
     let n_samples = scored.len();
     let previous = match (changes_told, previous) {
         (true, _) => aggregate::Previous::Told(crate::site::export::Changes::gather(
@@ -519,9 +575,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         (false, None) => aggregate::Previous::Unknown,
     };
     let agg = aggregate::aggregate(scored, &tasks, &runs, previous, opts.interval);
-    let comparisons = crate::cmd::compare::comparisons(
+    let comparisons = crate::compare::comparisons(
         &agg.matrix,
-        &crate::cmd::compare::row_settings(&agg.models),
+        &crate::compare::row_settings(&agg.models),
         &explicit,
         baseline.as_ref(),
         &agg.matrix.tasks,
@@ -559,6 +615,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         Vec::new()
     };
     let (carried, carried_bytes) = site.finish(&stale)?;
+    progress.finish();
     if let Some(saving) = saving {
         saving.finish(&Some(cache::CachedSite {
             // Named again now that the site exists (a folder that did not exist at the start
@@ -567,6 +624,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             manifest_sha256: manifest,
             summary_files: files.clone(),
             matrix_on_index,
+            site_url: site_url.clone(),
             groups,
             samples: n_samples as u64,
         }))?;
@@ -609,7 +667,7 @@ fn write_summary(
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
-    comparisons: &[crate::report::compare::Comparison],
+    comparisons: &[crate::compare::Comparison],
     groups: Option<&dyn crate::site::reuse::Groups>,
     next: &mut cache::CacheFile,
     prior: &cache::Prior,
@@ -633,7 +691,23 @@ fn write_summary(
         Ok(())
     };
     let (rendered, saving) = rayon::join(
-        || render::summary(agg, tasks, skipped, transcripts, comparisons, groups, &sink),
+        || {
+            // Checked when the build began.
+            let site_url = opts
+                .site_url
+                .as_deref()
+                .and_then(|u| crate::site::card::site_url(u).ok());
+            render::summary(
+                agg,
+                tasks,
+                skipped,
+                transcripts,
+                comparisons,
+                groups,
+                site_url.as_deref(),
+                &sink,
+            )
+        },
         || {
             let Some(dir) = &opts.cache else {
                 return Ok(None);

@@ -14,14 +14,16 @@ use std::collections::BTreeMap;
 
 /// One scored sample's section of its run's page, and its permalink page (path relative to the
 /// site root, HTML).
+#[allow(clippy::too_many_arguments)]
 pub fn sample_section(
     task: &Task,
     cell: &CellInfo,
     task_changed: bool,
     sample: &Sample,
-    same_request: bool,
+    request_changes: &[String],
     verdict: &Verdict,
     completion: Option<&crate::score::wire::Completion>,
+    site_url: Option<&str>,
 ) -> Result<(String, (String, String))> {
     let section = transcript::render(&transcript::SampleContext {
         key: &sample.key,
@@ -29,13 +31,13 @@ pub fn sample_section(
         cell,
         transcript: &sample.transcript,
         request_raw: &sample.request_raw,
-        same_request,
+        request_changes,
         verdict,
         task_changed,
         completion,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
-    let stub = transcript::render_stub(&sample.key, verdict)
+    let stub = transcript::render_stub(&sample.key, verdict, site_url)
         .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
     Ok((section, (sample.key.permalink(), stub)))
 }
@@ -46,6 +48,8 @@ pub fn sample_section(
 pub struct RunRequest {
     pub sample: String,
     pub bytes: Vec<u8>,
+    /// The bytes parsed, when they parse: what another sample's request is compared with.
+    pub value: Option<serde_json::Value>,
     pub streamed: bool,
 }
 
@@ -58,6 +62,7 @@ pub fn run_page(
     sections: &str,
     request: Option<&RunRequest>,
     cells: usize,
+    site_url: Option<&str>,
 ) -> Result<(String, String)> {
     let html = transcript::render_run(&transcript::RunContext {
         task,
@@ -68,6 +73,7 @@ pub fn run_page(
         sections,
         reference: request.map(|r| (r.sample.as_str(), r.bytes.as_slice(), r.streamed)),
         cells,
+        site_url,
     })
     .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
     Ok((run_page_path(run), html))
@@ -80,13 +86,15 @@ pub fn run_page_path(run: &RunDir) -> String {
 
 /// Every other file of the site (summary pages, charts, exports, the manifest), each handed to
 /// `sink` as soon as it is rendered.
+#[allow(clippy::too_many_arguments)]
 pub fn summary(
     agg: &Aggregates,
     tasks: &[Task],
     skipped: &[SkippedInput],
     transcripts: &BTreeMap<String, String>,
-    comparisons: &[crate::report::compare::Comparison],
+    comparisons: &[crate::compare::Comparison],
     groups: Option<&dyn site::reuse::Groups>,
+    site_url: Option<&str>,
     sink: site::Sink,
 ) -> Result<()> {
     Ok(site::render_site(
@@ -100,6 +108,7 @@ pub fn summary(
             transcripts,
             comparisons,
             groups,
+            site_url,
         },
         sink,
     )?)

@@ -1,9 +1,12 @@
 //! Stage 5, write: pages go into a temporary folder beside `--out`, written by one thread while
 //! the others score and render, and the folder is swapped into place at the end, so a failed
-//! build leaves the previous site as it was.
+//! build leaves the previous site as it was. Only a folder [`super::owned`] says is the build's
+//! own is replaced; the site written carries the marker that says so for the next build.
 
+use super::owned::{self, FileSet};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::thread::JoinHandle;
 
@@ -16,27 +19,6 @@ const QUEUE: usize = 512;
 /// A rendered page on its way to the writer thread: where it goes (relative to the site root),
 /// and its bytes.
 pub type Page = (String, Vec<u8>);
-
-/// True when `dir` may be replaced: absent, empty, a previous build, or holding only the
-/// carried files.
-pub fn replaceable(dir: &Path) -> Result<bool> {
-    if !dir.exists() {
-        return Ok(true);
-    }
-    if !dir.is_dir() {
-        bail!("--out {} exists and is not a folder", dir.display());
-    }
-    if dir.join("data").join("manifest.json").is_file() {
-        return Ok(true);
-    }
-    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let name = e?.file_name().to_string_lossy().into_owned();
-        if !CARRIED.contains(&name.as_str()) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
 
 /// The folder `out` names, however it was spelt (`site`, `./site`, an absolute path, a link to
 /// it): what the cache records, so that the next build recognises its own site and updates it
@@ -53,12 +35,17 @@ pub struct SiteWriter {
     /// The temporary folder swapped into place at the end; `None` when updating `out` in place.
     tmp: Option<(PathBuf, PathBuf, String)>,
     tx: Option<SyncSender<Page>>,
-    thread: Option<JoinHandle<Result<()>>>,
+    thread: Option<JoinHandle<Result<FileSet>>>,
+    /// The files of the site that this build wrote (and, in place, that the previous builds
+    /// wrote and this one kept): what the marker names.
+    files: Mutex<FileSet>,
 }
 
 impl SiteWriter {
     /// Starts a site that will replace `out`. A previous build's pages (when `out` is one) are
     /// reused where identical (see [`write_pages`]).
+    /// `out` must have been found replaceable ([`owned::inspect`]); it is looked at again just
+    /// before the swap.
     pub fn begin(out: &Path) -> Result<SiteWriter> {
         let previous = out
             .join("data")
@@ -74,12 +61,14 @@ impl SiteWriter {
             tmp: Some((tmp, parent, name)),
             tx: Some(tx),
             thread: Some(thread),
+            files: Mutex::new(FileSet::default()),
         })
     }
 
     /// Updates the site in `out` in place (an incremental build over the site the previous build
-    /// wrote): each file is replaced atomically, and only the files sent are touched.
-    pub fn in_place(out: &Path) -> SiteWriter {
+    /// wrote, whose marker names `files`): each file is replaced atomically, and only the files
+    /// sent are touched.
+    pub fn in_place(out: &Path, files: FileSet) -> SiteWriter {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(QUEUE);
         let root = out.to_path_buf();
         let thread = std::thread::spawn(move || write_pages(&root, None, true, rx));
@@ -88,7 +77,14 @@ impl SiteWriter {
             tmp: None,
             tx: Some(tx),
             thread: Some(thread),
+            files: Mutex::new(files),
         }
+    }
+
+    fn files(&self) -> Result<std::sync::MutexGuard<'_, FileSet>> {
+        self.files
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a page writer failed"))
     }
 
     /// True when the site is updated in place.
@@ -106,11 +102,13 @@ impl SiteWriter {
     /// Waits for every queued page to be written.
     pub fn drain(&mut self) -> Result<()> {
         self.tx = None;
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r,
+        let written = match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r?,
             Some(Err(_)) => bail!("the page writer panicked"),
-            None => Ok(()),
-        }
+            None => return Ok(()),
+        };
+        self.files()?.union(written);
+        Ok(())
     }
 
     /// Writes one summary file now (in place: only when its bytes changed, atomically). The page
@@ -122,7 +120,10 @@ impl SiteWriter {
                 if holds(&p, bytes) {
                     return Ok(());
                 }
-                write_atomic(&p, bytes)
+                if !write_atomic(&self.out, path, bytes)? {
+                    self.files()?.add(path);
+                }
+                Ok(())
             }
             Some((tmp, _, _)) => {
                 let p = tmp.join(path);
@@ -130,7 +131,10 @@ impl SiteWriter {
                     std::fs::create_dir_all(d)
                         .with_context(|| format!("cannot create {}", d.display()))?;
                 }
-                std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))
+                std::fs::write(&p, bytes)
+                    .with_context(|| format!("cannot write {}", p.display()))?;
+                self.files()?.add(path);
+                Ok(())
             }
         }
     }
@@ -141,26 +145,35 @@ impl SiteWriter {
     pub fn finish(mut self, stale: &[String]) -> Result<(usize, u64)> {
         self.drain()?;
         let Some((tmp, parent, name)) = self.tmp.take() else {
+            let mut files = *self.files()?;
             for path in stale {
                 let p = self.out.join(path);
                 match std::fs::remove_file(&p) {
-                    Ok(()) => {}
+                    Ok(()) => files.remove(path),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => {
                         return Err(e).with_context(|| format!("cannot remove {}", p.display()));
                     }
                 }
             }
+            let marker = files.marker();
+            if !holds(&self.out.join(owned::MARKER), &marker) {
+                write_atomic(&self.out, owned::MARKER, &marker)?;
+            }
             return Ok(carried_size(&self.out));
         };
+        let files = *self.files()?;
         let result = (|| {
             for c in CARRIED {
                 let from = self.out.join(c);
-                if from.is_file() {
+                // A carried file is a publisher's regular file; a symlink there was refused.
+                if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
                     std::fs::copy(&from, tmp.join(c))
                         .with_context(|| format!("cannot carry {} over", from.display()))?;
                 }
             }
+            std::fs::write(tmp.join(owned::MARKER), files.marker())
+                .with_context(|| format!("cannot write {}", tmp.join(owned::MARKER).display()))?;
             Ok(carried_size(&tmp))
         })();
         let size = match result {
@@ -203,6 +216,10 @@ fn carried_size(dir: &Path) -> (usize, u64) {
 /// at a time (a 19 MB export is compared without being held twice).
 fn holds(path: &Path, bytes: &[u8]) -> bool {
     use std::io::Read;
+    // A symlink holds nothing of the site's: it is replaced, never read through.
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
     };
@@ -227,17 +244,17 @@ fn holds(path: &Path, bytes: &[u8]) -> bool {
     }
 }
 
-/// Replaces `path` with `bytes` through a temporary file and a rename, so that a reader (or a
-/// crash) never sees it half-written.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+/// Replaces `root/rel` with `bytes` through a temporary file and a rename, so that a reader (or
+/// a crash) never sees it half-written; a symlinked folder on the way is refused, and a symlink
+/// at the file itself is replaced, not followed. Returns whether a file was there before.
+fn write_atomic(root: &Path, rel: &str, bytes: &[u8]) -> Result<bool> {
+    let rel = Path::new(rel);
+    if let Some(d) = rel.parent() {
+        crate::fsafe::create_dirs_within(root, d)?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    let path = root.join(rel);
+    crate::fsafe::replace_file(&path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Writes pages one at a time. On this kind of machine (and on many network or virtualised file
@@ -255,10 +272,28 @@ fn write_pages(
     previous: Option<&Path>,
     in_place: bool,
     rx: Receiver<Page>,
-) -> Result<()> {
+) -> Result<FileSet> {
     // Only to skip redundant mkdir calls; its order never reaches the output.
     let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let mut written = FileSet::default();
     for (rel, bytes) in rx {
+        if in_place {
+            // In place, the folders are the site's: each is looked at (a symlinked one refused)
+            // the first time a page goes into it.
+            if let Some(parent) = Path::new(&rel).parent()
+                && !made.contains(parent)
+            {
+                crate::fsafe::create_dirs_within(root, parent)?;
+                made.insert(parent.to_path_buf());
+            }
+            let path = root.join(&rel);
+            if !crate::fsafe::replace_file(&path, &bytes)
+                .with_context(|| format!("cannot write {}", path.display()))?
+            {
+                written.add(&rel);
+            }
+            continue;
+        }
         let path = root.join(&rel);
         if let Some(parent) = path.parent()
             && !made.contains(parent)
@@ -267,20 +302,17 @@ fn write_pages(
                 .with_context(|| format!("cannot create {}", parent.display()))?;
             made.insert(parent.to_path_buf());
         }
+        written.add(&rel);
         if let Some(old) = previous.map(|p| p.join(&rel))
+            && std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file())
             && std::fs::read(&old).is_ok_and(|b| b == bytes)
             && std::fs::hard_link(&old, &path).is_ok()
         {
             continue;
         }
-        if in_place {
-            write_atomic(&path, &bytes)?;
-        } else {
-            std::fs::write(&path, bytes)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// The temporary folder beside `out` (same file system, so the final rename is atomic), emptied
@@ -296,21 +328,38 @@ fn temp_dir(out: &Path) -> Result<(PathBuf, PathBuf, String)> {
     };
     std::fs::create_dir_all(&parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("cannot clear {}", tmp.display()))?;
+    // What builds killed half-way left here (their own, proven by the marker; never a live
+    // build's).
+    let (removed, left) = owned::clear_interrupted(&parent, &name);
+    for r in removed {
+        eprintln!("removed {}, left by an interrupted build", r.display());
     }
-    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    for (l, why) in left {
+        eprintln!(
+            "warning: left {} (named like an interrupted build's, but {why})",
+            l.display()
+        );
+    }
+    let tmp = parent.join(owned::tmp_name(&name, std::process::id()));
+    std::fs::create_dir(&tmp).with_context(|| {
+        format!(
+            "cannot create {} (a folder of that name that is not a build's is left alone: move it away)",
+            tmp.display()
+        )
+    })?;
+    // Marked from the start, so that a build killed half-way leaves a folder the next one can
+    // prove is a build's.
+    std::fs::write(tmp.join(owned::MARKER), FileSet::default().marker())
+        .with_context(|| format!("cannot write {}", tmp.join(owned::MARKER).display()))?;
     Ok((tmp, parent, name))
 }
 
 fn swap(tmp: &Path, out: &Path, parent: &Path, name: &str) -> Result<()> {
-    if out.exists() {
-        let old = parent.join(format!(".{name}.old-{}", std::process::id()));
-        if old.exists() {
-            std::fs::remove_dir_all(&old)
-                .with_context(|| format!("cannot clear {}", old.display()))?;
-        }
+    if std::fs::symlink_metadata(out).is_ok() {
+        // Looked at again now, not only when the build began: a file added since is not
+        // removed with the previous site.
+        owned::inspect(out)?;
+        let old = parent.join(owned::old_name(name, std::process::id()));
         std::fs::rename(out, &old)
             .with_context(|| format!("cannot move the previous site {} aside", out.display()))?;
         if let Err(e) = std::fs::rename(tmp, out) {

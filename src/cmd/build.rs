@@ -8,6 +8,16 @@ use anyhow::Result;
 pub use crate::build::{Summary, build};
 
 pub fn run(opts: &BuildOpts) -> Result<()> {
+    // The plain command is the incremental one: the cache is `./.callcheck-cache` unless moved
+    // or refused, and the pipeline sees only where it is.
+    let cache = super::cache_dir::choose(opts);
+    if let Some(dir) = &cache {
+        super::cache_dir::prepare(dir, &opts.out, opts.cache.is_some())?;
+    }
+    let opts = &BuildOpts {
+        cache,
+        ..opts.clone()
+    };
     let s = build(opts)?;
     if let Some(c) = &opts.cache {
         eprintln!(

@@ -22,7 +22,7 @@ const ROWS: [(&str, &str, bool, &str); 4] = [
         "mock-good-stream",
         "mock-good",
         true,
-        "the same model streamed: the mock's streaming path drops every parallel call after the first (a server bug; the build compares it with mock-good)",
+        "the same model streamed: the mock's streaming path drops every parallel call after the first and the {} of parameterless calls (server bugs; the build compares it with mock-good)",
     ),
     (
         "mock-sloppy",
@@ -66,6 +66,15 @@ seed = 1
 }
 
 pub fn run(o: &DemoOpts) -> Result<()> {
+    // Installed without a checkout (a wheel, a container): the corpus built into the binary is
+    // written to ./tasks, where the build after the collection reads it too.
+    if o.tasks == Path::new("tasks")
+        && std::fs::symlink_metadata(&o.tasks)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        let n = super::builtin_tasks::extract(&o.tasks)?;
+        eprintln!("demo: no tasks/ here: wrote callcheck's own corpus ({n} tasks) to tasks/");
+    }
     // The demo is nothing without the corpus: say so before starting anything.
     let tasks = crate::task::load(&o.tasks).map_err(|e| {
         anyhow::anyhow!(
@@ -133,10 +142,13 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         out: o.out.clone(),
         interval: Default::default(),
         previous: None,
+        // The demo writes runs/ and site/ only: no cache folder beside them.
         cache: None,
+        no_cache: true,
         compare: Vec::new(),
         baseline: None,
         allow_empty: false,
+        site_url: None,
     };
     crate::cmd::build::run(&build)?;
     let index = o.out.join("index.html");

@@ -138,6 +138,10 @@ struct Tally {
 pub fn error_kind(meta: &crate::transcript::Meta) -> String {
     match (meta.status, meta.error.as_deref()) {
         (Some(s), _) if !(200..300).contains(&s) => format!("HTTP {s}"),
+        // callcheck's own timeout_secs ran out mid-body: not a body the server cut.
+        (Some(s), Some(e)) if e.starts_with("timed out") => {
+            format!("HTTP {s}, then timed out (timeout_secs) reading the body")
+        }
         (Some(s), Some(_)) => format!("HTTP {s} with a cut body"),
         (None, Some(e)) if e.contains("timed out") => "timed out".into(),
         (None, Some(e)) if e.contains("cannot connect") => "cannot connect".into(),
@@ -998,6 +1002,27 @@ async fn sample_done(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_cut_by_callchecks_own_timeout_is_not_called_a_cut_body() {
+        let meta = |error: &str| crate::transcript::Meta {
+            status: Some(200),
+            error: Some(error.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            error_kind(&meta(
+                "timed out after 812 bytes of the body: kept as received"
+            )),
+            "HTTP 200, then timed out (timeout_secs) reading the body"
+        );
+        assert_eq!(
+            error_kind(&meta(
+                "connection reset after 812 bytes of the body: kept as received"
+            )),
+            "HTTP 200 with a cut body"
+        );
+    }
 
     #[test]
     fn shards_parse_and_split_deterministically() {

@@ -1,6 +1,7 @@
 //! The mock server's config (`mock.toml`): its scripted models, their failure rates and faults.
 //! Built-in defaults give three models, so `callcheck mock` works bare.
 
+use crate::mock::stream_bugs::StreamBug;
 use crate::taxonomy::Label;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,6 +59,11 @@ pub struct MockModel {
     /// and what the demo's `mock-good-stream` row shows next to `mock-good`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream_drops_parallel: bool,
+    /// Reported tool-parser bugs of real servers reproduced on the streaming path (the JSON
+    /// path is unaffected): `drop_empty_arguments`, `drop_arguments_after_empty`,
+    /// `one_delta_keeps_first`, `qwen_xml_in_content` (see `mock::stream_bugs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_bugs: Vec<StreamBug>,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -109,7 +115,7 @@ pub struct MockConfigError {
 
 impl MockConfig {
     /// Three models for the demo: near-perfect (whose streaming path drops every parallel call
-    /// after the first), sloppy across every label, and flaky on the wire (latency,
+    /// after the first and the `{}` of parameterless calls), sloppy across every label, and flaky on the wire (latency,
     /// 429/500/503, dropped connections, cut streams, garbage).
     pub fn builtin() -> MockConfig {
         let labels = |pairs: &[(Label, f64)]| {
@@ -126,6 +132,9 @@ impl MockConfig {
                     name: "mock-good".into(),
                     labels: labels(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
                     stream_drops_parallel: true,
+                    // vLLM hermes' empty-arguments bug (#28806): the streamed row's
+                    // parameterless calls arrive without their {}, which its verdicts name.
+                    stream_bugs: vec![StreamBug::DropEmptyArguments],
                     ..MockModel::default()
                 },
                 MockModel {

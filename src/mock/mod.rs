@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod respond;
+pub mod stream_bugs;
 
 use crate::task::Task;
 use axum::Router;

@@ -4,6 +4,7 @@
 
 use crate::corrupt::{corruptions, gold};
 use crate::mock::config::{MockConfig, MockModel};
+use crate::mock::stream_bugs;
 use crate::reply::{Reply, render_json, render_sse_events};
 use crate::task::Task;
 use crate::taxonomy::Label;
@@ -465,11 +466,17 @@ pub fn plan(
                     .pointer("/stream_options/include_usage")
                     .and_then(Value::as_bool)
                     == Some(true);
+                let (reply, mut done) = stream_bugs::reply_as_streamed(&model.stream_bugs, reply);
                 let events =
-                    render_sse_events(&reply, &key.model, prompt_tokens, usage, render_seed)
-                        .into_iter()
-                        .map(String::into_bytes)
-                        .collect();
+                    render_sse_events(&reply, &key.model, prompt_tokens, usage, render_seed);
+                let (events, more) =
+                    stream_bugs::events_as_streamed(&model.stream_bugs, &reply, events);
+                done.extend(more);
+                let what = std::iter::once(what.as_str())
+                    .chain(done)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let events = events.into_iter().map(String::into_bytes).collect();
                 ("text/event-stream; charset=utf-8", events, what)
             } else {
                 (

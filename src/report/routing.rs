@@ -1027,7 +1027,7 @@ mod tests {
     /// cell's other samples (truth p + (1 − p)·p). Prints the worst cell of the grid.
     #[test]
     fn these_tasks_interval_holds_its_level_on_a_grid() {
-        let mut rng = crate::report::compare::SplitMix64::new(29);
+        let mut rng = crate::compare::stats::SplitMix64::new(29);
         let mut worst = (1.0f64, String::new());
         // Each setting: the pass probability of task i of C.
         type Probs = Box<dyn Fn(usize, usize) -> f64>;

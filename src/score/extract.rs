@@ -24,6 +24,11 @@ pub enum Source {
     Json,
     /// `[fn(a=1)]` in content (Llama 3.2/4 pythonic).
     Pythonic,
+    /// `<tool_call><function=NAME><parameter=KEY>…</parameter></function></tool_call>` in
+    /// content (Qwen3-Coder and its kin).
+    QwenXml,
+    /// `<|python_tag|>` followed by a JSON or pythonic call in content (Llama 3.1).
+    PythonTag,
     /// Only the deprecated `message.function_call`, which clients using `tools` do not read.
     FunctionCall,
 }
@@ -36,6 +41,10 @@ impl Source {
             Source::Mistral => "mistral [TOOL_CALLS] in content",
             Source::Json => "bare JSON in content",
             Source::Pythonic => "pythonic call list in content",
+            Source::QwenXml => {
+                "Qwen3-Coder XML <tool_call><function=…><parameter=…> block in content"
+            }
+            Source::PythonTag => "llama <|python_tag|> call in content",
             Source::FunctionCall => "deprecated message.function_call, not tool_calls",
         }
     }
@@ -345,7 +354,7 @@ fn python_tag(after: &str) -> Vec<TextCall> {
                     out.extend(
                         items
                             .iter()
-                            .map(|v| text_call(Source::Json, v, &rest[..used])),
+                            .map(|v| text_call(Source::PythonTag, v, &rest[..used])),
                     );
                     rest = rest[used..]
                         .trim_start()
@@ -353,14 +362,14 @@ fn python_tag(after: &str) -> Vec<TextCall> {
                         .trim_start();
                 }
                 Ok((v, used)) => {
-                    out.push(text_call(Source::Json, &v, &rest[..used]));
+                    out.push(text_call(Source::PythonTag, &v, &rest[..used]));
                     rest = rest[used..]
                         .trim_start()
                         .trim_start_matches(';')
                         .trim_start();
                 }
                 Err(e) => {
-                    out.push(broken_json(Source::Json, rest, &e));
+                    out.push(broken_json(Source::PythonTag, rest, &e));
                     break;
                 }
             }
@@ -376,7 +385,7 @@ fn python_tag(after: &str) -> Vec<TextCall> {
             Ok(calls) => calls
                 .into_iter()
                 .map(|(name, args, raw)| TextCall {
-                    source: Source::Pythonic,
+                    source: Source::PythonTag,
                     name: Some(name),
                     args: WireArgs::Json(args),
                     broken: None,
@@ -384,7 +393,7 @@ fn python_tag(after: &str) -> Vec<TextCall> {
                 })
                 .collect(),
             Err(e) => vec![TextCall {
-                source: Source::Pythonic,
+                source: Source::PythonTag,
                 name: pythonic_name(rest),
                 args: WireArgs::Absent,
                 broken: Some(Broken {
@@ -403,15 +412,24 @@ fn hermes(content: &str) -> Vec<TextCall> {
     let mut rest = content;
     while let Some(i) = rest.find("<tool_call>") {
         let after = &rest[i + "<tool_call>".len()..];
-        let (inner, next) = match after.find("</tool_call>") {
-            Some(j) => (&after[..j], &after[j + "</tool_call>".len()..]),
-            None => (after, ""),
+        let (inner, next, closed) = match after.find("</tool_call>") {
+            Some(j) => (&after[..j], &after[j + "</tool_call>".len()..], true),
+            None => (after, "", false),
         };
         let payload = inner.trim();
         let payload = strip_fence(payload).map(str::trim).unwrap_or(payload);
         rest = next;
-        // The tag named in prose, not followed by a JSON payload, is not a call. An empty
-        // payload is a call begun (and cut) right after its tag.
+        // An empty pair (`<tool_call></tool_call>`, prose explaining the format) is a mention
+        // (SPEC §2.1); an empty payload with no closing tag is a call begun and cut right after
+        // its tag.
+        if payload.is_empty() && closed {
+            continue;
+        }
+        if payload.starts_with(QWEN_FUNCTION) {
+            out.push(qwen_xml(payload));
+            continue;
+        }
+        // The tag named in prose, not followed by a JSON payload, is not a call.
         if !(payload.is_empty() || payload.starts_with('{') || payload.starts_with('[')) {
             continue;
         }
@@ -424,6 +442,85 @@ fn hermes(content: &str) -> Vec<TextCall> {
         }
     }
     out
+}
+
+/// The opening of a Qwen3-Coder XML call inside `<tool_call>`.
+const QWEN_FUNCTION: &str = "<function=";
+
+/// Qwen3-Coder's XML call form inside `<tool_call>`:
+/// `<function=NAME><parameter=KEY>VALUE</parameter>…</function>` (vLLM's `qwen3_coder` tool
+/// parser, llama.cpp's Qwen3-Coder chat format). Each value is taken as JSON when it parses,
+/// else as text (SPEC §2.1); the line break the format puts on each side of a value is not
+/// part of it. A form that stops before its `</function>` is a broken call, located by byte.
+fn qwen_xml(payload: &str) -> TextCall {
+    let broken = |name: Option<String>, error: String| TextCall {
+        source: Source::QwenXml,
+        name,
+        args: WireArgs::Absent,
+        broken: Some(Broken {
+            error,
+            json_text: None,
+        }),
+        raw: payload.to_string(),
+    };
+    let head = &payload[QWEN_FUNCTION.len()..];
+    let Some(gt) = head.find('>') else {
+        return broken(
+            None,
+            format!(
+                "the <function= tag is not closed by '>' before the end at byte {}",
+                payload.len()
+            ),
+        );
+    };
+    let name = head[..gt].trim().to_string();
+    let mut at = QWEN_FUNCTION.len() + gt + 1;
+    let mut args = Map::new();
+    loop {
+        let body = &payload[at..];
+        let trimmed = body.trim_start();
+        at += body.len() - trimmed.len();
+        if trimmed.starts_with("</function>") {
+            return TextCall {
+                source: Source::QwenXml,
+                name: Some(name),
+                args: WireArgs::Json(Value::Object(args)),
+                broken: None,
+                raw: payload.to_string(),
+            };
+        }
+        let Some(param) = trimmed.strip_prefix("<parameter=") else {
+            let what = if trimmed.is_empty() {
+                "the end"
+            } else {
+                "other text"
+            };
+            return broken(
+                Some(name),
+                format!("expected <parameter=…> or </function> at byte {at}, found {what}"),
+            );
+        };
+        let Some(gt) = param.find('>') else {
+            return broken(
+                Some(name),
+                format!("the <parameter= tag at byte {at} is not closed by '>'"),
+            );
+        };
+        let key = param[..gt].trim().to_string();
+        let value = &param[gt + 1..];
+        let Some(end) = value.find("</parameter>") else {
+            return broken(
+                Some(name),
+                format!("parameter {key:?} (byte {at}) has no </parameter>"),
+            );
+        };
+        let text = &value[..end];
+        let text = text.strip_prefix('\n').unwrap_or(text);
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        let v = serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.into()));
+        args.insert(key, v);
+        at += "<parameter=".len() + gt + 1 + end + "</parameter>".len();
+    }
 }
 
 fn mistral(after: &str, tools: &[&str]) -> Vec<TextCall> {
@@ -985,5 +1082,35 @@ mod tests {
         assert_eq!(c[0].name.as_deref(), Some("f"));
         let b = c[0].broken.as_ref().unwrap();
         assert!(b.error.contains("at byte"), "{}", b.error);
+    }
+
+    #[test]
+    fn qwen3_coder_xml_is_a_call_and_an_empty_pair_a_mention() {
+        let c = text_calls(
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+            &[],
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].source, Source::QwenXml);
+        assert_eq!(c[0].name.as_deref(), Some("get_weather"));
+        assert_eq!(
+            c[0].args,
+            WireArgs::Json(json!({"city": "Paris", "days": 3}))
+        );
+        assert_eq!(c[0].broken, None);
+        let cut = text_calls(
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+            &[],
+        );
+        assert_eq!(cut[0].name.as_deref(), Some("get_weather"));
+        assert_eq!(
+            cut[0].broken.as_ref().map(|b| b.error.as_str()),
+            Some("parameter \"city\" (byte 23) has no </parameter>")
+        );
+        let prose = "Calls go between <tool_call></tool_call> tags, one per call.";
+        assert!(text_calls(prose, &["get_weather"]).is_empty());
+        let tagged = text_calls("<|python_tag|>{\"name\": \"get_weather\"}", &[]);
+        assert_eq!(tagged[0].source, Source::PythonTag);
+        assert_eq!(tagged[0].args, WireArgs::Absent);
     }
 }

@@ -266,8 +266,23 @@ pub fn score_parsed(
     let completion = match parsed {
         Ok(c) => c,
         Err(f) => {
+            let recorded = t.meta.as_ref().and_then(|m| m.error.as_deref());
+            // collect's own deadline (the row's timeout_secs) ended the read: the body stops
+            // where callcheck stopped waiting, which says nothing against the server.
+            if let Some(e) = recorded.filter(|e| e.starts_with("timed out")) {
+                let shown = f.0.replace(": the connection was cut", "");
+                let mut v = Verdict::new(
+                    Outcome::Error,
+                    Some(Stage::Transport),
+                    format!(
+                        "callcheck's own timeout (the row's timeout_secs) ended the request before the response was complete ({e}); not a fault of the server or the model"
+                    ),
+                );
+                v.notes.push(format!("the response as kept: {shown}"));
+                return v;
+            }
             let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0.clone());
-            if let Some(e) = t.meta.as_ref().and_then(|m| m.error.as_ref()) {
+            if let Some(e) = recorded {
                 v.notes.push(format!("collect recorded: {e}"));
             }
             return v;
@@ -301,18 +316,26 @@ pub fn score_parsed(
         }
     };
 
-    let mut s = Scoring {
+    let s = Scoring {
         task,
         offered: &offered,
         completion,
         cut_reason: cut_reason.clone(),
-        calls: Vec::new(),
     };
     let mut v = match &task.expect {
         Expect::StructuredOutput { gold, where_, .. } => s.structured_output(gold, where_),
         _ => s.calls(),
     };
-    v.calls = s.calls;
+    // SPEC §2.1: every protocol deviation absorbed in reading the calls is named in the
+    // detail, whatever the verdict.
+    if !completion.deviations.is_empty() {
+        let n = completion.deviations.len();
+        v.detail.push_str(&format!(
+            " (protocol deviation{}: {})",
+            if n == 1 { "" } else { "s" },
+            completion.deviations.join("; ")
+        ));
+    }
     v.finish_reason = completion.finish_reason.clone();
     v.cut = cut_reason.is_some();
     let mut notes = offered.notes.clone();
@@ -337,12 +360,91 @@ enum ArgsState {
     Malformed(String),
 }
 
+/// What extract (stage 1) established: every call the model made, in emission order, with
+/// the state of its arguments, and the message's prose.
+struct Extracted {
+    calls: Vec<Call>,
+    /// The state of each call's arguments, parallel to `calls`.
+    args: Vec<ArgsState>,
+    /// `content`, trimmed.
+    prose: String,
+}
+
+/// What parse (stage 2) established: every call has a name and arguments that parse to an
+/// object (`Call::arguments` is set), and nothing was cut short.
+struct Parsed {
+    calls: Vec<Call>,
+    prose: String,
+}
+
+/// What structure (stage 3) established: the calls are structured ones naming offered tools,
+/// each matched to exactly one expected call (none on an `any_call` task), none left over.
+struct Structured {
+    calls: Vec<Call>,
+    /// Indices into `calls`, in the order of the expected calls they match.
+    by_expected: Vec<usize>,
+    /// The message carried prose beside its calls.
+    extra_prose: bool,
+    notes: Vec<String>,
+}
+
+impl Structured {
+    /// A verdict decided after structure (schema, semantic or pass): it carries the calls and
+    /// what structure observed.
+    fn into_verdict(self, mut v: Verdict) -> Verdict {
+        v.calls = self.calls;
+        v.extra_prose = self.extra_prose;
+        v.notes = self.notes;
+        v
+    }
+
+    fn reject(self, v: Verdict) -> Verdict {
+        self.into_verdict(v)
+    }
+}
+
+/// Stage 1's verdict on a task that expects no call: any call, structured or text, parseable
+/// or not, is `spurious_call` (stage `structure`); prose, even cut off, passes.
+fn no_call_expected(ex: Extracted) -> Verdict {
+    let calls = ex.calls;
+    let mut v = match calls.first() {
+        None => Verdict::new(
+            Outcome::Pass,
+            None,
+            "no tool was needed and none was called".into(),
+        ),
+        Some(c) => {
+            let how = if c.source == Source::ToolCalls {
+                String::new()
+            } else {
+                format!(", written as {}", c.source.describe())
+            };
+            let mut v = fail(
+                Label::SpuriousCall,
+                Stage::Structure,
+                format!(
+                    "the task needs no tool call, but the model called {}{how} ({} call{} in all)",
+                    c.name
+                        .as_deref()
+                        .map(|n| format!("{n:?}"))
+                        .unwrap_or_else(|| "a tool".into()),
+                    calls.len(),
+                    if calls.len() == 1 { "" } else { "s" }
+                ),
+            );
+            v.fail_call = Some(0);
+            v
+        }
+    };
+    v.calls = calls;
+    v
+}
+
 struct Scoring<'a> {
     task: &'a Task,
     offered: &'a Offered,
     completion: &'a Completion,
     cut_reason: Option<String>,
-    calls: Vec<Call>,
 }
 
 fn fail(label: Label, stage: Stage, detail: String) -> Verdict {
@@ -403,6 +505,9 @@ fn raw_text(args: &WireArgs) -> Option<String> {
     }
 }
 
+// A stage that decides returns the verdict as its `Err`: the early exit of SPEC §2.1 ("the
+// first stage that cannot be passed decides"), once per sample, where boxing would buy nothing.
+#[allow(clippy::result_large_err)]
 impl Scoring<'_> {
     fn candidates(&self) -> Vec<Candidate> {
         let c = self.completion;
@@ -452,16 +557,46 @@ impl Scoring<'_> {
         out
     }
 
-    fn calls(&mut self) -> Verdict {
+    /// SPEC §2.1 for a task that expects calls (or none): extract, then — unless the task
+    /// expects no call — parse, structure, schema and semantic, each stage a function that
+    /// takes what the previous one established and either hands on what it established or
+    /// decides the verdict.
+    fn calls(&self) -> Verdict {
+        match self.decide_calls() {
+            Ok(v) | Err(v) => v,
+        }
+    }
+
+    fn decide_calls(&self) -> Result<Verdict, Verdict> {
+        let extracted = self.extract();
+        let expected = match &self.task.expect {
+            Expect::NoCall => return Ok(no_call_expected(extracted)),
+            Expect::Calls { calls, .. } => calls,
+            Expect::StructuredOutput { .. } => &[][..],
+        };
+        let parsed = self.parse(extracted, expected.len())?;
+        let structured = self.structure(parsed, expected)?;
+        if let Err(v) = self
+            .schema(&structured)
+            .and_then(|()| self.semantic(&structured, expected))
+        {
+            return Err(structured.reject(v));
+        }
+        Ok(self.pass(structured, expected))
+    }
+
+    /// Stage 1, extract: the calls the model made, each with the state of its arguments.
+    fn extract(&self) -> Extracted {
         let candidates = self.candidates();
-        let content = self
+        let prose = self
             .completion
             .content
             .as_deref()
             .unwrap_or("")
             .trim()
             .to_string();
-        let mut states = Vec::new();
+        let mut calls = Vec::new();
+        let mut args = Vec::new();
         for (i, c) in candidates.iter().enumerate() {
             let state = match &c.broken {
                 Some(b) => match b
@@ -484,7 +619,7 @@ impl Scoring<'_> {
                 ArgsState::Ok(v) => Some(v.clone()),
                 _ => None,
             };
-            self.calls.push(Call {
+            calls.push(Call {
                 index: i,
                 source: c.source,
                 name: c.name.clone(),
@@ -495,59 +630,31 @@ impl Scoring<'_> {
                 arguments,
                 matched: None,
             });
-            states.push(state);
+            args.push(state);
         }
+        Extracted { calls, args, prose }
+    }
 
-        let expected = match &self.task.expect {
-            Expect::NoCall => {
-                return match self.calls.first() {
-                    None => Verdict::new(
-                        Outcome::Pass,
-                        None,
-                        "no tool was needed and none was called".into(),
-                    ),
-                    Some(c) => {
-                        let how = if c.source == Source::ToolCalls {
-                            String::new()
-                        } else {
-                            format!(", written as {}", c.source.describe())
-                        };
-                        let mut v = fail(
-                            Label::SpuriousCall,
-                            Stage::Structure,
-                            format!(
-                                "the task needs no tool call, but the model called {}{how} ({} call{} in all)",
-                                c.name
-                                    .as_deref()
-                                    .map(|n| format!("{n:?}"))
-                                    .unwrap_or_else(|| "a tool".into()),
-                                self.calls.len(),
-                                if self.calls.len() == 1 { "" } else { "s" }
-                            ),
-                        );
-                        v.fail_call = Some(0);
-                        v
-                    }
-                };
-            }
-            Expect::Calls { calls, .. } => calls,
-            Expect::StructuredOutput { .. } => &[][..],
+    /// Stage 2, parse: the output was cut with an incomplete emission, or a call's arguments do
+    /// not parse (repairably: escaping; otherwise: malformed), or a call has no name.
+    fn parse(&self, ex: Extracted, n_expected: usize) -> Result<Parsed, Verdict> {
+        let Extracted { calls, args, prose } = ex;
+        let reject = |mut v: Verdict, at: Option<usize>, calls: Vec<Call>| {
+            v.fail_call = at;
+            v.calls = calls;
+            Err(v)
         };
-        let n_expected = expected.len();
-
-        // Stage 2: parse.
         if let Some(cut) = &self.cut_reason {
-            let broken = states.iter().position(|s| !matches!(s, ArgsState::Ok(_)));
-            let nameless = self
-                .calls
+            let broken = args.iter().position(|s| !matches!(s, ArgsState::Ok(_)));
+            let nameless = calls
                 .iter()
                 .position(|c| c.name.as_deref().is_none_or(str::is_empty));
             let what = if let Some(i) = broken.or(nameless) {
                 // Say where the emission stops parsing, as every parse-stage detail does.
-                let why = match &states[i] {
+                let why = match &args[i] {
                     ArgsState::Malformed(why) => why.clone(),
                     ArgsState::Ok(_) => "the call has no name".to_string(),
-                    ArgsState::Escaping(_) | ArgsState::DoubleEncoded => self.calls[i]
+                    ArgsState::Escaping(_) | ArgsState::DoubleEncoded => calls[i]
                         .arguments_raw
                         .as_deref()
                         .and_then(|raw| {
@@ -562,97 +669,137 @@ impl Scoring<'_> {
                 };
                 Some((
                     Some(i),
-                    format!("{} is incomplete: {why}", call_name(&self.calls[i])),
+                    format!("{} is incomplete: {why}", call_name(&calls[i])),
                 ))
-            } else if self.calls.is_empty() {
-                Some((None, "no call was emitted".to_string()))
-            } else if self.calls.len() < n_expected {
+            } else if calls.is_empty() {
+                // Most cut samples of small models are prose run to the limit: say so, rather
+                // than suggest a call was begun.
+                let what = if prose.is_empty() {
+                    "no call was emitted: nothing was written before the limit".to_string()
+                } else {
+                    format!(
+                        "no call was emitted: the model was still writing prose, no call had begun: {}",
+                        preview(&Value::String(prose.clone()), 120)
+                    )
+                };
+                Some((None, what))
+            } else if calls.len() < n_expected {
                 Some((
                     None,
                     format!(
                         "{} of {n_expected} expected calls were emitted",
-                        self.calls.len()
+                        calls.len()
+                    ),
+                ))
+            } else if let Some((i, missing)) = self.lacking_required(&calls) {
+                Some((
+                    Some(i),
+                    format!(
+                        "{} lacks required arguments ({missing}): servers close a call cut at the limit with {{}}",
+                        call_name(&calls[i])
                     ),
                 ))
             } else {
                 None
             };
             if let Some((at, what)) = what {
-                let mut v = fail(
+                let v = fail(
                     Label::Truncation,
                     Stage::Parse,
                     format!("the output was cut ({cut}) and {what}"),
                 );
-                v.fail_call = at;
-                return v;
+                return reject(v, at, calls);
             }
         }
-        for (i, state) in states.iter().enumerate() {
+        for (i, state) in args.iter().enumerate() {
             if let ArgsState::Escaping(why) = state {
-                let mut v = fail(
+                let v = fail(
                     Label::EscapingError,
                     Stage::Parse,
-                    format!("{}: {why}", call_name(&self.calls[i])),
+                    format!("{}: {why}", call_name(&calls[i])),
                 );
-                v.fail_call = Some(i);
-                return v;
+                return reject(v, Some(i), calls);
             }
         }
-        for (i, state) in states.iter().enumerate() {
+        for (i, state) in args.iter().enumerate() {
             if let ArgsState::DoubleEncoded = state {
-                let mut v = fail(
+                let v = fail(
                     Label::EscapingError,
                     Stage::Parse,
                     format!(
                         "{}: the arguments are double-encoded: a JSON string whose content is the arguments object",
-                        call_name(&self.calls[i])
+                        call_name(&calls[i])
                     ),
                 );
-                v.fail_call = Some(i);
-                return v;
+                return reject(v, Some(i), calls);
             }
         }
-        for (i, state) in states.iter().enumerate() {
+        for (i, state) in args.iter().enumerate() {
             let problem = match state {
                 ArgsState::Malformed(why) => Some(why.clone()),
-                _ if self.calls[i].name.as_deref().is_none_or(str::is_empty) => {
+                _ if calls[i].name.as_deref().is_none_or(str::is_empty) => {
                     Some("the call has no name".to_string())
                 }
                 _ => None,
             };
             if let Some(why) = problem {
-                let mut v = fail(
+                let v = fail(
                     Label::MalformedJson,
                     Stage::Parse,
-                    format!("{}: {why}", call_name(&self.calls[i])),
+                    format!("{}: {why}", call_name(&calls[i])),
                 );
-                v.fail_call = Some(i);
-                return v;
+                return reject(v, Some(i), calls);
             }
         }
+        Ok(Parsed { calls, prose })
+    }
 
-        // Stage 3: structure.
-        if let Some(first) = self.calls.first() {
+    /// The first call whose arguments parse but lack a required argument of its offered tool,
+    /// with the missing ones described: on a cut output, the trace of a call the server closed
+    /// with `{}` (vLLM #46303).
+    fn lacking_required(&self, calls: &[Call]) -> Option<(usize, String)> {
+        calls.iter().find_map(|c| {
+            let schema = self.offered.schema(c.name.as_deref()?)?;
+            let missing: Vec<String> = schema::violations(schema, c.arguments.as_ref()?)
+                .into_iter()
+                .filter(|v| v.label == Label::MissingRequired)
+                .map(|v| v.detail)
+                .collect();
+            (!missing.is_empty()).then(|| (c.index, missing.join("; ")))
+        })
+    }
+
+    /// Stage 3, structure: the calls against the task's expectation — text calls and no call
+    /// are `no_call`, a tool not offered or used in another's place is `wrong_tool`, fewer
+    /// calls than expected `parallel_collapse`, more `spurious_call`.
+    fn structure(
+        &self,
+        parsed: Parsed,
+        expected: &[crate::task::ExpectedCall],
+    ) -> Result<Structured, Verdict> {
+        let Parsed { mut calls, prose } = parsed;
+        let n_expected = expected.len();
+        let reject = |mut v: Verdict, at: Option<usize>, calls: Vec<Call>| {
+            v.fail_call = at;
+            v.calls = calls;
+            Err(v)
+        };
+        if let Some(first) = calls.first() {
             if first.source != Source::ToolCalls {
-                let mut v = fail(
+                let v = fail(
                     Label::NoCall,
                     Stage::Structure,
                     format!(
                         "call emitted as text, not extracted by the server: {} {} ({}), so the client's runtime would execute nothing",
-                        self.calls.len(),
-                        if self.calls.len() == 1 {
-                            "call"
-                        } else {
-                            "calls"
-                        },
+                        calls.len(),
+                        if calls.len() == 1 { "call" } else { "calls" },
                         first.source.describe()
                     ),
                 );
-                v.fail_call = Some(0);
-                return v;
+                return reject(v, Some(0), calls);
             }
         } else {
-            let detail = if content.is_empty() {
+            let detail = if prose.is_empty() {
                 format!(
                     "no call and no content (finish_reason {})",
                     self.completion
@@ -664,37 +811,38 @@ impl Scoring<'_> {
             } else {
                 format!(
                     "answered in prose, called nothing: {}",
-                    preview(&Value::String(content.clone()), 160)
+                    preview(&Value::String(prose.clone()), 160)
                 )
             };
-            return fail(Label::NoCall, Stage::Structure, detail);
+            return reject(fail(Label::NoCall, Stage::Structure, detail), None, calls);
         }
         let mut notes = Vec::new();
-        let extra_prose = !content.is_empty();
+        let extra_prose = !prose.is_empty();
         if extra_prose {
             notes.push(format!(
                 "the message also carries prose beside its calls: {}",
-                preview(&Value::String(content), 120)
+                preview(&Value::String(prose), 120)
             ));
         }
 
         let offered_names = self.offered.names();
         let expected_names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
-        for c in &self.calls {
-            let name = c.name.as_deref().unwrap_or("");
-            if !offered_names.contains(&name) {
-                let mut v = fail(
-                    Label::WrongTool,
-                    Stage::Structure,
-                    format!(
-                        "{} names {name:?}, which was not offered (offered: {})",
-                        call_name(c),
-                        offered_names.join(", ")
-                    ),
-                );
-                v.fail_call = Some(c.index);
-                return v;
-            }
+        if let Some(c) = calls
+            .iter()
+            .find(|c| !offered_names.contains(&c.name.as_deref().unwrap_or("")))
+        {
+            let v = fail(
+                Label::WrongTool,
+                Stage::Structure,
+                format!(
+                    "{} names {:?}, which was not offered (offered: {})",
+                    call_name(c),
+                    c.name.as_deref().unwrap_or(""),
+                    offered_names.join(", ")
+                ),
+            );
+            let at = c.index;
+            return reject(v, Some(at), calls);
         }
 
         let order = match &self.task.expect {
@@ -704,32 +852,33 @@ impl Scoring<'_> {
         // A task whose calls are examples (`any_call`) matches no call to an expected one.
         if self.task.any_call {
         } else if order == Order::Strict {
-            for (i, (c, e)) in self.calls.iter().zip(expected).enumerate() {
-                if c.name.as_deref() != Some(e.tool.as_str()) {
-                    let mut v = fail(
-                        Label::WrongTool,
-                        Stage::Structure,
-                        format!(
-                            "{} is where the task expects {} (call order is strict)",
-                            call_name(c),
-                            e.tool
-                        ),
-                    );
-                    v.fail_call = Some(i);
-                    return v;
-                }
+            if let Some((i, e)) = calls
+                .iter()
+                .zip(expected)
+                .position(|(c, e)| c.name.as_deref() != Some(e.tool.as_str()))
+                .map(|i| (i, &expected[i]))
+            {
+                let v = fail(
+                    Label::WrongTool,
+                    Stage::Structure,
+                    format!(
+                        "{} is where the task expects {} (call order is strict)",
+                        call_name(&calls[i]),
+                        e.tool
+                    ),
+                );
+                return reject(v, Some(i), calls);
             }
-            for i in 0..self.calls.len().min(n_expected) {
-                self.calls[i].matched = Some(i);
+            for (i, c) in calls.iter_mut().enumerate().take(n_expected) {
+                c.matched = Some(i);
             }
         } else {
-            self.match_calls(expected);
+            match_calls(&mut calls, expected);
         }
         let unmatched_expected: Vec<usize> = (0..n_expected)
-            .filter(|e| !self.task.any_call && !self.calls.iter().any(|c| c.matched == Some(*e)))
+            .filter(|e| !self.task.any_call && !calls.iter().any(|c| c.matched == Some(*e)))
             .collect();
-        let unmatched_calls: Vec<usize> = self
-            .calls
+        let unmatched_calls: Vec<usize> = calls
             .iter()
             .filter(|c| c.matched.is_none() && !self.task.any_call)
             .map(|c| c.index)
@@ -740,12 +889,10 @@ impl Scoring<'_> {
         // An unmatched call with every expected call matched is an addition (spurious_call,
         // below), whatever offered tool it names: the right call was made.
         if let Some(&e) = unmatched_expected.first() {
-            let twice = unmatched_calls
-                .iter()
-                .find(|&&c| expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")));
-            let instead = unmatched_calls
-                .iter()
-                .find(|&&c| !expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")));
+            let names_expected =
+                |c: usize| expected_names.contains(&calls[c].name.as_deref().unwrap_or(""));
+            let twice = unmatched_calls.iter().find(|&&c| names_expected(c));
+            let instead = unmatched_calls.iter().find(|&&c| !names_expected(c));
             let found = match (twice, instead) {
                 (Some(&c), _) => Some((
                     c,
@@ -753,7 +900,7 @@ impl Scoring<'_> {
                         "expected call {} ({}) has no match: {} was used for it, a tool another expected call already used",
                         e + 1,
                         expected[e].tool,
-                        call_name(&self.calls[c])
+                        call_name(&calls[c])
                     ),
                 )),
                 (None, Some(&c)) => Some((
@@ -762,16 +909,18 @@ impl Scoring<'_> {
                         "expected call {} ({}) has no match: {} was called in its place, which was offered, but the task expects {}",
                         e + 1,
                         expected[e].tool,
-                        call_name(&self.calls[c]),
+                        call_name(&calls[c]),
                         dedup(&expected_names).join(", ")
                     ),
                 )),
                 (None, None) => None,
             };
             if let Some((c, detail)) = found {
-                let mut v = fail(Label::WrongTool, Stage::Structure, detail);
-                v.fail_call = Some(c);
-                return v;
+                return reject(
+                    fail(Label::WrongTool, Stage::Structure, detail),
+                    Some(c),
+                    calls,
+                );
             }
         }
         if !unmatched_expected.is_empty() {
@@ -779,73 +928,102 @@ impl Scoring<'_> {
                 .iter()
                 .map(|e| format!("{} ({})", e + 1, expected[*e].tool))
                 .collect();
-            return fail(
+            let v = fail(
                 Label::ParallelCollapse,
                 Stage::Structure,
                 format!(
                     "the task expects {n_expected} calls but {} {} emitted (fused or dropped); unmatched expected call{} {}",
-                    self.calls.len(),
-                    if self.calls.len() == 1 { "was" } else { "were" },
+                    calls.len(),
+                    if calls.len() == 1 { "was" } else { "were" },
                     if missing.len() == 1 { "" } else { "s" },
                     missing.join(", ")
                 ),
             );
+            return reject(v, None, calls);
         }
         if let Some(&c) = unmatched_calls.first() {
-            let mut v = fail(
+            // A model that says the same call twice (small models often do) is told apart
+            // from one that adds a different call.
+            let extra = &calls[c];
+            let repeat = calls.iter().find(|o| {
+                o.index != c
+                    && o.matched.is_some()
+                    && o.name == extra.name
+                    && matches!((&o.arguments, &extra.arguments), (Some(a), Some(b)) if values_equal(a, b))
+            });
+            let what = match repeat {
+                Some(o) => format!(
+                    ", an exact repeat of {}: same tool, same arguments",
+                    call_name(o)
+                ),
+                None if expected_names.contains(&extra.name.as_deref().unwrap_or("")) => {
+                    String::new()
+                }
+                None => ", to an offered tool the task does not expect".to_string(),
+            };
+            let v = fail(
                 Label::SpuriousCall,
                 Stage::Structure,
                 format!(
-                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{})",
+                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what})",
                     if n_expected == 1 { "" } else { "s" },
-                    self.calls.len(),
-                    call_name(&self.calls[c]),
-                    if expected_names.contains(&self.calls[c].name.as_deref().unwrap_or("")) {
-                        ""
-                    } else {
-                        ", to an offered tool the task does not expect"
-                    }
+                    calls.len(),
+                    call_name(extra),
                 ),
             );
-            v.fail_call = Some(c);
-            return v;
+            return reject(v, Some(c), calls);
         }
+        let mut by_expected: Vec<usize> = (0..calls.len()).collect();
+        by_expected.sort_by_key(|i| calls[*i].matched);
+        Ok(Structured {
+            calls,
+            by_expected,
+            extra_prose,
+            notes,
+        })
+    }
 
-        // Stage 4: schema, every matched call, expected order.
-        let mut by_expected: Vec<usize> = (0..self.calls.len()).collect();
-        by_expected.sort_by_key(|i| self.calls[*i].matched);
+    /// Stage 4, schema: every matched call against its tool's parameters as sent; the first
+    /// violation by label precedence, then expected order, decides.
+    fn schema(&self, s: &Structured) -> Result<(), Verdict> {
         let mut found: Vec<(usize, schema::Violation)> = Vec::new();
-        for &i in &by_expected {
-            let c = &self.calls[i];
+        for &i in &s.by_expected {
+            let c = &s.calls[i];
             let (Some(name), Some(args)) = (&c.name, &c.arguments) else {
                 continue;
             };
-            if let Some(s) = self.offered.schema(name) {
-                found.extend(schema::violations(s, args).into_iter().map(|v| (i, v)));
+            if let Some(schema) = self.offered.schema(name) {
+                found.extend(schema::violations(schema, args).into_iter().map(|v| (i, v)));
             }
         }
-        found.sort_by_key(|(i, v)| (schema::precedence(v.label), self.calls[*i].matched));
-        if let Some((i, viol)) = found.into_iter().next() {
-            let mut v = fail(
-                viol.label,
-                Stage::Schema,
-                format!("{}: {}", call_name(&self.calls[i]), viol.detail),
-            );
-            if viol.empty_value {
-                v.detail.push_str(" (empty value)");
-            }
-            v.fail_call = Some(i);
-            v.fail_path = Some(viol.path);
-            v.schema_keyword = Some(viol.keyword);
-            v.empty_value = viol.empty_value;
-            v.extra_prose = extra_prose;
-            v.notes = notes;
-            return v;
+        found.sort_by_key(|(i, v)| (schema::precedence(v.label), s.calls[*i].matched));
+        let Some((i, viol)) = found.into_iter().next() else {
+            return Ok(());
+        };
+        let mut v = fail(
+            viol.label,
+            Stage::Schema,
+            format!("{}: {}", call_name(&s.calls[i]), viol.detail),
+        );
+        if viol.empty_value {
+            v.detail.push_str(" (empty value)");
         }
+        v.fail_call = Some(i);
+        v.fail_path = Some(viol.path);
+        v.schema_keyword = Some(viol.keyword);
+        v.empty_value = viol.empty_value;
+        Err(v)
+    }
 
-        // Stage 5: semantic predicates.
-        for &i in &by_expected {
-            let c = &self.calls[i];
+    /// Stage 5, semantic: each matched call's `where` predicates in expected order, then the
+    /// task's `across` predicates; the first that fails decides, with the label it declares.
+    fn semantic(
+        &self,
+        s: &Structured,
+        expected: &[crate::task::ExpectedCall],
+    ) -> Result<(), Verdict> {
+        for &i in &s.by_expected {
+            let c = &s.calls[i];
             let (Some(e), Some(args)) = (c.matched, &c.arguments) else {
                 continue;
             };
@@ -859,29 +1037,31 @@ impl Scoring<'_> {
                     if v.empty_value {
                         v.detail.push_str(" (empty value)");
                     }
-                    v.extra_prose = extra_prose;
-                    v.notes = notes;
-                    return v;
+                    return Err(v);
                 }
             }
         }
         if let Expect::Calls { across, .. } = &self.task.expect {
-            let all: Vec<&Value> = by_expected
+            let all: Vec<&Value> = s
+                .by_expected
                 .iter()
-                .filter_map(|i| self.calls[*i].arguments.as_ref())
+                .filter_map(|i| s.calls[*i].arguments.as_ref())
                 .collect();
             for p in across {
                 if let Err(why) = p.check_across(&all) {
                     let mut v = fail(p.label, Stage::Semantic, format!("across calls: {why}"));
                     v.fail_path = Some(p.path.clone());
-                    v.extra_prose = extra_prose;
-                    v.notes = notes;
-                    return v;
+                    return Err(v);
                 }
             }
         }
+        Ok(())
+    }
 
-        let value_match = value::value_match(expected, &self.calls);
+    /// Stage 6: every stage passed.
+    fn pass(&self, s: Structured, expected: &[crate::task::ExpectedCall]) -> Verdict {
+        let n_expected = expected.len();
+        let value_match = value::value_match(expected, &s.calls);
         let mut v = Verdict::new(
             Outcome::Pass,
             None,
@@ -891,43 +1071,10 @@ impl Scoring<'_> {
             ),
         );
         v.value_match = (!self.task.any_call).then_some(value_match);
-        v.extra_prose = extra_prose;
-        v.notes = notes;
-        v
+        s.into_verdict(v)
     }
 
-    /// Matches emitted calls to expected calls by tool name, then by best fit of arguments.
-    fn match_calls(&mut self, expected: &[crate::task::ExpectedCall]) {
-        let mut names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
-        names.sort();
-        names.dedup();
-        for name in names {
-            let rows: Vec<usize> = (0..expected.len())
-                .filter(|e| expected[*e].tool == name)
-                .collect();
-            let cols: Vec<usize> = self
-                .calls
-                .iter()
-                .filter(|c| c.name.as_deref() == Some(name))
-                .map(|c| c.index)
-                .collect();
-            let sim: Vec<Vec<i64>> = rows
-                .iter()
-                .map(|&e| {
-                    cols.iter()
-                        .map(|&c| similarity(&expected[e].gold, self.calls[c].arguments.as_ref()))
-                        .collect()
-                })
-                .collect();
-            for (r, col) in assign(&sim).into_iter().enumerate() {
-                if let Some(ci) = col {
-                    self.calls[cols[ci]].matched = Some(rows[r]);
-                }
-            }
-        }
-    }
-
-    fn structured_output(&mut self, gold: &Value, where_: &[crate::task::Predicate]) -> Verdict {
+    fn structured_output(&self, gold: &Value, where_: &[crate::task::Predicate]) -> Verdict {
         let content = self.completion.content.as_deref().unwrap_or("");
         let body = content.trim();
         let parsed = serde_json::from_str::<Value>(body);
@@ -1019,7 +1166,6 @@ impl Scoring<'_> {
                 return fail(Label::NoCall, Stage::Structure, detail);
             }
         };
-        self.calls.clear();
         let schema = self.offered.structured_schema.clone();
         let mut v = match &schema {
             Some(s) => match schema::violations(s, &payload).into_iter().next() {
@@ -1167,6 +1313,36 @@ fn json_error_at(body: &str, at: usize) -> Option<String> {
             .ok()
             .map(|n| format!("{msg} at byte {}", n + at)),
         None => Some(rel),
+    }
+}
+
+/// Matches emitted calls to expected calls by tool name, then by best fit of arguments.
+fn match_calls(calls: &mut [Call], expected: &[crate::task::ExpectedCall]) {
+    let mut names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let rows: Vec<usize> = (0..expected.len())
+            .filter(|e| expected[*e].tool == name)
+            .collect();
+        let cols: Vec<usize> = calls
+            .iter()
+            .filter(|c| c.name.as_deref() == Some(name))
+            .map(|c| c.index)
+            .collect();
+        let sim: Vec<Vec<i64>> = rows
+            .iter()
+            .map(|&e| {
+                cols.iter()
+                    .map(|&c| similarity(&expected[e].gold, calls[c].arguments.as_ref()))
+                    .collect()
+            })
+            .collect();
+        for (r, col) in assign(&sim).into_iter().enumerate() {
+            if let Some(ci) = col {
+                calls[cols[ci]].matched = Some(rows[r]);
+            }
+        }
     }
 }
 

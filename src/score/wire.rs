@@ -37,6 +37,10 @@ pub struct Completion {
     pub completion_tokens: Option<u64>,
     /// Observations about protocol deviations that decide nothing by themselves.
     pub notes: Vec<String>,
+    /// The protocol deviations absorbed in reading the calls (a `tool_calls` object for a
+    /// list, a missing `arguments` key or `index`, a null name…): SPEC §2.1 has every verdict's
+    /// detail name them, never absorb them silently.
+    pub deviations: Vec<String>,
 }
 
 /// No complete model response: the server's or the network's fault, never the model's.
@@ -134,19 +138,43 @@ fn error_message(v: &Value) -> Option<String> {
     None
 }
 
-fn wire_call(v: &Value, notes: &mut Vec<String>, i: usize) -> WireCall {
+fn wire_call(
+    v: &Value,
+    notes: &mut Vec<String>,
+    deviations: &mut Vec<String>,
+    i: usize,
+) -> WireCall {
     let func = v.get("function").unwrap_or(&Value::Null);
     let name = func.get("name").and_then(Value::as_str).map(str::to_string);
+    if func.get("name").is_some_and(Value::is_null) {
+        deviations.push(format!("call {}: function.name is null", i + 1));
+    }
     let arguments = match func.get("arguments") {
-        None => WireArgs::Absent,
-        Some(Value::Null) => WireArgs::Absent,
-        Some(Value::String(s)) => WireArgs::Text(s.clone()),
+        None => {
+            deviations.push(format!("call {}: no arguments key (taken as {{}})", i + 1));
+            WireArgs::Absent
+        }
+        Some(Value::Null) => {
+            deviations.push(format!("call {}: arguments is null (taken as {{}})", i + 1));
+            WireArgs::Absent
+        }
+        Some(Value::String(s)) => {
+            if s.is_empty() {
+                deviations.push(format!(
+                    "call {}: arguments is an empty string (taken as {{}})",
+                    i + 1
+                ));
+            }
+            WireArgs::Text(s.clone())
+        }
         Some(other) => {
-            notes.push(format!(
+            let what = format!(
                 "call {}: arguments sent as a JSON {} instead of a string (protocol deviation)",
                 i + 1,
                 crate::json::type_name(other)
-            ));
+            );
+            deviations.push(what.clone());
+            notes.push(what);
             WireArgs::Json(other.clone())
         }
     };
@@ -154,6 +182,23 @@ fn wire_call(v: &Value, notes: &mut Vec<String>, i: usize) -> WireCall {
         id: v.get("id").and_then(Value::as_str).map(str::to_string),
         name,
         arguments,
+    }
+}
+
+/// The `tool_calls` value of a message or a delta as a list: a JSON object (TGI has streamed
+/// one) is read as the one call it holds, and the deviation recorded.
+fn tool_call_list<'a>(v: Option<&'a Value>, deviations: &mut Vec<String>) -> &'a [Value] {
+    match v {
+        Some(Value::Array(items)) => items,
+        Some(one @ Value::Object(_)) => {
+            const WHAT: &str =
+                "tool_calls is a JSON object, not a list: read as the one call it holds";
+            if !deviations.iter().any(|d| d == WHAT) {
+                deviations.push(WHAT.to_string());
+            }
+            std::slice::from_ref(one)
+        }
+        _ => &[],
     }
 }
 
@@ -193,18 +238,21 @@ pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
             .and_then(Value::as_u64),
         ..Completion::default()
     };
-    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-        let mut notes = Vec::new();
-        c.tool_calls = calls
-            .iter()
-            .enumerate()
-            .map(|(i, x)| wire_call(x, &mut notes, i))
-            .collect();
-        c.notes.append(&mut notes);
-    }
+    let mut notes = Vec::new();
+    let mut deviations = Vec::new();
+    let calls = tool_call_list(message.get("tool_calls"), &mut deviations);
+    c.tool_calls = calls
+        .iter()
+        .enumerate()
+        .map(|(i, x)| wire_call(x, &mut notes, &mut deviations, i))
+        .collect();
+    c.notes.append(&mut notes);
+    c.deviations = deviations;
     if let Some(fc) = message.get("function_call").filter(|f| !f.is_null()) {
         let wrapped = serde_json::json!({"function": fc});
-        c.function_call = Some(wire_call(&wrapped, &mut c.notes, 0));
+        // The deprecated field is scored only when nothing else is there, and then as a
+        // call the client would not execute: its own deviations are beside the point.
+        c.function_call = Some(wire_call(&wrapped, &mut c.notes, &mut Vec::new(), 0));
     }
     Ok(c)
 }
@@ -217,6 +265,10 @@ struct Partial {
     args_text: Option<String>,
     args_json: Option<Value>,
     name_deltas: usize,
+    /// A delta for this call came without `index` (placed by its position in the delta).
+    unindexed: bool,
+    /// A delta set `name` to null.
+    null_name: bool,
 }
 
 fn append(slot: &mut Option<String>, piece: &str) {
@@ -242,6 +294,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
     let mut completion_tokens = None;
     let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut deviations = Vec::new();
     let mut saw_choice = false;
     for (n, ev) in events.iter().enumerate() {
         let data = ev.data.trim();
@@ -290,19 +343,17 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
             if let Some(s) = delta.get("content").and_then(Value::as_str) {
                 append(&mut content, s);
             }
-            let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) else {
-                continue;
-            };
+            let tcs = tool_call_list(delta.get("tool_calls"), &mut deviations);
             for (pos, tc) in tcs.iter().enumerate() {
-                let idx = tc
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(pos as u64);
+                let index = tc.get("index").and_then(Value::as_u64);
+                let idx = index.unwrap_or(pos as u64);
                 let p = calls.entry(idx).or_default();
+                p.unindexed |= index.is_none();
                 if let Some(id) = tc.get("id").and_then(Value::as_str) {
                     append(&mut p.id, id);
                 }
                 let func = tc.get("function").unwrap_or(&Value::Null);
+                p.null_name |= func.get("name").is_some_and(Value::is_null);
                 if let Some(name) = func.get("name").and_then(Value::as_str) {
                     if !name.is_empty() {
                         p.name_deltas += 1;
@@ -341,17 +392,34 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
             if p.name_deltas > 1 {
                 notes.push(format!("call {}: the name was sent in {} deltas, so clients concatenate it", i + 1, p.name_deltas));
             }
+            if p.unindexed {
+                deviations.push(format!("call {}: tool_calls deltas without index (placed by their position in the delta)", i + 1));
+            }
+            if p.null_name && p.name.as_deref().is_none_or(str::is_empty) {
+                deviations.push(format!("call {}: function.name is null", i + 1));
+            }
             let arguments = match (p.args_text, p.args_json) {
-                (Some(t), None) => WireArgs::Text(t),
+                (Some(t), None) if !t.is_empty() => WireArgs::Text(t),
                 (None, Some(j)) => {
-                    notes.push(format!("call {}: arguments sent as a JSON value instead of a string (protocol deviation)", i + 1));
+                    let what = format!("call {}: arguments sent as a JSON value instead of a string (protocol deviation)", i + 1);
+                    deviations.push(what.clone());
+                    notes.push(what);
                     WireArgs::Json(j)
                 }
                 (Some(t), Some(j)) => {
-                    notes.push(format!("call {}: arguments sent partly as a JSON value; kept as text", i + 1));
+                    let what = format!("call {}: arguments sent partly as a JSON value; kept as text", i + 1);
+                    deviations.push(what.clone());
+                    notes.push(what);
                     WireArgs::Text(format!("{t}{j}"))
                 }
-                (None, None) => WireArgs::Absent,
+                (None, None) => {
+                    deviations.push(format!("call {}: no arguments were streamed (taken as {{}})", i + 1));
+                    WireArgs::Absent
+                }
+                (Some(t), None) => {
+                    deviations.push(format!("call {}: the streamed arguments are an empty string (taken as {{}})", i + 1));
+                    WireArgs::Text(t)
+                }
             };
             WireCall { id: p.id, name: p.name, arguments }
         })
@@ -366,6 +434,7 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
         finish_reason,
         completion_tokens,
         notes,
+        deviations,
     })
 }
 

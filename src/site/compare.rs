@@ -4,9 +4,7 @@
 
 use super::html::{depth_of, escape, root};
 use super::{File, SiteError, glyph, render};
-use crate::report::compare::{
-    self, CELL_METHOD, Comparison, Direction, Mark, POOLED_METHOD, REPLICATES,
-};
+use crate::compare::{self, CELL_METHOD, Comparison, Direction, Mark, POOLED_METHOD, REPLICATES};
 use askama::Template;
 use serde_json::json;
 

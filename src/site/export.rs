@@ -757,11 +757,7 @@ mod split_tests {
                 }
             }
         }
-        crate::report::aggregate(
-            samples,
-            crate::cmd::compare::infos(tasks),
-            IntervalKind::Wilson,
-        )
+        crate::report::aggregate(samples, crate::compare::infos(tasks), IntervalKind::Wilson)
     }
 
     /// Past the limit, the export is one file per model holding exactly that model's rows, and
@@ -823,8 +819,7 @@ mod split_tests {
             std::fs::write(p, bytes).unwrap();
         }
         assert_eq!(site_samples_csvs(dir.path()).len(), 3);
-        let back =
-            crate::cmd::compare::load_baseline(dir.path(), &tasks, IntervalKind::Wilson).unwrap();
+        let back = crate::compare::load_baseline(dir.path(), &tasks, IntervalKind::Wilson).unwrap();
         let cells = |m: &Matrix| {
             m.cells
                 .iter()

@@ -6,15 +6,65 @@ use std::fmt::Write;
 
 /// Escapes text for element content only (`&`, `<`, `>`): quotes need no escaping there, and
 /// leaving them alone keeps JSON-heavy transcript pages a third smaller. Never use it for
-/// attribute values.
+/// attribute values. Control characters are written visibly ([`is_hidden`]).
 pub fn text_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
+            c if is_hidden(c) => visible(out, c),
             c => out.push(c),
         }
+    }
+}
+
+/// A control character other than a newline or a tab: a terminal escape, a NUL, a carriage
+/// return, DEL, a C1 control. A page never carries one raw: a browser draws nothing (or a
+/// blank) for it, so a garbage response would look cleaner than it is.
+pub fn is_hidden(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// `s` with its control characters written visibly ([`is_hidden`]), nothing else changed: for
+/// text a script puts on a page (a browser draws a raw one as nothing there too).
+pub fn visible_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_hidden) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_hidden(c) {
+            visible(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// Writes a control character as JSON would escape it (`\u001b`): visible, and read the same
+/// way as the JSON around it.
+fn visible(out: &mut String, c: char) {
+    let _ = write!(out, "\\u{:04x}", c as u32);
+}
+
+/// The escaper of every `{{ value }}` in the templates (named in `askama.toml`): askama's HTML
+/// escaping, with control characters written visibly as well, so that no
+/// field (a detail, a header, an error) can carry a raw one onto a page.
+#[derive(Debug, Clone, Copy)]
+pub struct Visible;
+
+impl askama::filters::Escaper for Visible {
+    fn write_escaped_str<W: Write>(&self, mut dest: W, s: &str) -> std::fmt::Result {
+        // Between control characters, askama's own escaping, byte for byte.
+        let mut start = 0;
+        for (i, c) in s.char_indices().filter(|(_, c)| is_hidden(*c)) {
+            askama::filters::Html.write_escaped_str(&mut dest, &s[start..i])?;
+            write!(dest, "\\u{:04x}", c as u32)?;
+            start = i + c.len_utf8();
+        }
+        askama::filters::Html.write_escaped_str(&mut dest, &s[start..])
     }
 }
 
@@ -41,6 +91,7 @@ pub fn escape_into(out: &mut String, s: &str) {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if is_hidden(c) => visible(out, c),
             c => out.push(c),
         }
     }
@@ -189,6 +240,74 @@ fn write_value(
     }
 }
 
+/// Valid JSON text laid out as serde_json's pretty printer would (two-space indent, `": "`,
+/// empty containers on one line), changing nothing but the whitespace between tokens: every
+/// string, number and key is kept as written, in its order, duplicates too (a parsed and
+/// re-printed value would lose those, and a server's `1.0`, `\u00e9` or repeated key is
+/// evidence). The caller checks that the text is JSON.
+pub fn json_reindent(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len() + s.len() / 2);
+    let mut level = 0usize;
+    let mut i = 0;
+    let newline = |out: &mut String, level: usize| {
+        out.push('\n');
+        indent(out, level);
+    };
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // A string, copied whole (escapes included) up to its closing quote.
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(b.len());
+                out.push_str(&s[start..i]);
+                continue;
+            }
+            open @ (b'{' | b'[') => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                let mut j = i + 1;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                out.push(open as char);
+                if b.get(j) == Some(&close) {
+                    out.push(close as char);
+                    i = j + 1;
+                    continue;
+                }
+                level += 1;
+                newline(&mut out, level);
+            }
+            close @ (b'}' | b']') => {
+                level = level.saturating_sub(1);
+                newline(&mut out, level);
+                out.push(close as char);
+            }
+            b',' => {
+                out.push(',');
+                newline(&mut out, level);
+            }
+            b':' => out.push_str(": "),
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => {
+                // A number or a literal: up to the next structural byte or whitespace.
+                let start = i;
+                while i < b.len() && !b"{}[],:\" \t\n\r".contains(&b[i]) {
+                    i += 1;
+                }
+                out.push_str(&s[start..i]);
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Quotes a string for a POSIX shell: single quotes, with each `'` written as `'\''`.
 pub fn shell_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -244,6 +363,40 @@ mod tests {
         let h = json_html(&w, Some("/a"));
         assert!(h.contains("<mark id=\"fail\">\"a\": 2</mark>"), "{h}");
         assert!(json_html(&v, Some("")).starts_with("<mark id=\"fail\">{"));
+    }
+
+    #[test]
+    fn control_characters_are_written_visibly_everywhere() {
+        let garbage = "a\u{1b}[31mred\u{0}\r\u{7f}\u{85}\tb\nc";
+        let want = "a\\u001b[31mred\\u0000\\u000d\\u007f\\u0085\tb\nc";
+        assert_eq!(text(garbage), want);
+        assert_eq!(escape(garbage), want);
+        assert_eq!(visible_text(garbage), want);
+        assert_eq!(visible_text("<&>"), "<&>");
+        let mut via_template = String::new();
+        askama::filters::Escaper::write_escaped_str(
+            &Visible,
+            &mut via_template,
+            &format!("<{garbage}\"'&>"),
+        )
+        .unwrap();
+        assert_eq!(via_template, format!("&#60;{want}&#34;&#39;&#38;&#62;"));
+    }
+
+    #[test]
+    fn reindented_json_is_serdes_layout_with_every_token_kept() {
+        let compact = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[]},"finish_reason":"tool_calls"}],"usage":{},"n":1.50,"s":"a, b: {c}\"\\"}"#;
+        let v: Value = serde_json::from_str(compact).unwrap();
+        assert_eq!(
+            json_reindent(compact),
+            serde_json::to_string_pretty(&v).unwrap()
+        );
+        // Whitespace already there is replaced, not added to; what serde would rewrite is kept.
+        let odd = "{ \"k\" : \"\\u00e9\" ,\n \"k\": 1e2 , \"e\":[ ] }";
+        assert_eq!(
+            json_reindent(odd),
+            "{\n  \"k\": \"\\u00e9\",\n  \"k\": 1e2,\n  \"e\": []\n}"
+        );
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! and writing. Every link is relative, so the site works from the file system and from a
 //! GitHub Pages project path.
 
+pub mod answers;
+pub mod card;
 pub mod charts;
 pub mod compare;
 pub mod export;
@@ -69,11 +71,14 @@ pub struct SiteInput<'a> {
     /// its sha256: [`export::run_listing`]), for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
     /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
-    pub comparisons: &'a [crate::report::compare::Comparison],
+    pub comparisons: &'a [crate::compare::Comparison],
     /// The groups of pages the site being updated holds ([`reuse`]): the pages of a model, a
     /// task, a tag or a label whose inputs did not change are left as they are. `None`: every
     /// page is drawn, and none is recorded.
     pub groups: Option<&'a dyn reuse::Groups>,
+    /// The site's base address (`build --site-url`, checked by [`card::site_url`]): the link
+    /// cards' `og:url`.
+    pub site_url: Option<&'a str>,
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -467,6 +472,8 @@ struct MatrixGroup {
 struct IndexPage<'a> {
     title: String,
     root: String,
+    /// Escaped HTML: the link card's tags ([`card`]).
+    card: String,
     method: &'static str,
     n_models: usize,
     n_tasks: usize,
@@ -493,6 +500,9 @@ struct IndexPage<'a> {
     rules: String,
     /// The pre-rendered "Comparisons" block (empty without comparisons).
     comparisons: String,
+    /// The pre-rendered first answer: per model, the shapes it is reliable on, those it is
+    /// not, and those not told yet ([`answers`]).
+    answers: String,
     /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
     samples_csvs: &'a [String],
 }
@@ -1021,9 +1031,29 @@ fn index_page(
         })
         .collect();
     let (passes, fails, errors) = m.outcome_counts();
+    let card = card::render(
+        &card::Card {
+            title: &format!(
+                "Tool-call conformance: {} model{} × {} task{}",
+                m.models.len(),
+                if m.models.len() == 1 { "" } else { "s" },
+                m.tasks.len(),
+                if m.tasks.len() == 1 { "" } else { "s" },
+            ),
+            description: &format!(
+                "{} samples: {passes} passed, {fails} failed with a label, {errors} transport errors; every rate with its 95 % interval, every failure linked to its transcript.",
+                m.samples.len()
+            ),
+            // The site's own address.
+            path: "",
+            kind: "website",
+        },
+        input.site_url,
+    );
     let page = IndexPage {
         title: "Tool-call conformance".into(),
         root: String::new(),
+        card,
         method: m.method.title(),
         n_models: m.models.len(),
         n_tasks: m.tasks.len(),
@@ -1046,6 +1076,7 @@ fn index_page(
         max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
+        answers: answers::block(m),
         samples_csvs,
     };
     files.push(("index.html".into(), render("index.html", &page)?));
@@ -1853,6 +1884,7 @@ mod tests {
             transcripts: &BTreeMap::new(),
             comparisons: &[],
             groups: None,
+            site_url: None,
         };
         let mut files = Vec::new();
         index_page(&input, &["data/samples.csv".to_string()], &mut files).unwrap();

@@ -105,7 +105,11 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
         }
         s.push(names.id(&x.key.sample));
         o.push(outcome_code(x.outcome));
-        d.push(details.id(&crate::json::clip(&x.detail, DETAIL_CHARS)));
+        // Shown by the page's script as text: its control characters visibly, as on the pages.
+        d.push(details.id(&super::html::visible_text(&crate::json::clip(
+            &x.detail,
+            DETAIL_CHARS,
+        ))));
     }
     let doc = json!({
         "outcomes": outcome_names(),

@@ -10,6 +10,10 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "Tasks imported from the Berkeley Function Calling Leaderboard's single-turn categories.",
     ),
     (
+        "empty-args",
+        "Tools without parameters, or with only optional ones, where the right arguments are {}: the {} must arrive, alone or beside calls that take arguments.",
+    ),
+    (
         "enum",
         "Arguments constrained by an enum, a pattern or a numeric range: the value must be one the schema allows.",
     ),
@@ -28,6 +32,10 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (
         "long-args",
         "Long argument strings (a code file, verbatim feedback) that must arrive whole and correctly escaped.",
+    ),
+    (
+        "multi-tool",
+        "Two or three different tools called in one turn, each exactly once.",
     ),
     (
         "multi-turn",
@@ -80,6 +88,10 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (
         "structured-output",
         "JSON in the message content constrained by response_format (guided decoding), not a tool call.",
+    ),
+    (
+        "tight-budget",
+        "A max_tokens budget the right call fits only when emitted directly: a preamble or a repeat cuts it.",
     ),
     (
         "tool-choice",

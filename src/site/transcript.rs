@@ -9,7 +9,7 @@
 //! shown by reference when they are the task's own): a BFCL-sized collection is hundreds of
 //! thousands of samples, and its site must fit GitHub Pages' 1 GB.
 
-use super::html::{json_html, root, shell_quote, text, text_into};
+use super::html::{json_html, json_reindent, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
 use crate::runs::CellInfo;
 use crate::score::Verdict;
@@ -35,8 +35,9 @@ pub struct SampleContext<'a> {
     pub transcript: &'a Transcript,
     /// `request.json` exactly as sent.
     pub request_raw: &'a [u8],
-    /// The request is byte for byte the run's (shown once, on the run page).
-    pub same_request: bool,
+    /// What of the request differs from the run's (shown once, on the run page):
+    /// [`request_changes`]; empty when nothing but the sample's own seed does.
+    pub request_changes: &'a [String],
     pub verdict: &'a Verdict,
     pub task_changed: bool,
     /// The response as the scorer read it.
@@ -91,7 +92,10 @@ struct Section<'a> {
     notes: &'a [String],
     finish_reason: String,
     same_request: bool,
-    messages: Vec<MessageView>,
+    /// The fields of the request that differ from the run's, by name (`messages, tools`).
+    request_changes: String,
+    before: Vec<MessageView>,
+    after: Vec<MessageView>,
     tools_same: bool,
     tool_names: Vec<String>,
     tools_sent: Option<String>,
@@ -100,6 +104,8 @@ struct Section<'a> {
     streamed: bool,
     response: String,
     response_note: Option<String>,
+    /// The body is JSON laid out for reading, not the bytes as received.
+    laid_out: bool,
     curl: String,
 }
 
@@ -110,7 +116,8 @@ struct Section<'a> {
 struct Stub<'a> {
     title: String,
     key: &'a SampleKey,
-    summary: String,
+    /// Escaped HTML: the link card's tags ([`super::card`]).
+    card: String,
 }
 
 /// What a run's page shows of one sample above the sections: its name and outcome.
@@ -265,6 +272,35 @@ fn message_view(m: &Value) -> MessageView {
     MessageView { role, content }
 }
 
+/// The top-level fields of a sample's request that differ from its run's (the first sample's),
+/// by name and in order, leaving out `seed`: collect gives each sample of a row that sets one
+/// its own, so that k samples are k draws, and that is not a difference worth a warning. A
+/// request that is not a JSON object is named whole. Empty: the same request.
+pub fn request_changes(
+    reference: Option<&Value>,
+    reference_raw: &[u8],
+    request: Option<&Value>,
+    raw: &[u8],
+) -> Vec<String> {
+    if reference_raw == raw {
+        return Vec::new();
+    }
+    match (
+        reference.and_then(Value::as_object),
+        request.and_then(Value::as_object),
+    ) {
+        (Some(a), Some(b)) => {
+            let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            names
+                .into_iter()
+                .filter(|k| k.as_str() != "seed" && a.get(*k) != b.get(*k))
+                .cloned()
+                .collect()
+        }
+        _ => vec!["the whole body (one of the two is not a JSON object)".into()],
+    }
+}
+
 /// The name of the environment variable holding the model's key, read from the (redacted)
 /// model entry's `api_key_env` (the field collect writes): a variable's name, never a value.
 /// Other fields are not guessed at: a hand-made `cell.json` with a key in some other field must
@@ -355,7 +391,9 @@ fn meta_rows(meta: Option<&Meta>) -> Vec<(String, String)> {
     rows
 }
 
-fn response_view(t: &Transcript) -> (String, Option<String>) {
+/// The response as a page shows it: its HTML, a note on what was left out, and whether a JSON
+/// body was laid out for reading ([`json_reindent`]).
+fn response_view(t: &Transcript) -> (String, Option<String>, bool) {
     let body = &t.body;
     let shown = &body[..body.len().min(MAX_SHOWN)];
     let cut_note = (body.len() > MAX_SHOWN).then(|| {
@@ -439,10 +477,18 @@ fn response_view(t: &Transcript) -> (String, Option<String>) {
         if events.is_empty() {
             s = text(&String::from_utf8_lossy(shown));
         }
-        (s, note)
+        (s, note, false)
     } else {
-        // As received: the calls and the output the scorer read from it are shown pretty above.
-        (text(&String::from_utf8_lossy(shown)), cut_note)
+        // JSON is laid out for reading, every token as received; anything else (a cut body,
+        // an HTML error page, bytes that are not UTF-8) is shown exactly as received.
+        match std::str::from_utf8(shown)
+            .ok()
+            .filter(|_| cut_note.is_none())
+            .filter(|b| serde_json::from_str::<serde::de::IgnoredAny>(b).is_ok())
+        {
+            Some(json) => (text(&json_reindent(json)), None, true),
+            None => (text(&String::from_utf8_lossy(shown)), cut_note, false),
+        }
     }
 }
 
@@ -515,11 +561,13 @@ fn common_prefix<'s>(mut items: impl Iterator<Item = &'s str>) -> &'s str {
     }
 }
 
-/// The request as the pages show it: messages, tools (by reference when they are the task's),
-/// the other fields.
+/// The request as the pages show it, in the order the model read it: the system prompt and
+/// earlier turns (`before`), the tools (by reference when they are the task's), the user's
+/// message and whatever follows it (`after`); then the other fields.
 #[derive(Default)]
 struct Sent {
-    messages: Vec<MessageView>,
+    before: Vec<MessageView>,
+    after: Vec<MessageView>,
     tools_same: bool,
     tool_names: Vec<String>,
     /// Escaped HTML, when the tools sent differ from the task's.
@@ -529,11 +577,17 @@ struct Sent {
 }
 
 fn sent_view(task: &Task, request: Option<&Value>) -> Sent {
-    let messages = request
+    let messages: &[Value] = request
         .and_then(|r| r.get("messages"))
         .and_then(Value::as_array)
-        .map(|ms| ms.iter().map(message_view).collect())
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
+    // The conversation up to the user's last message is what the model was told before the
+    // question; the tools it may call are shown between the two, as a chat template puts them.
+    let split = messages
+        .iter()
+        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .unwrap_or(messages.len());
+    let (before, after) = messages.split_at(split);
     let tools_sent = request.and_then(|r| r.get("tools"));
     let tools_same = match tools_sent {
         Some(Value::Array(t)) => *t == task.tools_json,
@@ -547,7 +601,8 @@ fn sent_view(task: &Task, request: Option<&Value>) -> Sent {
         json_html(&Value::Object(rest), None)
     });
     Sent {
-        messages,
+        before: before.iter().map(message_view).collect(),
+        after: after.iter().map(message_view).collect(),
         tools_same,
         tool_names: task.tools.iter().map(|t| t.name.clone()).collect(),
         tools_sent: match tools_sent {
@@ -572,6 +627,8 @@ pub struct RunContext<'a> {
     pub reference: Option<(&'a str, &'a [u8], bool)>,
     /// Models × tasks of the site: where the run's cell is drawn ([`super::cell_href_in`]).
     pub cells: usize,
+    /// The site's base address ([`super::card::site_url`]), when known: the card's `og:url`.
+    pub site_url: Option<&'a str>,
 }
 
 #[derive(Template)]
@@ -579,6 +636,8 @@ pub struct RunContext<'a> {
 struct RunPage<'a> {
     title: String,
     root: String,
+    /// Escaped HTML: the link card's tags ([`super::card`]).
+    card: String,
     model: &'a str,
     task: &'a str,
     task_title: &'a str,
@@ -594,7 +653,8 @@ struct RunPage<'a> {
     samples: Vec<MarkView>,
     sections: &'a str,
     reference: Option<&'a str>,
-    messages: Vec<MessageView>,
+    before: Vec<MessageView>,
+    after: Vec<MessageView>,
     tools_same: bool,
     tool_names: Vec<String>,
     tools_sent: Option<String>,
@@ -616,9 +676,20 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     } else {
         Sent::default()
     };
+    let title = format!("{} · {} · run {}", cx.model, cx.task.id, cx.run);
+    let card = super::card::render(
+        &super::card::Card {
+            title: &title,
+            description: &run_summary(cx),
+            path: &format!("t/{}/{}/{}/index.html", cx.model, cx.task.id, cx.run),
+            kind: "article",
+        },
+        cx.site_url,
+    );
     RunPage {
-        title: format!("{} · {} · run {}", cx.model, cx.task.id, cx.run),
+        title,
         root: root(4),
+        card,
         model: cx.model,
         task: &cx.task.id,
         task_title: &cx.task.title,
@@ -641,7 +712,8 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
             .collect(),
         sections: cx.sections,
         reference: cx.reference.map(|r| r.0),
-        messages: sent.messages,
+        before: sent.before,
+        after: sent.after,
         tools_same: sent.tools_same,
         tool_names: sent.tool_names,
         tools_sent: sent.tools_sent,
@@ -650,9 +722,45 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     .render()
 }
 
+/// A run in a line, for its link card: its samples' outcomes counted, in the taxonomy's order.
+fn run_summary(cx: &RunContext) -> String {
+    let mut counts: std::collections::BTreeMap<Outcome, usize> = Default::default();
+    for m in cx.samples {
+        *counts.entry(m.outcome).or_default() += 1;
+    }
+    let outcomes: Vec<String> = counts
+        .iter()
+        .map(|(o, n)| format!("{n} {}", o.name()))
+        .collect();
+    format!(
+        "{} sample{} of {} on {}: {}",
+        cx.samples.len(),
+        if cx.samples.len() == 1 { "" } else { "s" },
+        cx.model,
+        cx.task.title,
+        outcomes.join(", ")
+    )
+}
+
 /// The permalink page of a sample (`t/<model>/<task>/<run>/<NNN>.html`): a shared link's title
-/// and summary, and the way to the sample's section of the run's page.
-pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error> {
+/// and card, and the way to the sample's section of the run's page. `site_url` is the site's
+/// base address ([`super::card::site_url`]), when known.
+pub fn render_stub(
+    key: &SampleKey,
+    v: &Verdict,
+    site_url: Option<&str>,
+) -> Result<String, askama::Error> {
+    let path = key.permalink();
+    let card = super::card::render(
+        &super::card::Card {
+            // What a shared link is about: whose answer, to what, and what went wrong.
+            title: &format!("{} · {} · {}", key.model, key.task, v.outcome.name()),
+            description: &v.detail,
+            path: &path,
+            kind: "article",
+        },
+        site_url,
+    );
     Stub {
         title: format!(
             "{} · {} · {}/{}: {}",
@@ -663,8 +771,7 @@ pub fn render_stub(key: &SampleKey, v: &Verdict) -> Result<String, askama::Error
             v.outcome.name()
         ),
         key,
-        // The title says the outcome; a shared link's preview adds the start of the detail.
-        summary: crate::json::clip(&v.detail, 100),
+        card,
     }
     .render()
 }
@@ -714,12 +821,13 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
     let stages = stage_rows(cx.task, v);
 
-    let sent = if cx.same_request {
+    let same_request = cx.request_changes.is_empty();
+    let sent = if same_request {
         Sent::default()
     } else {
         sent_view(cx.task, cx.transcript.request.as_ref())
     };
-    let (response, response_note) = response_view(cx.transcript);
+    let (response, response_note, laid_out) = response_view(cx.transcript);
 
     let section = Section {
         root: root(4),
@@ -740,17 +848,27 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
             .finish_reason
             .clone()
             .unwrap_or_else(|| "absent".to_string()),
-        same_request: cx.same_request,
-        messages: sent.messages,
+        same_request,
+        request_changes: cx.request_changes.join(", "),
+        before: sent.before,
+        after: sent.after,
         tools_same: sent.tools_same,
         tool_names: sent.tool_names,
         tools_sent: sent.tools_sent,
         params: sent.params,
-        meta_rows: meta_rows(cx.transcript.meta.as_ref()),
+        meta_rows: {
+            let mut rows = meta_rows(cx.transcript.meta.as_ref());
+            // Each sample's own seed (the run's request shows the first's): what replays it.
+            if let Some(seed) = cx.transcript.request.as_ref().and_then(|r| r.get("seed")) {
+                rows.push(("seed".into(), seed.to_string()));
+            }
+            rows
+        },
         streamed: cx.transcript.streamed,
         response,
         response_note,
-        curl: if cx.same_request {
+        laid_out,
+        curl: if same_request {
             String::new()
         } else {
             text(&curl(cx.cell, cx.request_raw, cx.transcript.streamed))
@@ -959,7 +1077,7 @@ done
             streamed: true,
             ..Default::default()
         };
-        let (view, _) = super::response_view(&t);
+        let (view, _, _) = super::response_view(&t);
         let view = view
             .replace("&quot;", "\"")
             .replace("&lt;", "<")

@@ -23,6 +23,10 @@ pub struct Expect {
     pub label: Option<String>,
     pub stage: Option<String>,
     pub why: String,
+    /// Texts the verdict's detail must contain: the deviation or the circumstance a case is
+    /// about, named (optional; most cases assert label and stage only).
+    #[serde(default)]
+    pub detail: Vec<String>,
 }
 
 /// One case folder, read.
@@ -182,6 +186,15 @@ pub fn assert_every_case_scores_as_expected(
                 c.expect.why
             ));
             continue;
+        }
+        for want in &c.expect.detail {
+            if !v.detail.contains(want.as_str()) {
+                failures.push(format!(
+                    "{}\n    the detail does not name {want:?}: {}",
+                    c.dir.display(),
+                    v.detail
+                ));
+            }
         }
         for p in problems(task, c, &v) {
             failures.push(format!("{}\n    {p}", c.dir.display()));

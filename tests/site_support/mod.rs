@@ -51,6 +51,11 @@ pub fn build(
         .arg("--out")
         .arg(out)
         .args(extra);
+    // A build that names no cache builds without one, as before the default cache: the tests'
+    // builds share no `./.callcheck-cache` (tests/build_default_cache.rs tests that one).
+    if !extra.iter().any(|a| *a == "--cache" || *a == "--no-cache") {
+        c.arg("--no-cache");
+    }
     for (k, v) in envs {
         c.env(k, v);
     }
