@@ -97,7 +97,9 @@ pub enum ExportCommand {
 #[derive(Debug, Args)]
 pub struct PreferenceOpts {
     /// kto: one line per example (prompt, completion, label); dpo: one line per negative, paired
-    /// with the task's gold reply (prompt, chosen, rejected). Both carry `tools` and `callcheck`.
+    /// with the same model's passing answer to its feedback round when there is one, else with
+    /// the task's gold reply (prompt, chosen, rejected; `callcheck.chosen` says which). Both
+    /// carry `tools` and `callcheck`.
     #[arg(long, value_enum)]
     pub format: PreferenceFormat,
     /// Real failures from runs/, synthetic ones from the corruption families, or both.

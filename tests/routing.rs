@@ -178,6 +178,8 @@ struct Drawn {
     feedback: BTreeMap<(Fail, &'static str), (u64, u64)>,
     /// Per task and parent sample: whether its error-style child passed.
     error_child: Vec<BTreeMap<usize, bool>>,
+    /// Per task and parent sample: the first style (error, checklist, retry) whose child passed.
+    fixed_by: Vec<BTreeMap<usize, &'static str>>,
 }
 
 fn collection(dir: &Path) -> Drawn {
@@ -215,6 +217,7 @@ fn collection(dir: &Path) -> Drawn {
             .collect();
         write_run(&runs, task, "a", "r0001", None, &first);
         let mut error_child = BTreeMap::new();
+        let mut fixed_by = BTreeMap::new();
         for style in STYLES {
             let mut children = Vec::new();
             for (i, r) in replies.iter().enumerate() {
@@ -225,6 +228,9 @@ fn collection(dir: &Path) -> Drawn {
                 e.1 += u64::from(pass);
                 if style == "error" {
                     error_child.insert(i, pass);
+                }
+                if pass {
+                    fixed_by.entry(i).or_insert(style);
                 }
                 children.push(Sample {
                     // A failed follow-up repeats the mistake.
@@ -256,6 +262,7 @@ fn collection(dir: &Path) -> Drawn {
         write_run(&runs, task, "b", "r0001", None, &b);
         d.a.push(replies);
         d.error_child.push(error_child);
+        d.fixed_by.push(fixed_by);
     }
     // A follow-up of a sample that passes (counted nowhere) and one of a sample that does not
     // exist (an orphan), on the first task.
@@ -535,6 +542,17 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
         "{page}"
     );
     assert!(page.contains(r#"<h3 id="m-a">"#));
+    // A feedback run's page says what it is; its samples have permalinks like any sample.
+    let run_page = read(&out, "t/a/cc-1/fb-error/index.html");
+    assert!(
+        run_page.contains("A feedback round (<b>error</b> style)"),
+        "{run_page}"
+    );
+    assert!(out.join("t/a/cc-1/fb-error/000.html").is_file());
+    // The model page links its row's routing table; the label page shows the four actions.
+    assert!(read(&out, "models/a.html").contains(r#"href="../routing.html#m-a""#));
+    let label_page = read(&out, "labels/type_coercion.html");
+    assert!(label_page.contains("What each action did"), "{label_page}");
 
     // samples.csv: the feedback samples are there, with their round, parent and style.
     let csv = read(&out, "data/samples.csv");
@@ -575,4 +593,92 @@ fn routing_is_identical_across_rebuilds_with_and_without_the_cache() {
             "{f} differs between a fresh build and a rebuild from the cache ({err})"
         );
     }
+}
+
+#[test]
+fn dpo_pairs_a_failure_with_the_models_own_fixed_answer_where_feedback_fixed_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = collection(tmp.path());
+    let file = tmp.path().join("pairs.jsonl");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_callcheck"))
+        .args([
+            "export",
+            "preference",
+            "--format",
+            "dpo",
+            "--source",
+            "real",
+            "--keep-repeats",
+        ])
+        .arg("--tasks")
+        .arg(tmp.path().join("tasks"))
+        .arg("--runs")
+        .arg(tmp.path().join("runs"))
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Every failure of row a and of row b is a pair; none is a feedback sample.
+    let a_fails: usize =
+        d.a.iter()
+            .map(|rs| rs.iter().filter(|r| r.is_some()).count())
+            .sum();
+    let b_fails = 3 * K_B - d.b_passes.iter().sum::<usize>();
+    assert_eq!(lines.len(), a_fails + b_fails);
+    let mut own = 0;
+    for l in &lines {
+        let meta = &l["callcheck"];
+        let link = meta["permalink"].as_str().unwrap();
+        assert!(link.contains("/r0001/"), "{link}");
+        let (model, task, sample) = {
+            let p: Vec<&str> = link.split('/').collect();
+            (
+                p[1],
+                p[2],
+                p[4].trim_end_matches(".html").parse::<usize>().unwrap(),
+            )
+        };
+        // The first style that fixed it wins: error, then checklist, then retry.
+        let t = TASKS.iter().position(|x| *x == task).unwrap();
+        let want = if model == "a" {
+            d.fixed_by[t].get(&sample).copied()
+        } else {
+            None
+        };
+        match (meta["chosen"]["source"].as_str().unwrap(), want) {
+            ("feedback", Some(style)) => {
+                own += 1;
+                assert_eq!(meta["chosen"]["style"], style);
+                assert!(
+                    meta["chosen"]["permalink"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("t/a/{task}/fb-{style}/")),
+                    "{meta}"
+                );
+                // The chosen answer is the model's own: a call with the gold arguments.
+                let args = l["chosen"][0]["tool_calls"][0]["function"]["arguments"]
+                    .as_str()
+                    .unwrap();
+                assert_eq!(
+                    serde_json::from_str::<Value>(args).unwrap(),
+                    json!({"amount": 1250, "from": "EUR", "to": "JPY"})
+                );
+            }
+            ("gold", None) => {}
+            (source, want) => panic!("{link}: chosen from {source}, expected {want:?}"),
+        }
+    }
+    let fixed: usize = d.fixed_by.iter().map(BTreeMap::len).sum();
+    assert_eq!(own, fixed);
+    println!(
+        "{own} of {} pairs take the model's own fixed answer",
+        lines.len()
+    );
 }

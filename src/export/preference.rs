@@ -148,6 +148,9 @@ pub struct Counts {
     pub dropped_synthetic: Vec<String>,
     /// Negatives cut by `--max-per-label`, per label.
     pub capped: BTreeMap<Label, usize>,
+    /// Samples of feedback rounds read (never examples of their own: their prompt holds the
+    /// failure fed back); the passing ones are corrections.
+    pub feedback_samples: usize,
 }
 
 /// The examples of an export and what was left out on the way.
@@ -156,6 +159,20 @@ pub struct Harvest {
     pub positives: Vec<Example>,
     pub negatives: Vec<Example>,
     pub counts: Counts,
+    /// Per failed sample (its permalink): the same model's passing answer to the feedback round
+    /// that followed it up (SPEC §11), which a DPO pair takes as `chosen` instead of the gold.
+    pub corrections: BTreeMap<String, Correction>,
+}
+
+/// A model's own corrected answer: a feedback sample that passed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Correction {
+    /// The assistant message of the feedback sample, as emitted.
+    pub completion: Value,
+    /// The feedback sample's permalink.
+    pub permalink: String,
+    /// How the failure was fed back.
+    pub style: crate::runs::FeedbackStyle,
 }
 
 // ---- the assistant message ----
@@ -427,6 +444,10 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
             h.counts.unknown_task_runs += 1;
             continue;
         };
+        if r.cell.kind == crate::runs::RunKind::Feedback {
+            harvest_corrections(task, r, h);
+            continue;
+        }
         for s in &r.samples {
             h.counts.samples += 1;
             let files = match r.read_sample(s) {
@@ -470,6 +491,65 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
                 Reading::PassNotGold => h.counts.passes_not_gold += 1,
                 Reading::TransportError => h.counts.transport_errors += 1,
                 Reading::Unusable(why) => *h.counts.unusable.entry(why.into()).or_default() += 1,
+            }
+        }
+    }
+}
+
+/// The passing samples of a feedback run, as corrections of their parents. When several
+/// follow-ups of one failure passed, the first by style (error, checklist, retry), then by
+/// permalink, is kept, so the choice does not depend on the order runs are read.
+fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
+    let Some(style) = r.cell.feedback.as_ref().map(|f| f.style) else {
+        return;
+    };
+    for s in &r.samples {
+        h.counts.feedback_samples += 1;
+        let Ok(files) = r.read_sample(s) else {
+            continue;
+        };
+        let t = files.transcript();
+        let Some(parent) = t.meta.as_ref().and_then(|m| m.parent.clone()) else {
+            continue;
+        };
+        if score(task, &t).outcome != Outcome::Pass {
+            continue;
+        }
+        let parsed = if t.streamed {
+            wire::parse_stream(&t.body)
+        } else {
+            wire::parse_body(&t.body)
+        };
+        let Ok(completion) = parsed else {
+            continue;
+        };
+        let key = SampleKey {
+            model: r.model.clone(),
+            task: r.task_id.clone(),
+            run: parent.run,
+            sample: parent.sample,
+        };
+        let correction = Correction {
+            completion: message_of_completion(&completion),
+            permalink: SampleKey {
+                model: r.model.clone(),
+                task: r.task_id.clone(),
+                run: r.run_id.clone(),
+                sample: s.clone(),
+            }
+            .permalink(),
+            style,
+        };
+        let slot = h.corrections.entry(key.permalink());
+        match slot {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(correction);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let old = o.get();
+                if (correction.style, &correction.permalink) < (old.style, &old.permalink) {
+                    o.insert(correction);
+                }
             }
         }
     }
@@ -573,8 +653,9 @@ fn metadata(e: &Example) -> Value {
 }
 
 /// The lines of the file, in order: KTO lists each task's positives then its negatives; DPO
-/// pairs every negative with its task's gold reply (tasks without a passing gold reply give no
-/// pairs).
+/// pairs every negative with the same model's passing answer to its feedback round when there
+/// is one, else with its task's gold reply (tasks without a passing gold reply give no such
+/// pairs); `callcheck.chosen.source` says which (`feedback` or `gold`).
 pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
     match format {
         Format::Kto => {
@@ -605,13 +686,26 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
             h.negatives
                 .iter()
                 .filter_map(|e| {
-                    let g = gold.get(e.task.as_str())?;
+                    // A real failure that the same model fixed when it was fed back is paired
+                    // with that answer (real on both sides); any other with the gold reply.
+                    let fixed = e.permalink.as_ref().and_then(|p| h.corrections.get(p));
+                    let (chosen, how) = match fixed {
+                        Some(c) => (
+                            &c.completion,
+                            json!({"source": "feedback", "style": c.style.as_str(), "permalink": c.permalink}),
+                        ),
+                        None => (&gold.get(e.task.as_str())?.completion, json!({"source": "gold"})),
+                    };
+                    let mut meta = metadata(e);
+                    if let Some(m) = meta.as_object_mut() {
+                        m.insert("chosen".into(), how);
+                    }
                     Some(json!({
                         "prompt": e.prompt,
-                        "chosen": [g.completion],
+                        "chosen": [chosen],
                         "rejected": [e.completion],
                         "tools": e.tools,
-                        "callcheck": metadata(e),
+                        "callcheck": meta,
                     }))
                 })
                 .collect()

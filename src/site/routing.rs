@@ -119,7 +119,7 @@ pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
         "success_unit": "these tasks: the mean over the row's tasks, each weighing the same, of the task's expected success under the policy",
         "models": models,
     });
-    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    let mut out = serde_json::to_vec(&doc).unwrap_or_default();
     out.push(b'\n');
     out
 }

@@ -648,6 +648,8 @@ struct RunPage<'a> {
     started: &'a str,
     ended: &'a str,
     version: &'a str,
+    /// For a feedback run (SPEC §11): its style.
+    feedback: Option<&'static str>,
     samples: Vec<MarkView>,
     sections: &'a str,
     reference: Option<&'a str>,
@@ -697,6 +699,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         started: &cx.cell.started,
         ended: &cx.cell.ended,
         version: &cx.cell.callcheck_version,
+        feedback: cx.cell.feedback.as_ref().map(|f| f.style.as_str()),
         samples: cx
             .samples
             .iter()
