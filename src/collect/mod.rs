@@ -13,6 +13,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod preflight;
+pub mod secret;
 
 use crate::runs::{self, CellInfo, RunWriter, SampleOut, TaskRef};
 use crate::task::Task;
