@@ -462,7 +462,8 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
     }
     let family = compare::correct(&mut all);
     for c in &all {
-        println!("{}", table(c));
+        // Settings and row names come from servers and runs: shown, never obeyed.
+        println!("{}", crate::term::escape_lines(&table(c)));
     }
     let regressions: Vec<String> = all
         .iter()
