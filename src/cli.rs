@@ -231,6 +231,9 @@ pub struct CollectOpts {
     /// streaming support) run once per model before its cells.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Print every preflight request on its own line (by default, one line per model).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]

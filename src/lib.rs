@@ -27,4 +27,5 @@ pub mod site;
 pub mod synth;
 pub mod task;
 pub mod taxonomy;
+pub mod term;
 pub mod transcript;

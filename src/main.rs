@@ -36,13 +36,20 @@ fn main() {
             Ok(code) => std::process::exit(code),
             Err(e) => {
                 // A regression is exit 1; a command that could not compare is a usage error.
-                eprintln!("error: {e:#}");
+                eprintln!(
+                    "error: {}",
+                    callcheck::term::escape_lines(&format!("{e:#}"))
+                );
                 std::process::exit(2);
             }
         },
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        // An error can quote a server's body: shown, never obeyed.
+        eprintln!(
+            "error: {}",
+            callcheck::term::escape_lines(&format!("{e:#}"))
+        );
         std::process::exit(1);
     }
 }

@@ -236,7 +236,13 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
     });
     let cfg = config(tmp.path(), &stalled.url, 1);
     let t0 = Instant::now();
-    let out = run(&cfg, &tmp.path().join("runs"), &["--retries", "0"], &[]);
+    // --verbose: each probe on its own line, the stalled one with its timeout.
+    let out = run(
+        &cfg,
+        &tmp.path().join("runs"),
+        &["--retries", "0", "--verbose"],
+        &[],
+    );
     ok(&out);
     let secs = t0.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&out.stderr);

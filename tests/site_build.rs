@@ -66,7 +66,7 @@ fn build_reports_what_it_read_and_skipped_and_flags_changed_tasks() {
     assert!(err.contains("task contact-card changed since 1 of its run was collected"));
     let last = err.lines().last().unwrap();
     assert!(
-        last.contains("36 samples (83.9 KB of transcripts) in 11 cells from 12 runs (17 passed, 17 failed, 2 transport errors); 2 skipped"),
+        last.contains("36 samples (83.9 KB of transcripts) in 11 cells from 12 runs (17 passed, 17 failed, 2 transport errors: no complete chat completion received); 2 skipped"),
         "{last}"
     );
 

@@ -35,7 +35,7 @@ pub fn run(opts: &BuildOpts) -> Result<()> {
         );
     }
     eprintln!(
-        "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({} passed, {} failed, {} transport errors); {} skipped; {} files, {}",
+        "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({} passed, {} failed, {} transport errors: no complete chat completion received); {} skipped; {} files, {}",
         opts.out.display(),
         s.samples,
         site::html::bytes(s.read_bytes),

@@ -32,6 +32,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         retry_errors: o.retry_errors,
         quiet: o.quiet,
         preflight: !o.no_preflight,
+        verbose: o.verbose,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -59,7 +60,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
     // Leftover tasks (a stopped stream's body reader) must not hold the process open.
     rt.shutdown_background();
     if !o.quiet || report.interrupted || report.fatal.is_some() {
-        eprint!("{}", report.render());
+        eprint!("{}", crate::term::escape_lines(&report.render()));
     }
     if let Some(f) = &report.fatal {
         bail!("collection stopped: {f}");

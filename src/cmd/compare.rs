@@ -59,7 +59,8 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
     }
     let family = compare::correct(&mut all);
     for c in &all {
-        println!("{}", table::table(c));
+        // Settings and row names come from servers and runs: shown, never obeyed.
+        println!("{}", crate::term::escape_lines(&table::table(c)));
     }
     let failures: Vec<String> = all
         .iter()

@@ -122,6 +122,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
             },
             retry_errors: false,
             preflight: true,
+            verbose: false,
             quiet: o.quiet,
         };
         let (tx, _rx) = tokio::sync::watch::channel(false);
@@ -137,7 +138,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
     })?;
     rt.shutdown_background();
     if !o.quiet {
-        eprint!("{}", report.render());
+        eprint!("{}", crate::term::escape_lines(&report.render()));
     }
     if report.interrupted {
         bail!("interrupted: run `callcheck demo` again to resume");

@@ -106,12 +106,14 @@ pub const REDACTED: &str = "[REDACTED]";
 /// `none` or `EMPTY` (vLLM's documented dummy key) would otherwise be cut out of model text.
 pub const MIN_SECRET_LEN: usize = 8;
 
-/// Finds the row's API key in bytes a server sent (as sent, and as it reads inside a JSON
-/// string) and replaces it with [`REDACTED`]: some gateways echo the bearer token in a 401
-/// body or a header, and callcheck promises the key never reaches runs/, logs or the terminal.
+/// Finds the row's API key in bytes a server sent and replaces it with [`REDACTED`]: some
+/// gateways echo the bearer token in a 401 body, a header or a streamed answer, and callcheck
+/// promises the key never reaches runs/, logs or the terminal. The key is found as sent, JSON-
+/// escaped, and split across the events of a stream (`collect::secret`).
 #[derive(Clone)]
 pub struct Redactor {
-    patterns: Vec<regex::bytes::Regex>,
+    /// The key as a literal pattern.
+    key: regex::bytes::Regex,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -126,31 +128,14 @@ impl Redactor {
         if key.chars().count() < MIN_SECRET_LEN {
             return None;
         }
-        let mut forms = vec![key.to_string()];
-        if let Ok(q) = serde_json::to_string(key) {
-            let inner = q[1..q.len() - 1].to_string();
-            if inner != key {
-                forms.push(inner);
-            }
-        }
-        let patterns = forms
-            .iter()
-            .filter_map(|f| regex::bytes::Regex::new(&regex::escape(f)).ok())
-            .collect::<Vec<_>>();
-        Some(Redactor { patterns })
+        let key = regex::bytes::Regex::new(&regex::escape(key)).ok()?;
+        Some(Redactor { key })
     }
 
-    /// Replaces every occurrence in `bytes`; returns how many there were.
+    /// Replaces every occurrence in `bytes` (a body, a stream, any text); returns how many
+    /// there were, a key split across events counting once.
     pub fn bytes(&self, bytes: &mut Vec<u8>) -> u64 {
-        let mut n = 0u64;
-        for re in &self.patterns {
-            let found = re.find_iter(bytes).count() as u64;
-            if found > 0 {
-                *bytes = re.replace_all(bytes, REDACTED.as_bytes()).into_owned();
-                n += found;
-            }
-        }
-        n
+        crate::collect::secret::redact(bytes, &self.key, REDACTED)
     }
 
     /// Replaces every occurrence in `text`; returns how many there were.
@@ -491,9 +476,15 @@ impl Endpoint {
             if retryable_status && !last {
                 // The status came with the head, before any body byte: the server refused this
                 // attempt, so asking again cannot double a sample.
+                // Redacted before it is clipped: a clip could cut an echoed key in two, and a
+                // piece of it would no longer be found in the error text.
+                let mut shown = bytes.clone();
+                if let Some(r) = &self.secret {
+                    r.bytes(&mut shown);
+                }
                 attempt.error = Some(format!(
                     "HTTP {status}: {}",
-                    crate::json::clip(&String::from_utf8_lossy(&bytes), 200)
+                    crate::json::clip(&String::from_utf8_lossy(&shown), 200)
                 ));
                 meta.attempts.push(attempt);
                 attempt_no += 1;

@@ -13,6 +13,8 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod preflight;
+pub mod progress;
+pub mod secret;
 
 use crate::runs::{self, CellInfo, RunWriter, SampleOut, TaskRef};
 use crate::task::Task;
@@ -111,6 +113,8 @@ pub struct Options {
     pub quiet: bool,
     /// Probe each row's server before its cells (`preflight`); off with `--no-preflight`.
     pub preflight: bool,
+    /// Every preflight request on its own line (`--verbose`), not one line per row.
+    pub verbose: bool,
 }
 
 /// One cell to collect: `need` more samples, numbered from `first` within the cell.
@@ -131,6 +135,8 @@ struct Tally {
     attempts: AtomicU64,
     /// What the samples kept as transport errors ended with ("HTTP 404", "cannot connect").
     error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Samples whose exchange succeeded but whose body is no chat completion.
+    not_completions: AtomicU64,
 }
 
 /// What a sample kept as a transport error ended with, in a few stable words: the HTTP status
@@ -174,6 +180,10 @@ pub struct ModelSummary {
     pub samples: u64,
     /// Of them, kept as transport errors (no complete response: build counts them apart).
     pub errors: u64,
+    /// Of them, exchanges that succeeded with a body that is no chat completion (not JSON, a
+    /// stream with no end, an error event): build counts these as transport errors too, so
+    /// `errors + not_completions` is build's count for these samples.
+    pub not_completions: u64,
     /// Samples that needed more than one attempt.
     pub retried: u64,
     /// HTTP attempts made for the samples (first attempts and retries).
@@ -325,8 +335,17 @@ impl Report {
                                 .join(", ")
                         )
                     };
+                    // An exchange that succeeded with a body that is no chat completion is a
+                    // sample here and a transport error to build: said, so the counts agree.
+                    let more = match m.not_completions {
+                        0 => String::new(),
+                        n => format!(
+                            " and {n} answered but not a chat completion (not JSON, or a stream with no end), which build also counts as transport errors ({} in all)",
+                            m.errors + n
+                        ),
+                    };
                     out.push_str(&format!(
-                        "  {}: {} samples written, {} kept as transport errors{kinds}; {} HTTP attempts ({} retries, on {} samples); cells {}/{} written, {} already complete; {:.1} s\n",
+                        "  {}: {} samples written, {} kept as transport errors{kinds}{more}; {} HTTP attempts ({} retries, on {} samples); cells {}/{} written, {} already complete; {:.1} s\n",
                         m.name,
                         m.samples,
                         m.errors,
@@ -469,6 +488,17 @@ impl Shared {
         let _ = stop.send(true);
     }
 
+    /// Where the collection stands, for the progress lines.
+    fn counts(&self, samples_total: u64) -> progress::Counts {
+        progress::Counts {
+            cells_done: self.cells_done.load(Ordering::Relaxed),
+            cells_total: self.cells_total,
+            samples: self.progress.position(),
+            samples_total,
+            errors: self.total_errors.load(Ordering::Relaxed),
+        }
+    }
+
     fn tick(&self) {
         self.progress.inc(1);
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
@@ -575,9 +605,10 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     }
 
     let quiet = opts.quiet;
+    // Every line here can quote a server (its model list, its errors): shown, never obeyed.
     let say = |s: &str| {
         if !quiet {
-            eprintln!("{s}");
+            eprintln!("{}", crate::term::escape_controls(s));
         }
     };
     for w in &warnings {
@@ -602,7 +633,18 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 return (Ok(Value::Null), None);
             }
             let name = &entry.name;
-            let progress = |line: String| say(&format!("preflight {name}: {line}"));
+            // Without --verbose a row's requests make one line, said when its preflight ends:
+            // what the server lists (the GET lines) and how many checks passed.
+            let gets = Mutex::new(Vec::new());
+            let progress = |line: String| {
+                if opts.verbose {
+                    say(&format!("preflight {name}: {line}"));
+                } else if line.starts_with("GET ")
+                    && let Ok(mut g) = gets.lock()
+                {
+                    g.push(line);
+                }
+            };
             let t0 = Instant::now();
             let server = ep
                 .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
@@ -613,8 +655,17 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 }
                 _ => None,
             };
-            if opts.preflight {
-                progress(format!("done in {:.1} s", t0.elapsed().as_secs_f64()));
+            let secs = t0.elapsed().as_secs_f64();
+            if opts.verbose {
+                if opts.preflight {
+                    progress(format!("done in {secs:.1} s"));
+                }
+            } else {
+                let gets = gets.into_inner().unwrap_or_default();
+                say(&format!(
+                    "preflight {name}: {}",
+                    preflight::one_line(&gets, p.as_ref(), secs)
+                ));
             }
             (server, p)
         }))
@@ -646,6 +697,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             cells_done: 0,
             samples: 0,
             errors: 0,
+            not_completions: 0,
             retried: 0,
             attempts: 0,
             error_kinds: Default::default(),
@@ -660,7 +712,11 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             // Printed whatever --quiet says: a misconfigured server makes every sample of the
             // row wrong, which a script must hear about.
             for w in p.warnings() {
-                eprintln!("WARNING {}: {w}", entry.name);
+                eprintln!(
+                    "WARNING {}: {}",
+                    entry.name,
+                    crate::term::escape_controls(&w)
+                );
             }
             // A stopped row's summary line says why already.
             if p.stop.is_none() {
@@ -734,6 +790,15 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         cells_total,
         started: Instant::now(),
     });
+    // Off a terminal the bar is hidden: a plain line at a steady interval shows the work.
+    let ticker = progress::Ticker::start(
+        progress::every(quiet, std::io::stderr().is_terminal()),
+        shared.started,
+        {
+            let shared = shared.clone();
+            move || shared.counts(total_samples)
+        },
+    );
     let stop_tx = Arc::new(stop_tx);
     let launchers = models.iter().map(|m| {
         let m = m.clone();
@@ -746,6 +811,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         }
     });
     let times = futures_util::future::join_all(launchers).await;
+    drop(ticker);
     shared.progress.finish_and_clear();
 
     let interrupted = *shared.stop.borrow() && !shared.stopped_by_fatal.load(Ordering::SeqCst);
@@ -753,6 +819,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         if let Some(s) = summaries.iter_mut().find(|s| s.name == m.entry.name) {
             s.samples = m.tally.samples.load(Ordering::Relaxed);
             s.errors = m.tally.errors.load(Ordering::Relaxed);
+            s.not_completions = m.tally.not_completions.load(Ordering::Relaxed);
             s.cells_done = m.tally.cells.load(Ordering::Relaxed);
             s.retried = m.tally.retried.load(Ordering::Relaxed);
             s.attempts = m.tally.attempts.load(Ordering::Relaxed);
@@ -916,6 +983,13 @@ async fn sample_done(
     let retried = ex.meta.attempts.len() > 1;
     let attempts = ex.meta.attempts.len().max(1) as u64;
     let kind = is_error.then(|| error_kind(&ex.meta));
+    // Read as build reads it, so the summary can say what build will count as an error.
+    let not_completion = !is_error
+        && if ex.sse {
+            crate::score::wire::parse_stream(&ex.response).is_err()
+        } else {
+            crate::score::wire::parse_body(&ex.response).is_err()
+        };
     let out = SampleOut {
         request: body.to_vec(),
         response: ex.response,
@@ -956,6 +1030,9 @@ async fn sample_done(
     if is_error {
         m.tally.errors.fetch_add(1, Ordering::Relaxed);
         shared.total_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    if not_completion {
+        m.tally.not_completions.fetch_add(1, Ordering::Relaxed);
     }
     if retried {
         m.tally.retried.fetch_add(1, Ordering::Relaxed);

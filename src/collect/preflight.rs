@@ -239,6 +239,34 @@ impl Preflight {
     }
 }
 
+/// A row's preflight in one line (collect without `--verbose`): what `GET /models` said per
+/// replica, then how many checks passed and which did not (each has its own WARNING line).
+pub fn one_line(gets: &[String], p: Option<&Preflight>, secs: f64) -> String {
+    let mut parts: Vec<String> = gets.to_vec();
+    if let Some(p) = p {
+        let failed: Vec<&str> = p
+            .checks
+            .iter()
+            .filter(|(_, c)| !c.ok)
+            .map(|(n, _)| *n)
+            .collect();
+        let n = p.checks.len();
+        let mut s = format!("{} of {n} checks passed", n - failed.len());
+        if !failed.is_empty() {
+            s.push_str(&format!(
+                " ({} did not: see the WARNING lines)",
+                failed.join(", ")
+            ));
+        }
+        s.push_str(&format!(" in {secs:.1} s"));
+        parts.push(s);
+    }
+    if parts.is_empty() {
+        parts.push(format!("done in {secs:.1} s"));
+    }
+    parts.join("; ")
+}
+
 /// The probes' tool definition.
 pub fn probe_tool() -> Value {
     json!({
