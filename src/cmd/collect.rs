@@ -32,6 +32,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         retry_errors: o.retry_errors,
         quiet: o.quiet,
         preflight: !o.no_preflight,
+        feedback: o.feedback.clone(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

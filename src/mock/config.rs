@@ -58,6 +58,10 @@ pub struct MockModel {
     /// and what the demo's `mock-good-stream` row shows next to `mock-good`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream_drops_parallel: bool,
+    /// How the model answers a follow-up of the feedback round (`mock::feedback`); without
+    /// it, a follow-up is answered like a first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<super::feedback::FeedbackBehaviour>,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -118,6 +122,26 @@ impl MockConfig {
                 .map(|(l, p)| (l.as_str().to_string(), *p))
                 .collect::<BTreeMap<_, _>>()
         };
+        let feedback = |fix: f64,
+                        by_label: &[(Label, f64)],
+                        styles: &[(&str, Option<f64>, &[(Label, f64)])]| {
+            super::feedback::FeedbackBehaviour {
+                fix,
+                labels: labels(by_label),
+                styles: styles
+                    .iter()
+                    .map(|(s, fix, l)| {
+                        (
+                            s.to_string(),
+                            super::feedback::StyleBehaviour {
+                                fix: *fix,
+                                labels: labels(l),
+                            },
+                        )
+                    })
+                    .collect(),
+            }
+        };
         MockConfig {
             seed: default_seed(),
             api_key: None,
@@ -126,6 +150,18 @@ impl MockConfig {
                     name: "mock-good".into(),
                     labels: labels(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
                     stream_drops_parallel: true,
+                    // Fixes almost every error it is told about, most after a checklist (not
+                    // a wrong tool: the checklist does not say which tool the user meant),
+                    // fewer after a bare "try again". Its streaming path's lost parallel
+                    // calls are the server's: no feedback fixes them.
+                    feedback: Some(feedback(
+                        0.9,
+                        &[],
+                        &[
+                            ("checklist", Some(0.8), &[(Label::WrongTool, 0.2)]),
+                            ("retry", Some(0.55), &[]),
+                        ],
+                    )),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -147,6 +183,26 @@ impl MockConfig {
                         (Label::ParallelCollapse, 0.55),
                         (Label::SpuriousCall, 0.03),
                     ]),
+                    // Often repeats its mistakes; a checklist helps it on arguments (types,
+                    // required and undeclared ones) and not on choosing the tool.
+                    feedback: Some(feedback(
+                        0.4,
+                        &[(Label::WrongTool, 0.15), (Label::ParallelCollapse, 0.25)],
+                        &[
+                            (
+                                "checklist",
+                                Some(0.2),
+                                &[
+                                    (Label::TypeCoercion, 0.7),
+                                    (Label::MissingRequired, 0.65),
+                                    (Label::HallucinatedParam, 0.7),
+                                    (Label::SchemaViolation, 0.55),
+                                    (Label::WrongTool, 0.05),
+                                ],
+                            ),
+                            ("retry", Some(0.15), &[]),
+                        ],
+                    )),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -168,6 +224,7 @@ impl MockConfig {
                         garbage: 0.02,
                     },
                     event_delay_ms: 0,
+                    feedback: Some(feedback(0.75, &[], &[("retry", Some(0.5), &[])])),
                     ..MockModel::default()
                 },
             ],
@@ -256,6 +313,9 @@ impl MockConfig {
                 return Err(format!(
                     "{at}: key `faults`: status, drop, cut and garbage add up to {sum} > 1"
                 ));
+            }
+            if let Some(b) = &m.feedback {
+                b.check().map_err(|e| format!("{at}: {e}"))?;
             }
             if f.latency_ms[0] > f.latency_ms[1] {
                 return Err(format!(
