@@ -122,9 +122,9 @@ impl MockConfig {
                 .map(|(l, p)| (l.as_str().to_string(), *p))
                 .collect::<BTreeMap<_, _>>()
         };
-        let feedback = |fix: f64,
-                        by_label: &[(Label, f64)],
-                        styles: &[(&str, Option<f64>, &[(Label, f64)])]| {
+        // A style's name, its own `fix`, and its per-label probabilities.
+        type StyleSetting<'a> = (&'a str, Option<f64>, &'a [(Label, f64)]);
+        let feedback = |fix: f64, by_label: &[(Label, f64)], styles: &[StyleSetting]| {
             super::feedback::FeedbackBehaviour {
                 fix,
                 labels: labels(by_label),

@@ -235,6 +235,34 @@ fn echo(assistant: &Value) -> Reply {
 mod tests {
     use super::*;
 
+    /// The header names style and label; without it the style is read from the wording and
+    /// the label is unknown.
+    #[test]
+    fn a_follow_up_is_read_with_or_without_the_header() {
+        use serde_json::json;
+        let request = json!({"model": "m", "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "It is sunny."},
+            {"role": "user", "content": crate::feedback::RETRY},
+        ], "tools": []});
+        let f = read(&request, Some("checklist/no_call")).unwrap();
+        assert_eq!(
+            f.original,
+            json!({"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": []})
+        );
+        assert_eq!(
+            f.assistant,
+            json!({"role": "assistant", "content": "It is sunny."})
+        );
+        assert_eq!(f.style, Some(FeedbackStyle::Checklist));
+        assert_eq!(f.label, Some(Label::NoCall));
+        let f = read(&request, None).unwrap();
+        assert_eq!((f.style, f.label), (Some(FeedbackStyle::Retry), None));
+        assert_eq!(echo(&f.assistant), Reply::text("It is sunny."));
+        let first = json!({"messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(read(&first, None), None);
+    }
+
     #[test]
     fn the_most_specific_setting_wins() {
         let b: FeedbackBehaviour = toml::from_str(
