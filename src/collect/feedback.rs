@@ -176,3 +176,108 @@ pub fn plan_cell(root: &Path, model: &str, task: &Task, styles: &[FeedbackStyle]
     out.plans = plans;
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{ModelRow, RunSpec, Wire, write_run};
+
+    /// A cell with a pass, two failures and a transport error: each failure is planned once per
+    /// style, in sample order with its position; a follow-up already on disk is not planned
+    /// again, and a feedback run never counts as first-round samples.
+    #[test]
+    fn failures_without_a_follow_up_of_a_style_are_planned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let task = crate::task::load(Path::new("tasks/basic/basic-weather-city.json"))
+            .unwrap()
+            .remove(0);
+        let row = ModelRow {
+            name: "m".into(),
+            served: "m".into(),
+            stream: false,
+        };
+        let wrong = crate::corrupt::corruptions(&task, Label::WrongTool, 512)
+            .unwrap()
+            .remove(0)
+            .reply;
+        let wires = [
+            Wire::Reply(crate::corrupt::gold(&task)),
+            Wire::Reply(crate::reply::Reply::text("It is probably sunny.")),
+            Wire::Status(503, "{\"error\": {\"message\": \"busy\"}}".into()),
+            Wire::Reply(wrong),
+        ];
+        let spec = |run_id: &'static str| RunSpec {
+            model: &row,
+            task: &task,
+            task_sha256: &task.sha256,
+            run_id,
+            server: serde_json::Value::Null,
+            seed: 1,
+        };
+        write_run(tmp.path(), spec("r1"), &wires).unwrap();
+        let styles = [FeedbackStyle::Error, FeedbackStyle::Retry];
+        let planned = plan_cell(tmp.path(), "m", &task, &styles);
+        assert_eq!((planned.failures, planned.done), (2, 0));
+        assert!(planned.warnings.is_empty(), "{:?}", planned.warnings);
+        let shown = |p: &CellFeedback| -> Vec<(FeedbackStyle, String, u32, Label)> {
+            p.plans
+                .iter()
+                .flat_map(|p| {
+                    p.items
+                        .iter()
+                        .map(|i| (p.style, i.parent.sample.clone(), i.position, i.label))
+                })
+                .collect()
+        };
+        use FeedbackStyle::*;
+        assert_eq!(
+            shown(&planned),
+            [
+                (Error, "001".into(), 1, Label::NoCall),
+                (Error, "003".into(), 3, Label::WrongTool),
+                (Retry, "001".into(), 1, Label::NoCall),
+                (Retry, "003".into(), 3, Label::WrongTool),
+            ]
+        );
+        // Each body is the follow-up of its parent, as sent.
+        let r1 = runs::cell_runs(tmp.path(), "m", &task.id).runs.remove(0);
+        let t = r1.read_sample("003").unwrap().transcript();
+        let want = crate::feedback::follow_up(
+            &task,
+            t.request.as_ref().unwrap(),
+            &crate::score::parse(&t).unwrap(),
+            &crate::score::score(&task, &t),
+            Retry,
+        )
+        .unwrap();
+        assert_eq!(
+            planned.plans[1].items[1].body,
+            serde_json::to_vec(&want).unwrap()
+        );
+
+        // A retry follow-up of 001 on disk: only 003 is left for that style.
+        let dir = write_run(tmp.path(), spec("r2-retry"), &wires[..1]).unwrap();
+        let mut cell: runs::CellInfo =
+            serde_json::from_slice(&std::fs::read(dir.join("cell.json")).unwrap()).unwrap();
+        cell.kind = RunKind::Feedback;
+        cell.feedback = Some(runs::FeedbackInfo { style: Retry });
+        std::fs::write(dir.join("cell.json"), serde_json::to_vec(&cell).unwrap()).unwrap();
+        let meta_path = dir.join("samples/000/meta.json");
+        let mut meta: Meta = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+        meta.parent = Some(ParentRef {
+            run: "r1".into(),
+            sample: "001".into(),
+        });
+        std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        let planned = plan_cell(tmp.path(), "m", &task, &styles);
+        assert_eq!((planned.failures, planned.done), (2, 1));
+        assert_eq!(
+            shown(&planned),
+            [
+                (Error, "001".into(), 1, Label::NoCall),
+                (Error, "003".into(), 3, Label::WrongTool),
+                (Retry, "003".into(), 3, Label::WrongTool),
+            ]
+        );
+    }
+}
