@@ -234,6 +234,20 @@ pub struct CollectOpts {
     /// Print every preflight request on its own line (by default, one line per model).
     #[arg(long, short)]
     pub verbose: bool,
+    /// The feedback round (SPEC §11) instead of first-round samples: for each failed sample,
+    /// one follow-up per style that it has none of yet (error, checklist, retry; all three when
+    /// the flag is given alone).
+    #[arg(long, value_name = "STYLE,…", value_parser = feedback_style, value_delimiter = ',',
+          num_args = 0..=1, default_missing_value = "error,checklist,retry")]
+    pub feedback: Option<Vec<crate::runs::FeedbackStyle>>,
+}
+
+/// A feedback style by its name in `cell.json` (SPEC §11).
+fn feedback_style(s: &str) -> Result<crate::runs::FeedbackStyle, String> {
+    crate::runs::FeedbackStyle::ALL
+        .into_iter()
+        .find(|f| f.as_str() == s.trim())
+        .ok_or_else(|| format!("{s:?} is not a feedback style (error, checklist, retry)"))
 }
 
 #[derive(Debug, Args)]

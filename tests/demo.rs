@@ -74,7 +74,7 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
     let scan = callcheck::runs::scan(&runs);
     assert!(scan.skipped.is_empty(), "{:?}", scan.skipped);
     let mut per_cell: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in &scan.runs {
+    for r in scan.runs.iter().filter(|r| r.cell.kind.is_samples()) {
         *per_cell
             .entry((r.model.clone(), r.task_id.clone()))
             .or_default() += r.samples.len();
@@ -91,6 +91,8 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
             "mock-sloppy"
         ])
     );
+
+    feedback_round_follows_every_failure_in_character(&scan);
 
     // Every label occurs in the matrix, and the near-perfect model is near perfect.
     let matrix: Value =
@@ -158,6 +160,91 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
     for (k, v) in &site_before {
         assert!(site_after[k] == *v, "{k} differs after the second demo");
     }
+}
+
+/// The demo's feedback round (SPEC §11): every first-round failure has one follow-up per style,
+/// and the scripted models answer in character. Prints the fix rates per row and style.
+fn feedback_round_follows_every_failure_in_character(scan: &callcheck::runs::Scan) {
+    use callcheck::runs::{FeedbackStyle, RunKind};
+    use callcheck::taxonomy::{Label, Outcome};
+    let tasks = callcheck::task::load(&corpus()).unwrap();
+    let task = |id: &str| tasks.iter().find(|t| t.id == id).unwrap();
+    let mut parents: BTreeMap<(String, String, String, String), Label> = BTreeMap::new();
+    for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Samples) {
+        for s in &r.samples {
+            let t = r.read_sample(s).unwrap().transcript();
+            if let Outcome::Fail(l) = callcheck::score::score(task(&r.task_id), &t).outcome {
+                parents.insert(
+                    (
+                        r.model.clone(),
+                        r.task_id.clone(),
+                        r.run_id.clone(),
+                        s.clone(),
+                    ),
+                    l,
+                );
+            }
+        }
+    }
+    // (row, style, argument label or not) → (follow-ups, passes)
+    let mut rates: BTreeMap<(String, FeedbackStyle, bool), (u32, u32)> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for r in scan
+        .runs
+        .iter()
+        .filter(|r| r.cell.kind == RunKind::Feedback)
+    {
+        let style = r.cell.feedback.as_ref().unwrap().style;
+        for s in &r.samples {
+            let t = r.read_sample(s).unwrap().transcript();
+            let p = t.meta.as_ref().unwrap().parent.clone().unwrap();
+            let key = (r.model.clone(), r.task_id.clone(), p.run, p.sample);
+            let label = parents[&key];
+            assert!(seen.insert((key, style)), "a parent followed up twice");
+            let outcome = callcheck::score::score(task(&r.task_id), &t).outcome;
+            let argument = matches!(
+                label,
+                Label::TypeCoercion
+                    | Label::MissingRequired
+                    | Label::HallucinatedParam
+                    | Label::SchemaViolation
+            );
+            let e = rates.entry((r.model.clone(), style, argument)).or_default();
+            e.0 += 1;
+            e.1 += u32::from(outcome == Outcome::Pass);
+        }
+    }
+    assert_eq!(seen.len(), 3 * parents.len());
+    let rate = |row: &str, style, argument: Option<bool>| {
+        let (n, k) = rates
+            .iter()
+            .filter(|((m, s, a), _)| m == row && *s == style && argument.is_none_or(|x| x == *a))
+            .fold((0, 0), |(n, k), (_, (n2, k2))| (n + n2, k + k2));
+        eprintln!("feedback {row} {style:?} argument labels {argument:?}: {k}/{n}");
+        f64::from(k) / f64::from(n.max(1))
+    };
+    for row in [
+        "mock-good",
+        "mock-good-stream",
+        "mock-sloppy",
+        "mock-flaky-stream",
+    ] {
+        for style in FeedbackStyle::ALL {
+            rate(row, style, None);
+        }
+    }
+    // The good model fixes most errors it is told about; the sloppy one repeats most.
+    assert!(rate("mock-good", FeedbackStyle::Error, None) > 0.6);
+    assert!(rate("mock-sloppy", FeedbackStyle::Error, None) < 0.6);
+    assert!(
+        rate("mock-sloppy", FeedbackStyle::Retry, None)
+            < rate("mock-sloppy", FeedbackStyle::Error, None)
+    );
+    // A checklist helps the sloppy model on its arguments, not on the rest.
+    assert!(
+        rate("mock-sloppy", FeedbackStyle::Checklist, Some(true))
+            > rate("mock-sloppy", FeedbackStyle::Checklist, Some(false)) + 0.2
+    );
 }
 
 #[test]

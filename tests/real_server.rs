@@ -536,6 +536,117 @@ fn llama_server_end_to_end() {
         "\ncollect: {samples} samples in {collect_secs:.1} s = {:.2} samples/s",
         samples as f64 / collect_secs
     );
+
+    // 8. The feedback round (SPEC §11): one follow-up per failure and style, each request the
+    // one built from its parent's files; what the small model did with each style is printed.
+    let failures: BTreeMap<(String, String, String, String), String> = body
+        .iter()
+        .filter(|r| r[c_outcome] == "fail")
+        .map(|r| {
+            (
+                (
+                    r[c_model].clone(),
+                    r[c_task].clone(),
+                    r[c_run].clone(),
+                    r[c_sample].clone(),
+                ),
+                r[c_label].clone(),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let out = run(
+        Command::new(BIN)
+            .arg("collect")
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--tasks")
+            .arg(&tasks_dir)
+            .arg("--runs")
+            .arg(&runs_dir)
+            .args(["--feedback", "--jobs", "2"]),
+        "callcheck collect --feedback",
+    );
+    let feedback_secs = t.elapsed().as_secs_f64();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    mark("collect --feedback", &mut timings);
+    let mut followed: BTreeSet<(String, String, String, String, runs::FeedbackStyle)> =
+        BTreeSet::new();
+    // (row, style) → outcome of the follow-up → count; and (style, parent label) → (n, passes)
+    let mut by_style: BTreeMap<(String, &str), BTreeMap<String, usize>> = BTreeMap::new();
+    let mut by_label: BTreeMap<(&str, String), (usize, usize)> = BTreeMap::new();
+    for r in runs::scan(&runs_dir).runs {
+        let Some(info) = r.cell.feedback.clone() else {
+            continue;
+        };
+        assert_eq!(r.cell.kind, runs::RunKind::Feedback);
+        let task = &tasks[&r.task_id];
+        for s in &r.samples {
+            let t = r.read_sample(s).unwrap().transcript();
+            let p = t.meta.as_ref().unwrap().parent.clone().unwrap();
+            let key = (
+                r.model.clone(),
+                r.task_id.clone(),
+                p.run.clone(),
+                p.sample.clone(),
+            );
+            let parent_label = failures
+                .get(&key)
+                .unwrap_or_else(|| panic!("{key:?} is no failure"))
+                .clone();
+            assert!(
+                followed.insert((key.0, key.1, key.2, key.3, info.style)),
+                "a parent followed up twice"
+            );
+            let parent_run = runs::cell_runs(&runs_dir, &r.model, &r.task_id)
+                .runs
+                .into_iter()
+                .find(|x| x.run_id == p.run)
+                .unwrap();
+            let pt = parent_run.read_sample(&p.sample).unwrap().transcript();
+            let want = callcheck::feedback::follow_up(
+                task,
+                pt.request.as_ref().unwrap(),
+                &callcheck::score::parse(&pt).unwrap(),
+                &callcheck::score::score(task, &pt),
+                info.style,
+            )
+            .unwrap();
+            assert_eq!(t.request.as_ref(), Some(&want), "{}", r.dir.display());
+            let v = callcheck::score::score(task, &t);
+            let outcome = v
+                .label()
+                .map_or(v.outcome.name().to_string(), |l| l.to_string());
+            *by_style
+                .entry((r.model.clone(), info.style.as_str()))
+                .or_default()
+                .entry(outcome)
+                .or_default() += 1;
+            let e = by_label
+                .entry((info.style.as_str(), parent_label))
+                .or_default();
+            e.0 += 1;
+            e.1 += usize::from(v.outcome == callcheck::taxonomy::Outcome::Pass);
+        }
+    }
+    assert_eq!(
+        followed.len(),
+        3 * failures.len(),
+        "one follow-up per failure and style"
+    );
+    eprintln!(
+        "\nfeedback round: {} follow-ups of {} failures in {feedback_secs:.1} s; outcomes per row and style:",
+        followed.len(),
+        failures.len()
+    );
+    for ((row, style), d) in &by_style {
+        let parts: Vec<String> = d.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        eprintln!("  {row} {style}: {}", parts.join(", "));
+    }
+    eprintln!("fixed (passes / follow-ups) per style and parent label:");
+    for ((style, label), (n, k)) in &by_label {
+        eprintln!("  {style} {label}: {k}/{n}");
+    }
     for (what, secs) in &timings {
         eprintln!("  {what}: {secs:.1} s");
     }

@@ -33,6 +33,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         quiet: o.quiet,
         preflight: !o.no_preflight,
         verbose: o.verbose,
+        feedback: o.feedback.clone(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -124,6 +124,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
             preflight: true,
             verbose: false,
             quiet: o.quiet,
+            feedback: None,
         };
         let (tx, _rx) = tokio::sync::watch::channel(false);
         let signal_tx = tx.clone();
@@ -132,19 +133,34 @@ pub fn run(o: &DemoOpts) -> Result<()> {
                 let _ = signal_tx.send(true);
             }
         });
-        let report = collect::collect(&opts, tx).await;
+        let report = collect::collect(&opts, tx.clone()).await;
+        // Then the feedback round over the first round's failures, in every style (SPEC §11).
+        let feedback = match &report {
+            Ok(r) if !r.interrupted && r.fatal.is_none() => {
+                let opts = Options {
+                    feedback: Some(crate::runs::FeedbackStyle::ALL.to_vec()),
+                    ..opts.clone()
+                };
+                Some(collect::collect(&opts, tx).await)
+            }
+            _ => None,
+        };
         handle.shutdown().await;
-        report
+        report.and_then(|r| Ok((r, feedback.transpose()?)))
     })?;
+    let (report, feedback) = report;
     rt.shutdown_background();
-    if !o.quiet {
-        eprint!("{}", crate::term::escape_lines(&report.render()));
-    }
-    if report.interrupted {
-        bail!("interrupted: run `callcheck demo` again to resume");
-    }
-    if let Some(f) = &report.fatal {
-        bail!("collection stopped: {f}");
+    for (what, report) in [("", Some(&report)), ("feedback round: ", feedback.as_ref())] {
+        let Some(report) = report else { continue };
+        if !o.quiet {
+            eprint!("{what}{}", crate::term::escape_lines(&report.render()));
+        }
+        if report.interrupted {
+            bail!("interrupted: run `callcheck demo` again to resume");
+        }
+        if let Some(f) = &report.fatal {
+            bail!("collection stopped: {f}");
+        }
     }
 
     let build = BuildOpts {

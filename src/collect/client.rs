@@ -45,6 +45,11 @@ pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
 /// (`collect::preflight`). Real servers ignore it; the mock answers probes by it.
 pub const PREFLIGHT_HEADER: &str = "x-callcheck-preflight";
 
+/// The header a follow-up of the feedback round carries beside [`SAMPLE_HEADER`]:
+/// `<style>/<label of the parent>`. Real servers ignore it; the mock's scripted models answer
+/// feedback by it (SPEC §11).
+pub const FEEDBACK_HEADER: &str = "x-callcheck-feedback";
+
 /// How hard to retry.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -347,13 +352,33 @@ impl Endpoint {
     }
 
     pub async fn chat(&self, body: &bytes::Bytes, tag: &str, policy: &RetryPolicy) -> Exchange {
+        self.chat_tagged(body, tag, None, policy).await
+    }
+
+    /// [`Endpoint::chat`] for a follow-up of the feedback round: `feedback` (`<style>/<label>`)
+    /// goes in [`FEEDBACK_HEADER`].
+    pub async fn chat_tagged(
+        &self,
+        body: &bytes::Bytes,
+        tag: &str,
+        feedback: Option<&str>,
+        policy: &RetryPolicy,
+    ) -> Exchange {
         let limits = Limits {
             timeout: self.timeout,
             max_body: MAX_BODY,
             what: "timeout_secs",
         };
         let mut ex = self
-            .exchange(body, SAMPLE_HEADER, tag, self.stream, policy, limits)
+            .exchange(
+                body,
+                SAMPLE_HEADER,
+                tag,
+                feedback,
+                self.stream,
+                policy,
+                limits,
+            )
             .await;
         if let Some(r) = &self.secret {
             r.exchange(&mut ex);
@@ -383,7 +408,7 @@ impl Endpoint {
             what: "the preflight's probe timeout",
         };
         let mut ex = self
-            .exchange(body, PREFLIGHT_HEADER, check, stream, policy, limits)
+            .exchange(body, PREFLIGHT_HEADER, check, None, stream, policy, limits)
             .await;
         if let Some(r) = &self.secret {
             r.exchange(&mut ex);
@@ -391,11 +416,14 @@ impl Endpoint {
         ex
     }
 
+    // Each argument is one fact about the request; a struct for them would be built once, here.
+    #[allow(clippy::too_many_arguments)]
     async fn exchange(
         &self,
         body: &bytes::Bytes,
         tag_header: &'static str,
         tag: &str,
+        feedback: Option<&str>,
         stream: bool,
         policy: &RetryPolicy,
         limits: Limits,
@@ -424,6 +452,9 @@ impl Endpoint {
             let mut headers = self.headers(stream);
             if let Ok(v) = HeaderValue::from_str(&format!("{tag}/{attempt_no}")) {
                 headers.insert(tag_header, v);
+            }
+            if let Some(v) = feedback.and_then(|f| HeaderValue::from_str(f).ok()) {
+                headers.insert(FEEDBACK_HEADER, v);
             }
             let req = self
                 .client

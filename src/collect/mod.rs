@@ -12,11 +12,14 @@
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod feedback;
 pub mod preflight;
 pub mod progress;
 pub mod secret;
 
-use crate::runs::{self, CellInfo, RunWriter, SampleOut, TaskRef};
+use crate::runs::{
+    self, CellInfo, FeedbackInfo, FeedbackStyle, RunKind, RunWriter, SampleOut, TaskRef,
+};
 use crate::task::Task;
 use anyhow::{Context, Result, bail};
 use client::{Endpoint, Exchange, RetryPolicy};
@@ -115,14 +118,78 @@ pub struct Options {
     pub preflight: bool,
     /// Every preflight request on its own line (`--verbose`), not one line per row.
     pub verbose: bool,
+    /// The feedback round (`--feedback`, SPEC §11) in these styles instead of first-round
+    /// samples: a follow-up for each failed first-round sample that has none of a style yet.
+    pub feedback: Option<Vec<FeedbackStyle>>,
 }
 
-/// One cell to collect: `need` more samples, numbered from `first` within the cell.
+/// One cell to collect: `need` more samples, numbered from `first` within the cell; or, for
+/// the feedback round, `need` follow-ups of one style (a run of kind `feedback`).
 #[derive(Debug, Clone)]
 struct CellPlan {
     task: usize,
     first: u32,
     need: u32,
+    feedback: Option<Arc<feedback::FeedbackPlan>>,
+}
+
+/// One request of a run: a first-round sample built from the task, or a follow-up built from
+/// a parent sample. Both go through the same sending and writing.
+#[derive(Debug, Clone)]
+struct WorkItem {
+    body: bytes::Bytes,
+    /// `<task-id>/<sample number>` for the sample header.
+    tag: String,
+    /// For a follow-up: the parent (kept in its `meta.json`) and `<style>/<label>` for the
+    /// feedback header.
+    parent: Option<(crate::transcript::ParentRef, String)>,
+}
+
+/// The requests of one planned run, in sample order.
+fn work_items(
+    task: &Task,
+    asking: &crate::request::Asking,
+    plan: &CellPlan,
+) -> Result<Vec<WorkItem>, serde_json::Error> {
+    match &plan.feedback {
+        Some(f) => Ok(f
+            .items
+            .iter()
+            .map(|item| WorkItem {
+                body: item.body.clone(),
+                tag: format!("{}/{}", task.id, item.position),
+                parent: Some((
+                    item.parent.clone(),
+                    format!("{}/{}", f.style.as_str(), item.label),
+                )),
+            })
+            .collect()),
+        // One body per sample: a row that sets `seed` sends each sample its own (derived from
+        // the row's seed, the task and the sample number), so k samples are k draws.
+        None => (0..plan.need)
+            .map(|i| {
+                let body = serde_json::to_vec(&crate::request::sample_request(
+                    task,
+                    asking,
+                    plan.first + i,
+                ))?;
+                Ok(WorkItem {
+                    body: body.into(),
+                    tag: format!("{}/{}", task.id, plan.first + i),
+                    parent: None,
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The id of a planned run: the collection's, and for a feedback run its style too (one
+/// collection writes a run per style in a cell).
+fn plan_run_id(run_id: &str, plan: &CellPlan) -> String {
+    match &plan.feedback {
+        Some(f) => format!("{run_id}-{}", f.style.as_str()),
+        None => run_id.to_string(),
+    }
 }
 
 /// Per-model tallies, for progress and the summary.
@@ -407,7 +474,8 @@ fn finished_samples(
         errors: 0,
         kinds: Vec::new(),
     };
-    for r in &scan.runs {
+    // Feedback runs hold follow-ups, not samples of the cell: they never count towards k.
+    for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Samples) {
         for s in &r.samples {
             have.samples = have.samples.saturating_add(1);
             if let Some(kind) = sample_failed(&r.sample_dir(s)) {
@@ -514,7 +582,7 @@ impl Shared {
 
 /// Runs a collection until done or until `stop` turns true (Ctrl-C).
 pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
-    if opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote) {
+    if opts.feedback.is_none() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
         bail!(
             "--k {} is too few samples per cell to give a rate (at least {MIN_K}); pass --allow-anecdote to collect anyway",
             opts.k
@@ -581,6 +649,22 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             let dir = runs::cell_dir(&opts.runs, &m.name, &t.id)?;
             runs::remove_stale_temps(&dir)
                 .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
+            if let Some(styles) = &opts.feedback {
+                let planned = feedback::plan_cell(&opts.runs, &m.name, t, styles);
+                warnings.extend(planned.warnings);
+                if planned.plans.is_empty() {
+                    skipped += 1;
+                }
+                for p in planned.plans {
+                    cells.push(CellPlan {
+                        task: ti,
+                        first: 0,
+                        need: p.items.len() as u32,
+                        feedback: Some(Arc::new(p)),
+                    });
+                }
+                continue;
+            }
             let (have, w) = finished_samples(&opts.runs, &m.name, &t.id, opts.retry_errors);
             warnings.extend(w);
             prior.samples += u64::from(have.samples);
@@ -599,6 +683,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 task: ti,
                 first: have.counted,
                 need: opts.k - have.counted,
+                feedback: None,
             });
         }
         plans.push((m, cells, skipped, prior));
@@ -650,14 +735,16 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
                 .await;
             let p = match &server {
-                Ok(server) if opts.preflight => {
+                // The feedback round follows up what first-round samples already showed of
+                // the server: no probes.
+                Ok(server) if opts.preflight && opts.feedback.is_none() => {
                     Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
                 }
                 _ => None,
             };
             let secs = t0.elapsed().as_secs_f64();
             if opts.verbose {
-                if opts.preflight {
+                if opts.preflight && opts.feedback.is_none() {
                     progress(format!("done in {secs:.1} s"));
                 }
             } else {
@@ -853,19 +940,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             break;
         }
         let task = &shared.tasks[plan.task];
-        // One body per sample: a row that sets `seed` sends each sample its own (derived from
-        // the row's seed, the task and the sample number), so k samples are k draws.
-        let bodies: Result<Vec<bytes::Bytes>, _> = (0..plan.need)
-            .map(|i| {
-                serde_json::to_vec(&crate::request::sample_request(
-                    task,
-                    &asking,
-                    plan.first + i,
-                ))
-                .map(bytes::Bytes::from)
-            })
-            .collect();
-        let bodies = match bodies {
+        let bodies = match work_items(task, &asking, plan) {
             Ok(b) => b,
             Err(e) => {
                 shared.fail(
@@ -882,7 +957,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
                 break;
             }
         };
-        let run_id = shared.run_id.clone();
+        let run_id = plan_run_id(&shared.run_id, plan);
         let need = plan.need;
         // The writer makes the cell's folders itself, refusing a symlink among them.
         let created =
@@ -913,19 +988,26 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
                 sha256: task.sha256.clone(),
             },
             k: plan.need,
-            run_id: shared.run_id.clone(),
+            run_id: plan_run_id(&shared.run_id, plan),
             server: m.server.clone().into(),
             started: clock::rfc3339_now(),
             ended: String::new(),
-            kind: Default::default(),
-            feedback: None,
+            kind: if plan.feedback.is_some() {
+                RunKind::Feedback
+            } else {
+                RunKind::Samples
+            },
+            feedback: plan
+                .feedback
+                .as_ref()
+                .map(|f| FeedbackInfo { style: f.style }),
         };
         let cell = Arc::new(OpenCell {
             writer: Mutex::new(Some(writer)),
             remaining: AtomicU32::new(plan.need),
             info: Mutex::new(Some(info)),
         });
-        for (i, body) in (0..plan.need).zip(&bodies) {
+        for (i, item) in (0..plan.need).zip(&bodies) {
             // Wait for room under both limits, or for a stop.
             let permits = tokio::select! {
                 biased;
@@ -943,16 +1025,17 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             let shared = shared.clone();
             let stop_tx = stop_tx.clone();
             let cell = cell.clone();
-            let body = body.clone();
-            let tag = format!("{}/{}", task.id, plan.first + i);
+            let WorkItem { body, tag, parent } = item.clone();
             tokio::spawn(async move {
                 let mut stop = shared.stop.clone();
+                let header = parent.as_ref().map(|(_, h)| h.as_str());
                 let ex = tokio::select! {
                     biased;
                     _ = stop.wait_for(|s| *s) => None,
-                    ex = m.endpoint.chat(&body, &tag, &shared.retry) => Some(ex),
+                    ex = m.endpoint.chat_tagged(&body, &tag, header, &shared.retry) => Some(ex),
                 };
-                if let Some(ex) = ex {
+                if let Some(mut ex) = ex {
+                    ex.meta.parent = parent.map(|(p, _)| p);
                     sample_done(&m, &shared, &stop_tx, &cell, i, body, ex).await;
                 }
                 // The cell goes first: when this is its last holder, dropping it removes an

@@ -64,6 +64,10 @@ pub struct MockModel {
     /// `one_delta_keeps_first`, `qwen_xml_in_content` (see `mock::stream_bugs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stream_bugs: Vec<StreamBug>,
+    /// How the model answers a follow-up of the feedback round (`mock::feedback`); without
+    /// it, a follow-up is answered like a first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<super::feedback::FeedbackBehaviour>,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -124,6 +128,26 @@ impl MockConfig {
                 .map(|(l, p)| (l.as_str().to_string(), *p))
                 .collect::<BTreeMap<_, _>>()
         };
+        // A style's name, its own `fix`, and its per-label probabilities.
+        type StyleSetting<'a> = (&'a str, Option<f64>, &'a [(Label, f64)]);
+        let feedback = |fix: f64, by_label: &[(Label, f64)], styles: &[StyleSetting]| {
+            super::feedback::FeedbackBehaviour {
+                fix,
+                labels: labels(by_label),
+                styles: styles
+                    .iter()
+                    .map(|(s, fix, l)| {
+                        (
+                            s.to_string(),
+                            super::feedback::StyleBehaviour {
+                                fix: *fix,
+                                labels: labels(l),
+                            },
+                        )
+                    })
+                    .collect(),
+            }
+        };
         MockConfig {
             seed: default_seed(),
             api_key: None,
@@ -135,6 +159,18 @@ impl MockConfig {
                     // vLLM hermes' empty-arguments bug (#28806): the streamed row's
                     // parameterless calls arrive without their {}, which its verdicts name.
                     stream_bugs: vec![StreamBug::DropEmptyArguments],
+                    // Fixes almost every error it is told about, most after a checklist (not
+                    // a wrong tool: the checklist does not say which tool the user meant),
+                    // fewer after a bare "try again". Its streaming path's lost parallel
+                    // calls are the server's: no feedback fixes them.
+                    feedback: Some(feedback(
+                        0.9,
+                        &[],
+                        &[
+                            ("checklist", Some(0.8), &[(Label::WrongTool, 0.2)]),
+                            ("retry", Some(0.55), &[]),
+                        ],
+                    )),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -156,6 +192,26 @@ impl MockConfig {
                         (Label::ParallelCollapse, 0.55),
                         (Label::SpuriousCall, 0.03),
                     ]),
+                    // Often repeats its mistakes; a checklist helps it on arguments (types,
+                    // required and undeclared ones) and not on choosing the tool.
+                    feedback: Some(feedback(
+                        0.4,
+                        &[(Label::WrongTool, 0.15), (Label::ParallelCollapse, 0.25)],
+                        &[
+                            (
+                                "checklist",
+                                Some(0.2),
+                                &[
+                                    (Label::TypeCoercion, 0.7),
+                                    (Label::MissingRequired, 0.65),
+                                    (Label::HallucinatedParam, 0.7),
+                                    (Label::SchemaViolation, 0.55),
+                                    (Label::WrongTool, 0.05),
+                                ],
+                            ),
+                            ("retry", Some(0.15), &[]),
+                        ],
+                    )),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -177,6 +233,7 @@ impl MockConfig {
                         garbage: 0.02,
                     },
                     event_delay_ms: 0,
+                    feedback: Some(feedback(0.75, &[], &[("retry", Some(0.5), &[])])),
                     ..MockModel::default()
                 },
             ],
@@ -265,6 +322,9 @@ impl MockConfig {
                 return Err(format!(
                     "{at}: key `faults`: status, drop, cut and garbage add up to {sum} > 1"
                 ));
+            }
+            if let Some(b) = &m.feedback {
+                b.check().map_err(|e| format!("{at}: {e}"))?;
             }
             if f.latency_ms[0] > f.latency_ms[1] {
                 return Err(format!(

@@ -14,6 +14,7 @@
 //! connection before any byte of the response: axum's router still does the routing.
 
 pub mod config;
+pub mod feedback;
 pub mod respond;
 pub mod stream_bugs;
 
@@ -318,10 +319,26 @@ async fn chat(
         return r;
     }
     let header = parse_sample_header(&headers);
-    let Some(ti) = state
-        .index
-        .find(&request, header.as_ref().map(|h| h.0.as_str()))
-    else {
+    // A follow-up of the feedback round: no task's request as a whole, a task's before its
+    // last assistant turn (`mock::feedback`).
+    let follow_up = feedback::read(
+        &request,
+        headers
+            .get(crate::collect::client::FEEDBACK_HEADER)
+            .and_then(|v| v.to_str().ok()),
+    )
+    .filter(|f| {
+        state.index.find(&request, None).is_none() && state.index.find(&f.original, None).is_some()
+    });
+    let found = match &follow_up {
+        Some(f) => state
+            .index
+            .find(&f.original, header.as_ref().map(|h| h.0.as_str())),
+        None => state
+            .index
+            .find(&request, header.as_ref().map(|h| h.0.as_str())),
+    };
+    let Some(ti) = found else {
         return json_response(
             400,
             error_body(
@@ -350,10 +367,18 @@ async fn chat(
     let key = SampleKey {
         model: model.name.clone(),
         task: task.id.clone(),
-        sample,
+        sample: match &follow_up {
+            Some(f) => feedback::fault_sample(state.config.seed, sample, f.style),
+            None => sample,
+        },
         attempt,
     };
-    let plan = respond::plan(&state.config, model, task, &key, &request);
+    let mut plan = respond::plan(&state.config, model, task, &key, &request);
+    if let (Some(f), Some(behaviour)) = (&follow_up, &model.feedback) {
+        answer_follow_up(
+            &state, model, behaviour, task, sample, f, &request, &mut plan,
+        );
+    }
     if plan.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
     }
@@ -477,6 +502,91 @@ async fn chat(
             r
         }
     }
+}
+
+/// Replaces a planned answer's reply by the model's answer to a follow-up. Faults stay as
+/// drawn: an error status, a dropped connection, garbage or a cut body is no model's answer.
+#[allow(clippy::too_many_arguments)]
+fn answer_follow_up(
+    state: &MockState,
+    model: &config::MockModel,
+    behaviour: &feedback::FeedbackBehaviour,
+    task: &Task,
+    parent_sample: u64,
+    f: &feedback::FollowUp,
+    request: &Value,
+    plan: &mut respond::Plan,
+) {
+    let Answer::Body {
+        cut: None, what, ..
+    } = &plan.answer
+    else {
+        return;
+    };
+    if what == "garbage" {
+        return;
+    }
+    let max_tokens = request
+        .get("max_completion_tokens")
+        .and_then(Value::as_u64)
+        .or_else(|| request.get("max_tokens").and_then(Value::as_u64))
+        .unwrap_or(4096);
+    let (mut reply, mut what) = feedback::answer(
+        state.config.seed,
+        model,
+        behaviour,
+        task,
+        parent_sample,
+        f,
+        max_tokens,
+    );
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    if stream && model.stream_drops_parallel && reply.tool_calls.len() > 1 {
+        reply.tool_calls.truncate(1);
+        what.push_str("; the stream dropped every call after the first");
+    }
+    let render_seed = respond::derive_seed(
+        state.config.seed,
+        &[
+            "render-feedback",
+            &model.name,
+            &task.id,
+            &parent_sample.to_string(),
+            f.style.map_or("", |s| s.as_str()),
+        ],
+    );
+    let prompt_tokens = crate::reply::estimate_tokens(
+        &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null)).unwrap_or_default(),
+    );
+    let (content_type, pieces) = if stream {
+        let usage = request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        (
+            "text/event-stream; charset=utf-8",
+            crate::reply::render_sse_events(&reply, &model.name, prompt_tokens, usage, render_seed)
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+        )
+    } else {
+        (
+            "application/json",
+            vec![crate::reply::render_json(
+                &reply,
+                &model.name,
+                prompt_tokens,
+                render_seed,
+            )],
+        )
+    };
+    plan.answer = Answer::Body {
+        content_type,
+        pieces,
+        cut: None,
+        what,
+    };
 }
 
 /// Loads the corpus for the mock: every task under `path`, or none (with a warning) when the
