@@ -214,10 +214,16 @@ fn kto_from_real_runs_has_each_distinct_failure_once_with_the_builds_label() {
                 *per_label.entry(csv_label.clone()).or_default() += 1;
                 let content = l["completion"][0]["content"].as_str().unwrap_or_default();
                 raw_markup |= content.contains("<tool_call>");
+                // The export's identity of a completion: the message without call ids, and
+                // the finish_reason (the same `{` cut at the limit and closed early are two
+                // lessons).
                 negatives
                     .entry((meta["model"].as_str().unwrap().into(), task))
                     .or_default()
-                    .push(without_ids(&l["completion"][0]));
+                    .push(json!([
+                        without_ids(&l["completion"][0]),
+                        meta["finish_reason"]
+                    ]));
             }
             other => panic!("unexpected line kind {other:?}: {}", l["callcheck"]),
         }

@@ -5,7 +5,11 @@
 //!
 //! Written from the reports and the fixes' descriptions (vLLM #11392, #28806 and PR #37098 for
 //! hermes; #47901 and PR #47954 for xlam/hunyuan_a13b; PR #53965 for HY-V3; #42021 for calls
-//! left as Qwen3-Coder XML), not from a run of those servers.
+//! left as Qwen3-Coder XML), checked against vLLM's shipped `hermes_tool_parser.py` (an empty
+//! `arguments` is falsy, so "no arguments have been created yet" skips it, and the name delta
+//! is dumped with `exclude_none`: no `arguments` key at all) and `xlam_tool_parser.py` (its
+//! `re.search` for `"arguments": {}` matches an earlier call and marks the current one empty),
+//! not from a run of those servers.
 
 use crate::reply::Reply;
 use serde::{Deserialize, Serialize};
