@@ -754,3 +754,144 @@ fn value_accuracy_pages_fit_a_phone_and_log_nothing() {
         }
     }
 }
+
+/// What a reader must see of a page at a viewport: the cells that hold its answer (each box
+/// inside the viewport's width, not clipped into a scrolling box's hidden part), and words of a
+/// verdict on the first screen.
+struct Answer {
+    page: String,
+    /// A JavaScript expression giving the answer cells (an array of elements).
+    cells: &'static str,
+    /// A JavaScript expression giving the elements whose text is read on the first screen.
+    words: &'static str,
+    /// A JavaScript regular expression one of those texts must match.
+    verdict: &'static str,
+}
+
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test site_chromium -- --ignored`"]
+fn the_answer_columns_and_a_verdict_are_in_view_at_desktop_and_phone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let rows = samples_csv(&site);
+    let permalink = failed_permalink(&rows, "wrong_tool");
+    let (run_dir, file) = permalink.rsplit_once('/').unwrap();
+    let sample = file.strip_suffix(".html").unwrap().to_string();
+    let compare = std::fs::read_dir(site.join("compare"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".html"))
+        .expect("the demo compares its two mock-good rows");
+    let labels = "pass|error|no_call|wrong_tool|malformed_json|schema_violation|hallucinated_param|missing_required|type_coercion|escaping_error|truncation|parallel_collapse|spurious_call";
+    let verdicts = "^(reliable|unreliable|broken|uncertain)";
+    let answers = [
+        Answer {
+            page: "index.html".into(),
+            // The shape table's first row: one cell per model.
+            cells: r##"[...document.querySelectorAll(".shapes tbody tr:first-child td.iv")]"##,
+            words: r##"[...document.querySelectorAll("#answers .vt")]"##,
+            verdict: "reliable on|not reliable on|cannot tell yet on",
+        },
+        Answer {
+            page: "tags/parallel.html".into(),
+            cells: r##"[...document.querySelector("main table").querySelectorAll("td.iv")]"##,
+            words: r##"[...document.querySelectorAll(".vt")]"##,
+            verdict: verdicts,
+        },
+        Answer {
+            page: format!("compare/{compare}"),
+            cells: r##"[...document.querySelectorAll("table.cmp tbody tr:first-child td[data-l='B − A'], table.cmp tbody tr:first-child td[data-l='verdict']")]"##,
+            words: r##"[...document.querySelectorAll("p[class^='cmp-'] b")]"##,
+            verdict: "better|worse|no evidence",
+        },
+        Answer {
+            page: "samples.html".into(),
+            // Outcome and detail of the first rows.
+            cells: r##"[...document.querySelectorAll("#rows tr:nth-child(-n+3) td:nth-child(n+4)")]"##,
+            words: r##"[...document.querySelectorAll("#rows td")]"##,
+            verdict: labels,
+        },
+        Answer {
+            page: "labels/wrong_tool.html".into(),
+            cells: r##"[...document.querySelectorAll(".list tbody tr:first-child > *")]"##,
+            words: r##"[...document.querySelectorAll("h1, .list td")]"##,
+            verdict: "wrong_tool",
+        },
+        Answer {
+            page: format!("{run_dir}/index.html"),
+            cells: r##"[...document.querySelectorAll(".sample h2 .o, .sample .detail")].slice(0, 4)"##,
+            words: r##"[...document.querySelectorAll("main > p")].slice(0, 3)"##,
+            verdict: labels,
+        },
+    ];
+    let mut b = Browser::launch();
+    let shots = screenshots();
+    let probe = |cells: &str, words: &str| {
+        format!(
+            r##"(() => {{ const w = window.innerWidth, h = window.innerHeight;
+                const cells = ({cells}).map(e => {{ const r = e.getBoundingClientRect();
+                    return [e.textContent.trim().slice(0, 40), r.left, r.right, r.width]; }});
+                const seen = ({words}).filter(e => {{ const r = e.getBoundingClientRect();
+                    return r.bottom > 0 && r.top < h && r.right > 0 && r.left < w && r.width > 0; }})
+                    .map(e => e.textContent.trim());
+                return {{w, h, cells, seen}}; }})()"##
+        )
+    };
+    let check = |r: &Value, page: &str, w: u32, verdict: &str| {
+        let width = r["w"].as_f64().unwrap();
+        let cells = r["cells"].as_array().unwrap();
+        assert!(!cells.is_empty(), "{page} at {w} px: no answer cell: {r}");
+        for c in cells {
+            let (left, right, cw) = (
+                c[1].as_f64().unwrap(),
+                c[2].as_f64().unwrap(),
+                c[3].as_f64().unwrap(),
+            );
+            assert!(
+                cw > 0.0 && left >= -0.5 && right <= width + 0.5,
+                "{page} at {w} px: the answer cell {} is not inside the viewport ({left}..{right} of {width})",
+                c[0]
+            );
+        }
+        let seen: Vec<&str> = r["seen"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let re = regex::Regex::new(verdict).unwrap();
+        assert!(
+            seen.iter().any(|t| re.is_match(t)),
+            "{page} at {w} px: no verdict word ({verdict}) on the first screen: {seen:?}"
+        );
+    };
+    for a in &answers {
+        for (w, h) in [(1440, 900), (390, 844)] {
+            b.open(&format!("file://{}", site.join(&a.page).display()), w, h);
+            let r = b.eval(&probe(a.cells, a.words));
+            check(&r, &a.page, w, a.verdict);
+            // Run folders are named by time: the run page's shot keeps one name.
+            let name = match a.page.strip_prefix("t/") {
+                Some(_) => "run-page".to_string(),
+                None => a.page.replace('/', "_").replace(".html", ""),
+            };
+            b.screenshot(&shots.join(format!("answer-{name}-{w}.png")), false);
+        }
+    }
+    // A `#fail` permalink: the sample's label is on the first screen, its badge and detail
+    // inside the viewport's width.
+    for (w, h) in [(1440, 900), (390, 844)] {
+        b.open_permalink(
+            &format!("file://{}#fail", site.join(&permalink).display()),
+            w,
+            h,
+        );
+        let cells = format!(
+            r##"[...document.querySelectorAll("#s-{sample} h2 .o, #s-{sample} .detail")]"##
+        );
+        let words = format!(r##"[...document.querySelectorAll("#s-{sample} h2 .o")]"##);
+        let r = b.eval(&probe(&cells, &words));
+        check(&r, &permalink, w, "wrong_tool");
+        b.screenshot(&shots.join(format!("answer-fail-permalink-{w}.png")), false);
+    }
+}

@@ -82,6 +82,8 @@ struct ComparePage {
     pooled_method: &'static str,
     gate_method: &'static str,
     cell_method: &'static str,
+    /// How the tasks are ordered ([`CELL_ORDER`]).
+    order: &'static str,
 }
 
 fn marks(list: &[Mark], root: &str, linked: bool) -> String {
@@ -144,17 +146,10 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
         "worse"
     };
     let mut cells: Vec<&compare::CellDiff> = c.cells.iter().collect();
-    // The answer first: the tasks that moved, worse before better, then the rest in id order.
-    cells.sort_by_key(|x| {
-        (
-            match x.direction {
-                Direction::Worse => 0,
-                Direction::Better => 1,
-                Direction::NoEvidence => 2,
-            },
-            x.task.clone(),
-        )
-    });
+    // The answer first, in the order the page states ([`CELL_ORDER`]): the tasks whose
+    // interval says worse, then better; then those whose rates differ without evidence, the
+    // largest difference first (a reader looks there next); then the unchanged; ties by id.
+    cells.sort_by(|x, y| cell_rank(x).cmp(&cell_rank(y)).then(x.task.cmp(&y.task)));
     let page = ComparePage {
         title: format!("{} against {}", c.b, c.a),
         root: root.clone(),
@@ -233,6 +228,7 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
         pooled_method: POOLED_METHOD,
         gate_method: GATE_METHOD,
         cell_method: CELL_METHOD,
+        order: CELL_ORDER,
     };
     render(&c.page, &page)
 }
@@ -269,6 +265,25 @@ pub fn files(comparisons: &[Comparison], files: &mut Vec<File>) -> Result<(), Si
         compare_json(comparisons, family),
     ));
     Ok(())
+}
+
+/// How a compare page orders its tasks, as the page says it.
+pub const CELL_ORDER: &str = "tasks whose interval says worse come first, then better, then those whose rates differ without evidence of a difference (the largest difference first), then those with the same rate; ties in task id order";
+
+/// A task's place in [`CELL_ORDER`]: its group, then (within the undecided) the size of its
+/// difference in tenths of a point, larger first.
+fn cell_rank(c: &crate::report::compare::CellDiff) -> (u8, std::cmp::Reverse<u64>) {
+    match c.direction {
+        Direction::Worse => (0, std::cmp::Reverse(0)),
+        Direction::Better => (1, std::cmp::Reverse(0)),
+        Direction::NoEvidence => match c.difference {
+            // Compared at a fixed precision, so that float noise cannot reorder equal moves.
+            Some(d) if (d * 1000.0).round() != 0.0 => {
+                (2, std::cmp::Reverse((d.abs() * 1000.0).round() as u64))
+            }
+            _ => (3, std::cmp::Reverse(0)),
+        },
+    }
 }
 
 /// The "Comparisons" block of a page at `depth`: a list of the comparisons that involve `row`
@@ -317,4 +332,53 @@ pub fn block(
     }
     out.push_str("</ul></section>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CELL_ORDER, cell_rank};
+    use crate::report::compare::{CellDiff, Direction};
+
+    fn cell(task: &str, direction: Direction, difference: Option<f64>) -> CellDiff {
+        CellDiff {
+            task: task.into(),
+            a_passes: 0,
+            a_scored: 5,
+            b_passes: 0,
+            b_scored: 5,
+            difference,
+            interval: None,
+            direction,
+            a_marks: Vec::new(),
+            b_marks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tasks_are_ordered_as_the_page_says() {
+        let mut cells = [
+            cell("a-same", Direction::NoEvidence, Some(0.0)),
+            cell("b-small", Direction::NoEvidence, Some(0.2)),
+            cell("c-better", Direction::Better, Some(0.8)),
+            cell("d-large", Direction::NoEvidence, Some(-0.4)),
+            cell("e-worse", Direction::Worse, Some(-0.6)),
+            cell("f-unscored", Direction::NoEvidence, None),
+            cell("g-small", Direction::NoEvidence, Some(-0.2)),
+        ];
+        cells.sort_by(|x, y| cell_rank(x).cmp(&cell_rank(y)).then(x.task.cmp(&y.task)));
+        let order: Vec<&str> = cells.iter().map(|c| c.task.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "e-worse",
+                "c-better",
+                "d-large",
+                "b-small",
+                "g-small",
+                "a-same",
+                "f-unscored"
+            ]
+        );
+        assert!(CELL_ORDER.starts_with("tasks whose interval says worse come first"));
+    }
 }

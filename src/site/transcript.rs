@@ -638,6 +638,8 @@ struct RunPage<'a> {
     root: String,
     /// Escaped HTML: the link card's tags ([`super::card`]).
     card: String,
+    /// The samples' outcomes in words, counted ([`outcome_counts`]).
+    outcomes: String,
     model: &'a str,
     task: &'a str,
     task_title: &'a str,
@@ -690,6 +692,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         title,
         root: root(4),
         card,
+        outcomes: outcome_counts(cx.samples),
         model: cx.model,
         task: &cx.task.id,
         task_title: &cx.task.title,
@@ -722,23 +725,28 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     .render()
 }
 
-/// A run in a line, for its link card: its samples' outcomes counted, in the taxonomy's order.
-fn run_summary(cx: &RunContext) -> String {
+/// A run's samples' outcomes counted, in the taxonomy's order: `3 pass, 1 wrong_tool`.
+fn outcome_counts(samples: &[SampleMark]) -> String {
     let mut counts: std::collections::BTreeMap<Outcome, usize> = Default::default();
-    for m in cx.samples {
+    for m in samples {
         *counts.entry(m.outcome).or_default() += 1;
     }
     let outcomes: Vec<String> = counts
         .iter()
         .map(|(o, n)| format!("{n} {}", o.name()))
         .collect();
+    outcomes.join(", ")
+}
+
+/// A run in a line, for its link card.
+fn run_summary(cx: &RunContext) -> String {
     format!(
         "{} sample{} of {} on {}: {}",
         cx.samples.len(),
         if cx.samples.len() == 1 { "" } else { "s" },
         cx.model,
         cx.task.title,
-        outcomes.join(", ")
+        outcome_counts(cx.samples)
     )
 }
 
