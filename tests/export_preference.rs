@@ -140,7 +140,10 @@ fn samples_csv(site: &Path) -> BTreeMap<String, (String, String)> {
     let h = r.headers().unwrap().clone();
     let col = |n: &str| h.iter().position(|c| c == n).unwrap();
     let (p, o, l) = (col("permalink"), col("outcome"), col("label"));
+    // First-round samples only: a feedback sample (SPEC §11, `round` 1) is no example of its own.
+    let round = col("round");
     r.records()
+        .filter(|rec| rec.as_ref().map_or(true, |rec| &rec[round] != "1"))
         .map(|rec| {
             let rec = rec.unwrap();
             (rec[p].to_string(), (rec[o].to_string(), rec[l].to_string()))
@@ -565,7 +568,8 @@ fn no_planted_key_reaches_the_export() {
         .runs
         .iter()
         .find(|r| {
-            r.task_id.starts_with("basic-")
+            r.cell.kind.is_samples()
+                && r.task_id.starts_with("basic-")
                 && r.samples.iter().any(|s| {
                     let p = format!("t/{}/{}/{}/{s}.html", r.model, r.task_id, r.run_id);
                     csv[&p].1 == "no_call"

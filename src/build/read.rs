@@ -105,12 +105,6 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
     let mut runs = Vec::with_capacity(scanned.len());
     let mut changed_tasks: BTreeMap<String, usize> = BTreeMap::new();
     for run in scanned {
-        // Feedback runs (SPEC §11) hold follow-ups of failed samples, not samples of the
-        // cell: until the build scores them as such, they are left out of everything here, so
-        // they are never counted as first-round samples.
-        if run.cell.kind == runs::RunKind::Feedback {
-            continue;
-        }
         let Some(&task) = by_id.get(run.task_id.as_str()) else {
             skipped.push(SkippedInput {
                 path: rel(&opts.runs, &run.dir),

@@ -272,7 +272,7 @@ pub const CELL_ORDER: &str = "tasks whose interval says worse come first, then b
 
 /// A task's place in [`CELL_ORDER`]: its group, then (within the undecided) the size of its
 /// difference in tenths of a point, larger first.
-fn cell_rank(c: &crate::report::compare::CellDiff) -> (u8, std::cmp::Reverse<u64>) {
+fn cell_rank(c: &crate::compare::CellDiff) -> (u8, std::cmp::Reverse<u64>) {
     match c.direction {
         Direction::Worse => (0, std::cmp::Reverse(0)),
         Direction::Better => (1, std::cmp::Reverse(0)),
@@ -337,7 +337,7 @@ pub fn block(
 #[cfg(test)]
 mod tests {
     use super::{CELL_ORDER, cell_rank};
-    use crate::report::compare::{CellDiff, Direction};
+    use crate::compare::{CellDiff, Direction};
 
     fn cell(task: &str, direction: Direction, difference: Option<f64>) -> CellDiff {
         CellDiff {
