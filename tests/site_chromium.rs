@@ -380,9 +380,13 @@ fn demo_site(tmp: &Path) -> PathBuf {
 fn samples_csv(site: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
     let mut r = csv::Reader::from_path(site.join("data/samples.csv")).unwrap();
     let headers = r.headers().unwrap().clone();
+    let round = headers.iter().position(|h| h == "round");
     r.records()
+        .map(|row| row.unwrap())
+        // First-round samples: the ones samples.html lists (a feedback sample, SPEC §11, is in
+        // routing.html's counts instead).
+        .filter(|row| round.is_none_or(|c| &row[c] != "1"))
         .map(|row| {
-            let row = row.unwrap();
             headers
                 .iter()
                 .zip(row.iter())
