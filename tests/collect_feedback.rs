@@ -334,7 +334,11 @@ fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_dupli
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(100..700)));
+        // After 0 or 1 more finished run and a few random milliseconds: an event, not a time,
+        // so a loaded machine cannot push every kill into the start-up (the round has 9 runs).
+        let target = finished_run_count(&runs) + rng.random_range(0..=1usize);
+        wait_for_runs(&mut child, &runs, target, Duration::from_secs(300));
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..20)));
         if child.try_wait().unwrap().is_none() {
             child.kill().unwrap();
             kills += 1;
