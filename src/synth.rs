@@ -413,7 +413,10 @@ pub fn write_fixture(runs: &Path, tasks: &[Task]) -> Result<()> {
     // A run written by a newer callcheck: skipped, named.
     let newer = run(&beta, cc, "r0002", &cc.sha256, vec![g(cc)])?;
     let cell_path = newer.join("cell.json");
-    let mut cell: Value = serde_json::from_slice(&std::fs::read(&cell_path)?)?;
+    let mut cell: Value = serde_json::from_slice(&crate::runs::read_bounded(
+        &cell_path,
+        crate::runs::MAX_CELL_FILE,
+    )?)?;
     cell["format_version"] = json!(FORMAT_VERSION + 1);
     std::fs::write(&cell_path, serde_json::to_vec_pretty(&cell)?)?;
     // An unfinished write: ignored silently.
