@@ -1660,7 +1660,7 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
         routing::JSON.into(),
         routing::routing_json(input.matrix, &r),
     ))?;
-    sink(routing::routing_page(input.matrix, &r)?)
+    sink(routing::routing_page(&r)?)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
