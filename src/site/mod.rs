@@ -516,6 +516,9 @@ struct SamplesPage {
     title: String,
     root: String,
     n_samples: usize,
+    /// Feedback samples (SPEC §11), listed under the round filter.
+    n_feedback: usize,
+    styles: Vec<&'static str>,
     clip: usize,
 }
 
@@ -1635,6 +1638,11 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
                     title: "every sample".into(),
                     root: String::new(),
                     n_samples: m.samples.len(),
+                    n_feedback: m.feedback.len(),
+                    styles: crate::runs::FeedbackStyle::ALL
+                        .iter()
+                        .map(|st| st.as_str())
+                        .collect(),
                     clip: samples::DETAIL_CHARS,
                 },
             )?,
@@ -1660,7 +1668,7 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
         routing::JSON.into(),
         routing::routing_json(input.matrix, &r),
     ))?;
-    sink(routing::routing_page(input.matrix, &r)?)
+    sink(routing::routing_page(&r)?)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
