@@ -27,6 +27,21 @@ pub fn not_regular(ft: &std::fs::FileType) -> Option<&'static str> {
     }
 }
 
+/// What `path` is when it can be neither read as a file nor listed as a folder (after following
+/// symlinks), in [`not_regular`]'s words: "is a FIFO", "is a device", "is a socket", "is a
+/// symlink loop", "is a symlink to nothing". `None` for a regular file, a folder, or nothing at
+/// all (which a caller names as "no such file"). For a caller that says which inputs it takes
+/// before it opens one; [`open_regular`] still refuses whatever it finds when it opens.
+pub fn not_file_or_folder(path: &Path) -> Option<&'static str> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => None,
+        Ok(m) => not_regular(&m.file_type()),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Some("is a symlink loop"),
+        Err(_) if std::fs::symlink_metadata(path).is_ok() => Some("is a symlink to nothing"),
+        Err(_) => None,
+    }
+}
+
 /// Opens `path` for reading when it is a regular file (after following symlinks); anything else
 /// is an error that says what it is ("is a FIFO", "is a device", "is a symlink loop"), never a
 /// hang: the file is opened without blocking, so a FIFO with no writer does not wait for one.
@@ -234,6 +249,36 @@ mod tests {
         assert_eq!(
             e,
             format!("{} is a folder, not a regular file", tmp.path().display())
+        );
+        // Named the same way before opening, by a caller that takes a file or a folder.
+        let nowhere = tmp.path().join("nowhere");
+        let dangling = tmp.path().join("dangling");
+        std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+        let plain = tmp.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let seen: Vec<Option<&str>> = [
+            fifo.as_path(),
+            Path::new("/dev/zero"),
+            &a,
+            &dangling,
+            &plain,
+            tmp.path(),
+            &nowhere,
+        ]
+        .iter()
+        .map(|p| not_file_or_folder(p))
+        .collect();
+        assert_eq!(
+            seen,
+            [
+                Some("is a FIFO"),
+                Some("is a device"),
+                Some("is a symlink loop"),
+                Some("is a symlink to nothing"),
+                None,
+                None,
+                None
+            ]
         );
     }
 

@@ -10,6 +10,29 @@
 
 use std::borrow::Cow;
 use std::fmt::Write;
+use std::io::IsTerminal;
+
+/// True when stderr is a terminal: progress is drawn there, redrawn in place, and never into a
+/// pipe, a log or CI, where collect prints plain lines instead and build nothing.
+pub fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// The progress bar of a long command (collect's samples, build's runs): `len` steps drawn on
+/// stderr with `template`, ticking, when stderr is a terminal and not `quiet`; hidden otherwise,
+/// so the caller updates it the same way in both cases.
+pub fn progress_bar(len: u64, template: &str, quiet: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if quiet || !stderr_is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
 
 /// True for a character that a terminal would obey rather than show: C0 controls, DEL, C1
 /// controls (`\u{9b}` is a one-byte CSI to some terminals) and the bidirectional overrides
@@ -122,6 +145,16 @@ mod tests {
             value
         );
         assert!(matches!(escape_json("{\"a\": \"ü\"}"), Cow::Borrowed(_)));
+    }
+
+    /// Under `cargo test` stderr is captured, not a terminal: no bar is drawn, quiet or not.
+    #[test]
+    fn progress_is_drawn_on_a_terminal_only() {
+        assert!(progress_bar(3, "{pos}", true).is_hidden());
+        assert_eq!(
+            progress_bar(3, "{pos}", false).is_hidden(),
+            !stderr_is_terminal()
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod collect_support;
 use collect_support::*;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const K: u32 = 4;
@@ -62,14 +62,12 @@ fn killed_at_random_points_resumes_to_exactly_k() {
         .unwrap();
     }
     let n_tasks = COPIES;
-    let mock = start_mock(tmp.path(), Some(MOCK), &tasks_dir);
     let rows = [
         ("a", "slow", false, 2),
         ("b", "slow", true, 2),
         ("c", "slow", false, 3),
     ];
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
+    let (_mock, cfg) = mock_and_config(tmp.path(), Some(MOCK), &tasks_dir, &rows);
     let runs = tmp.path().join("runs");
     let k = K.to_string();
     let args = collect_argv(
@@ -97,12 +95,7 @@ fn killed_at_random_points_resumes_to_exactly_k() {
             rounds < 60,
             "the collection never got far enough to be killed 12 times"
         );
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_quiet(&args);
         // The moment: after a random number (0 to 3) of runs more than the tree holds, then a
         // random few milliseconds, so the kill lands in the preflight, between cells or in the
         // middle of a sample's files. Counted in events, not in time: a loaded machine makes

@@ -13,7 +13,7 @@ use collect_support::*;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// Fails with `type_coercion` or `wrong_tool` (where the task allows), fixes every
@@ -83,6 +83,18 @@ fn follow_ups(runs: &Path, tasks: &[callcheck::task::Task]) -> BTreeMap<Key, (Ou
     out
 }
 
+/// One follow-up per failure and style, sorted: what a complete round holds.
+fn every_style_of(failed: &BTreeMap<(String, String, ParentRef), Label>) -> Vec<Key> {
+    let mut want: Vec<Key> = Vec::new();
+    for (model, task, parent) in failed.keys() {
+        for style in FeedbackStyle::ALL {
+            want.push((model.clone(), task.clone(), parent.clone(), style));
+        }
+    }
+    want.sort();
+    want
+}
+
 /// The follow-up request `collect --feedback` must have sent for a parent.
 fn expected_request(runs: &Path, task: &callcheck::task::Task, key: &Key) -> Vec<u8> {
     let (model, task_id, parent, style) = key;
@@ -109,10 +121,8 @@ fn expected_request(runs: &Path, task: &callcheck::task::Task, key: &Key) -> Vec
 fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks = callcheck::task::load(&corpus()).unwrap();
-    let mock = start_mock(tmp.path(), Some(FIXER), &corpus());
-    let cfg = tmp.path().join("callcheck.toml");
     let rows = [("f-json", "fixer", false, 4), ("f-sse", "fixer", true, 4)];
-    std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
+    let (_mock, cfg) = mock_and_config(tmp.path(), Some(FIXER), &corpus(), &rows);
     let runs = tmp.path().join("runs");
     let only = ["--only", "basic-*", "--k", "8"];
     ok(&collect_in(&cfg, &corpus(), &runs, &only, &[]));
@@ -177,13 +187,7 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
         "no probe in a feedback round: {err}"
     );
     assert!(!err.contains("samples written"), "{err}");
-    let mut want: Vec<Key> = Vec::new();
-    for (model, task, parent) in failed.keys() {
-        for style in FeedbackStyle::ALL {
-            want.push((model.clone(), task.clone(), parent.clone(), style));
-        }
-    }
-    want.sort();
+    let want = every_style_of(&failed);
     assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
     for (key, (outcome, request)) in &got {
         let task = tasks.iter().find(|t| t.id == key.1).unwrap();
@@ -249,13 +253,8 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
 fn styles_are_collected_apart_and_completed_later() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks = callcheck::task::load(&corpus()).unwrap();
-    let mock = start_mock(tmp.path(), Some(FIXER), &corpus());
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(&mock.url, &[("f", "fixer", false, 4)], ""),
-    )
-    .unwrap();
+    let rows = [("f", "fixer", false, 4)];
+    let (_mock, cfg) = mock_and_config(tmp.path(), Some(FIXER), &corpus(), &rows);
     let runs = tmp.path().join("runs");
     ok(&collect_in(
         &cfg,
@@ -306,13 +305,8 @@ http_503 = 0.05
 fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_duplicated() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks = callcheck::task::load(&corpus()).unwrap();
-    let mock = start_mock(tmp.path(), Some(SLOW), &corpus());
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(&mock.url, &[("s", "slow", true, 2)], ""),
-    )
-    .unwrap();
+    let rows = [("s", "slow", true, 2)];
+    let (_mock, cfg) = mock_and_config(tmp.path(), Some(SLOW), &corpus(), &rows);
     let runs = tmp.path().join("runs");
     let only = ["--only", "basic-*", "--k", "12"];
     ok(&collect_in(&cfg, &corpus(), &runs, &only, &[]));
@@ -328,12 +322,7 @@ fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_dupli
     let mut kills = 0;
     for _ in 0..6 {
         let before = finished_runs(&runs);
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_quiet(&args);
         // After 0 or 1 more finished run and a few random milliseconds: an event, not a time,
         // so a loaded machine cannot push every kill into the start-up (the round has 9 runs).
         let target = finished_run_count(&runs) + rng.random_range(0..=1usize);
@@ -362,13 +351,7 @@ fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_dupli
     );
     ok(&Command::new(BIN).args(&args).output().unwrap());
     let got = follow_ups(&runs, &tasks);
-    let mut want: Vec<Key> = Vec::new();
-    for (model, task, parent) in failed.keys() {
-        for style in FeedbackStyle::ALL {
-            want.push((model.clone(), task.clone(), parent.clone(), style));
-        }
-    }
-    want.sort();
+    let want = every_style_of(&failed);
     assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want);
     for e in walkdir::WalkDir::new(&runs) {
         let e = e.unwrap();
@@ -390,10 +373,7 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
     let tasks = callcheck::task::load(&corpus()).unwrap();
     let asked: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
     let counter = asked.clone();
-    let server = loopback(move |req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
+    let server = gateway(move |req| {
         if req.headers.contains_key("x-callcheck-feedback") {
             // `<task>/<sample>/<attempt>`: with `--retries 0` every attempt is the first.
             let tag = req.headers["x-callcheck-sample"].clone();
@@ -407,12 +387,7 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
         // Prose: a first-round `no_call` to follow up.
         Reply::json(200, completion(10, None))
     });
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(&server.url, &[("row", "served", false, 1)], ""),
-    )
-    .unwrap();
+    let cfg = row_config(tmp.path(), &server.url, "timeout_secs = 10\n");
     let runs = tmp.path().join("runs");
     let only = ["--only", "basic-weather-city", "--no-preflight"];
     let run_as = |extra: &[&str]| {

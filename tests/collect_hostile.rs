@@ -19,26 +19,8 @@ fn chat(req: &Seen) -> Reply {
 }
 
 fn config(dir: &Path, url: &str, timeout_secs: u64) -> PathBuf {
-    let cfg = dir.join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{url}\"\nmodel = \"served\"\ntimeout_secs = {timeout_secs}\n"
-        ),
-    )
-    .unwrap();
-    cfg
+    row_config(dir, url, &format!("timeout_secs = {timeout_secs}\n"))
 }
-
-/// The flags every test here adds: one task at k = 3, short backoff.
-const ONE_CELL: [&str; 6] = [
-    "--k",
-    "3",
-    "--backoff-ms",
-    "5",
-    "--only",
-    "basic-weather-city",
-];
 
 /// Runs collect over one cell with `extra` flags and `env`.
 fn run(cfg: &Path, runs: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
@@ -216,12 +198,12 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
     // Probes refused with a retryable 503 (samples answered): one attempt each under
     // --retries 0, where the preflight used to make three whatever --retries said.
     let tmp = tempfile::tempdir().unwrap();
-    let busy = loopback(|req| match req.path.as_str() {
-        "/v1/models" => Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#),
-        _ if req.headers.contains_key("x-callcheck-preflight") => {
+    let busy = gateway(|req| {
+        if req.headers.contains_key("x-callcheck-preflight") {
             Reply::json(503, r#"{"error":{"message":"busy"}}"#)
+        } else {
+            chat(req)
         }
-        _ => chat(req),
     });
     let cfg = config(tmp.path(), &busy.url, 10);
     let out = run(&cfg, &tmp.path().join("runs"), &["--retries", "0"], &[]);
@@ -231,10 +213,12 @@ fn the_preflight_honours_retries_and_reports_its_own_timeout() {
     // Probes that stall: the first one times out (after the row's 1 s, shorter than the
     // preflight's own), says which timeout fired, and the other probes are not sent.
     let tmp = tempfile::tempdir().unwrap();
-    let stalled = loopback(|req| match req.path.as_str() {
-        "/v1/models" => Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#),
-        _ if req.headers.contains_key("x-callcheck-preflight") => Reply::Stall,
-        _ => chat(req),
+    let stalled = gateway(|req| {
+        if req.headers.contains_key("x-callcheck-preflight") {
+            Reply::Stall
+        } else {
+            chat(req)
+        }
     });
     let cfg = config(tmp.path(), &stalled.url, 1);
     let t0 = Instant::now();
@@ -305,15 +289,11 @@ fn a_key_the_server_echoes_is_redacted_from_everything_collect_prints_and_stores
         let body = completion(10, None).replace("It is sunny.", &format!("Your key is {auth}"));
         echo(200, body)
     });
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\napi_key_env = \"CALLCHECK_TEST_KEY\"\ntimeout_secs = 10\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    let cfg = row_config(
+        tmp.path(),
+        &server.url,
+        "api_key_env = \"CALLCHECK_TEST_KEY\"\ntimeout_secs = 10\n",
+    );
     let runs = tmp.path().join("runs");
     let out = run(&cfg, &runs, &[], &[("CALLCHECK_TEST_KEY", KEY)]);
     let printed = format!(

@@ -20,7 +20,6 @@ latency_ms = [30, 60]
 fn ctrl_c_discards_the_cells_in_flight_and_resume_finishes() {
     let tmp = tempfile::tempdir().unwrap();
     let tasks = callcheck::task::load(&corpus()).unwrap();
-    let mock = start_mock(tmp.path(), Some(MOCK), &corpus());
     let rows: Vec<(String, &str, bool, usize)> = (0..4)
         .map(|i| (format!("r{i}"), "slow", i % 2 == 1, 1))
         .collect();
@@ -28,8 +27,7 @@ fn ctrl_c_discards_the_cells_in_flight_and_resume_finishes() {
         .iter()
         .map(|(a, b, c, d)| (a.as_str(), *b, *c, *d))
         .collect();
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
+    let (_mock, cfg) = mock_and_config(tmp.path(), Some(MOCK), &corpus(), &rows);
     let runs = tmp.path().join("runs");
     let args = collect_argv(&cfg, &corpus(), &runs, &["--k", "10"]);
     let mut child = Command::new(BIN)

@@ -36,14 +36,7 @@ fn run(
     let cfg = dir.join("callcheck.toml");
     std::fs::write(&cfg, models_config(url, rows, "")).unwrap();
     let runs = dir.join("runs");
-    let mut a = vec![
-        "--k",
-        "3",
-        "--backoff-ms",
-        "5",
-        "--only",
-        "basic-weather-city",
-    ];
+    let mut a = ONE_CELL.to_vec();
     a.extend_from_slice(extra);
     (collect_in(&cfg, &corpus(), &runs, &a, &[]), runs)
 }

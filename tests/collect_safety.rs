@@ -198,13 +198,8 @@ fn config_errors_name_the_file_the_entry_and_the_key() {
 #[test]
 fn too_few_samples_are_refused_unless_asked_for() {
     let tmp = tempfile::tempdir().unwrap();
-    let mock = start_mock(tmp.path(), None, &corpus());
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(&mock.url, &[("g", "mock-good", false, 2)], ""),
-    )
-    .unwrap();
+    let rows = [("g", "mock-good", false, 2)];
+    let (_mock, cfg) = mock_and_config(tmp.path(), None, &corpus(), &rows);
     let runs = tmp.path().join("runs");
     let out = collect_in(&cfg, &corpus(), &runs, &["--k", "2"], &[]);
     assert!(!out.status.success());

@@ -8,7 +8,6 @@ mod collect_support;
 use callcheck::runs;
 use collect_support::*;
 use std::path::Path;
-use std::process::Command;
 
 const KEY: &str = "sk-callcheck-test-0123456789abcdef";
 
@@ -42,10 +41,7 @@ fn all_text(root: &Path) -> Vec<(String, String)> {
 fn a_key_streamed_back_in_pieces_reaches_neither_runs_nor_the_site() {
     let tmp = tempfile::tempdir().unwrap();
     // The sample's index in its cell picks the split: 2, 3 or 10 events.
-    let server = loopback(|req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
+    let server = gateway(|req| {
         let auth = req
             .headers
             .get("authorization")
@@ -59,40 +55,24 @@ fn a_key_streamed_back_in_pieces_reaches_neither_runs_nor_the_site() {
             let escaped = text.replacen("sk-", "\\u0073k-", 1);
             return Reply::json(200, completion(80, None).replace("It is sunny.", &escaped));
         }
-        let sample = req
-            .headers
-            .get("x-callcheck-sample")
-            .and_then(|t| t.split('/').nth(1))
-            .and_then(|i| i.parse::<usize>().ok())
-            .unwrap_or(0);
+        let sample = sample_of(req).unwrap_or(0);
         Reply::Full {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
             body: split_stream(&text, [2, 3, 10][sample % 3]),
         }
     });
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\nstream = true\napi_key_env = \"CALLCHECK_TEST_KEY\"\ntimeout_secs = 10\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    let cfg = row_config(
+        tmp.path(),
+        &server.url,
+        "stream = true\napi_key_env = \"CALLCHECK_TEST_KEY\"\ntimeout_secs = 10\n",
+    );
     let runs = tmp.path().join("runs");
     let out = collect_in(
         &cfg,
         &corpus(),
         &runs,
-        &[
-            "--k",
-            "3",
-            "--backoff-ms",
-            "5",
-            "--only",
-            "basic-weather-city",
-        ],
+        &ONE_CELL,
         &[("CALLCHECK_TEST_KEY", KEY)],
     );
     let printed = format!(
@@ -136,16 +116,7 @@ fn a_key_streamed_back_in_pieces_reaches_neither_runs_nor_the_site() {
     }
 
     let site = tmp.path().join("site");
-    let built = Command::new(BIN)
-        .current_dir(tmp.path())
-        .args(["build", "--cache", "cache", "--tasks"])
-        .arg(corpus())
-        .arg("--runs")
-        .arg(&runs)
-        .arg("--out")
-        .arg(&site)
-        .output()
-        .unwrap();
+    let built = build_in(tmp.path(), &runs, &site);
     let printed = String::from_utf8_lossy(&built.stderr);
     assert!(built.status.success(), "{printed}");
     assert!(!printed.contains(KEY), "{printed}");

@@ -41,20 +41,7 @@ fn a_hostile_model_id_reaches_the_terminal_escaped() {
     )
     .unwrap();
     let runs = tmp.path().join("runs");
-    let out = collect_in(
-        &cfg,
-        &corpus(),
-        &runs,
-        &[
-            "--k",
-            "3",
-            "--backoff-ms",
-            "5",
-            "--only",
-            "basic-weather-city",
-        ],
-        &[],
-    );
+    let out = collect_in(&cfg, &corpus(), &runs, &ONE_CELL, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     // The absent row is not collected: exit 1, naming it.
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -98,17 +85,8 @@ fn lines_with<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
 #[test]
 fn the_preflight_is_one_line_per_row_unless_verbose() {
     let tmp = tempfile::tempdir().unwrap();
-    let mock = start_mock(tmp.path(), None, &corpus());
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(
-            &mock.url,
-            &[("a", "mock-good", false, 2), ("b", "mock-good", true, 2)],
-            "",
-        ),
-    )
-    .unwrap();
+    let rows = [("a", "mock-good", false, 2), ("b", "mock-good", true, 2)];
+    let (mock, cfg) = mock_and_config(tmp.path(), None, &corpus(), &rows);
     let runs = tmp.path().join("runs");
     let flags = ["--k", "3", "--only", "basic-weather-city"];
     let out = collect_in(&cfg, &corpus(), &runs, &flags, &[]);
@@ -152,10 +130,7 @@ fn the_preflight_is_one_line_per_row_unless_verbose() {
 fn off_a_terminal_progress_lines_come_at_a_steady_interval() {
     let tmp = tempfile::tempdir().unwrap();
     // A slow server: 200 ms per answer, one at a time, so 9 samples take about 2 s.
-    let server = loopback(|req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
+    let server = gateway(|_| {
         std::thread::sleep(std::time::Duration::from_millis(200));
         Reply::json(200, completion(10, None))
     });
@@ -208,30 +183,12 @@ fn off_a_terminal_progress_lines_come_at_a_steady_interval() {
 fn collect_and_build_agree_on_what_a_transport_error_is() {
     let tmp = tempfile::tempdir().unwrap();
     // Sample 0 answers, sample 1 answers HTTP 200 with an HTML page, sample 2 is a 404.
-    let server = loopback(|req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
-        let tag = req
-            .headers
-            .get("x-callcheck-sample")
-            .cloned()
-            .unwrap_or_default();
-        match tag.split('/').nth(1) {
-            Some("1") => Reply::json(200, "<html>proxy error</html>"),
-            Some("2") => Reply::json(404, r#"{"error":{"message":"gone"}}"#),
-            _ => Reply::json(200, completion(10, None)),
-        }
+    let server = gateway(|req| match sample_of(req) {
+        Some(1) => Reply::json(200, "<html>proxy error</html>"),
+        Some(2) => Reply::json(404, r#"{"error":{"message":"gone"}}"#),
+        _ => Reply::json(200, completion(10, None)),
     });
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\ntimeout_secs = 10\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    let cfg = row_config(tmp.path(), &server.url, "timeout_secs = 10\n");
     let runs = tmp.path().join("runs");
     let out = collect_in(
         &cfg,
@@ -254,16 +211,7 @@ fn collect_and_build_agree_on_what_a_transport_error_is() {
         err.contains("row: 3 samples written, 1 kept as transport errors (HTTP 404 × 1) and 1 answered but not a chat completion (not JSON, or a stream with no end), which build also counts as transport errors (2 in all); "),
         "{err}"
     );
-    let built = std::process::Command::new(BIN)
-        .current_dir(tmp.path())
-        .args(["build", "--cache", "cache", "--tasks"])
-        .arg(corpus())
-        .arg("--runs")
-        .arg(&runs)
-        .arg("--out")
-        .arg(tmp.path().join("site"))
-        .output()
-        .unwrap();
+    let built = build_in(tmp.path(), &runs, &tmp.path().join("site"));
     let err = String::from_utf8_lossy(&built.stderr);
     assert!(built.status.success(), "{err}");
     assert!(

@@ -10,26 +10,11 @@ use collect_support::*;
 use std::path::{Path, PathBuf};
 
 fn config(dir: &Path, base_url: &str) -> PathBuf {
-    let cfg = dir.join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{base_url}\"\nmodel = \"served\"\ntimeout_secs = 10\n"
-        ),
-    )
-    .unwrap();
-    cfg
+    row_config(dir, base_url, "timeout_secs = 10\n")
 }
 
 fn run(cfg: &Path, runs: &Path, extra: &[&str]) -> (bool, String) {
-    let mut a = vec![
-        "--k",
-        "3",
-        "--backoff-ms",
-        "5",
-        "--only",
-        "basic-weather-city",
-    ];
+    let mut a = ONE_CELL.to_vec();
     a.extend_from_slice(extra);
     let out = collect_in(cfg, &corpus(), runs, &a, &[]);
     (
@@ -86,10 +71,7 @@ fn the_summary_counts_attempts_retries_and_errors_apart() {
     let tmp = tempfile::tempdir().unwrap();
     // Each sample's first attempt is refused with a 503 (retried), sample 2 is then a 404
     // for good (kept as an error); the others are answered.
-    let server = loopback(|req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
+    let server = gateway(|req| {
         let tag = req
             .headers
             .get("x-callcheck-sample")
@@ -126,21 +108,12 @@ fn the_summary_counts_attempts_retries_and_errors_apart() {
 #[test]
 fn a_row_seed_gives_each_sample_its_own_recorded_seed_reproducibly() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = loopback(|req| {
-        if req.path == "/v1/models" {
-            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
-        }
-        Reply::json(200, completion(10, None))
-    });
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[model]]\nname = \"row\"\nbase_url = \"{}\"\nmodel = \"served\"\n[model.params]\nseed = 7\ntemperature = 0.7\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    let server = gateway(|_| Reply::json(200, completion(10, None)));
+    let cfg = row_config(
+        tmp.path(),
+        &server.url,
+        "[model.params]\nseed = 7\ntemperature = 0.7\n",
+    );
     let seeds_in = |runs: &Path| -> Vec<i64> {
         let mut out = Vec::new();
         for r in callcheck::runs::scan(runs).runs {

@@ -701,9 +701,18 @@ fn the_gate_fails_on_drops_errors_and_missing_tasks_and_refuses_bad_baselines() 
     )
     .unwrap();
     for (path, needle) in [
-        (fifo.to_str().unwrap(), "a FIFO (named pipe)"),
-        ("/dev/zero", "a character device"),
-        (loop_a.to_str().unwrap(), "a symlink loop"),
+        (
+            fifo.to_str().unwrap(),
+            "fifo.csv is a FIFO; pass a runs/ folder",
+        ),
+        (
+            "/dev/zero",
+            "--baseline /dev/zero is a device; pass a runs/ folder",
+        ),
+        (
+            loop_a.to_str().unwrap(),
+            "loop-a.csv is a symlink loop; pass a runs/ folder",
+        ),
         (
             long_line.to_str().unwrap(),
             "a line longer than 1048576 bytes",

@@ -487,13 +487,8 @@ fn collect_never_writes_through_a_symlinked_folder_in_runs() {
         tasks.join("basic-weather-city.json"),
     )
     .unwrap();
-    let mock = start_mock(tmp.path(), None, &tasks);
-    let cfg = tmp.path().join("callcheck.toml");
-    std::fs::write(
-        &cfg,
-        models_config(&mock.url, &[("g", "mock-good", false, 2)], ""),
-    )
-    .unwrap();
+    let rows = [("g", "mock-good", false, 2)];
+    let (_mock, cfg) = mock_and_config(tmp.path(), None, &tasks, &rows);
     let runs = tmp.path().join("runs");
     let elsewhere = tmp.path().join("elsewhere");
     let kept = sentinel(&elsewhere.join("notes.txt"));
@@ -600,19 +595,19 @@ fn demo_refuses_a_site_folder_it_may_not_replace_before_collecting_anything() {
     let notes = sentinel(&out.join("notes.txt"));
     let runs = tmp.path().join("runs");
     let tasks = site_support::repo().join("tasks");
-    let o = run_within(
-        &[
+    let demo = |runs: &Path| {
+        let args = [
             "demo",
             "--tasks",
             s(&tasks),
             "--runs",
-            s(&runs),
+            s(runs),
             "--out",
             s(&out),
-        ],
-        60,
-    );
-    let err = refused(&o);
+        ];
+        run_within(&args, 60)
+    };
+    let err = refused(&demo(&runs));
     assert!(
         err.contains(&format!(
             "error: --out {} holds files that are not a callcheck site (1 file callcheck did not write: notes.txt)",
@@ -626,19 +621,7 @@ fn demo_refuses_a_site_folder_it_may_not_replace_before_collecting_anything() {
         format!("sentinel {}\n", notes.display())
     );
     let inside = out.join("runs");
-    let o = run_within(
-        &[
-            "demo",
-            "--tasks",
-            s(&tasks),
-            "--runs",
-            s(&inside),
-            "--out",
-            s(&out),
-        ],
-        60,
-    );
-    let err = refused(&o);
+    let err = refused(&demo(&inside));
     assert!(
         err.contains(&format!(
             "error: --runs {} is inside --out {}",

@@ -3,10 +3,8 @@
 //! collect shows its samples. When stderr is not a terminal (a pipe, a log, CI) nothing is
 //! drawn and build's output is its summary lines alone.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 /// The bar of one build; hidden unless stderr is a terminal.
 pub struct Progress {
@@ -18,19 +16,11 @@ pub struct Progress {
 impl Progress {
     /// A bar over `runs` run folders.
     pub fn start(runs: usize) -> Progress {
-        let bar = if std::io::stderr().is_terminal() {
-            let bar =
-                ProgressBar::with_draw_target(Some(runs as u64), ProgressDrawTarget::stderr());
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs scored · {msg}",
-            ) {
-                bar.set_style(style);
-            }
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bar
-        } else {
-            ProgressBar::hidden()
-        };
+        let bar = crate::term::progress_bar(
+            runs as u64,
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs scored · {msg}",
+            false,
+        );
         Progress {
             bar,
             samples: AtomicU64::new(0),

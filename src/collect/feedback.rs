@@ -383,18 +383,7 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
             continue;
         }
         let r = round(m);
-        let kinds = if m.error_kinds.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({})",
-                m.error_kinds
-                    .iter()
-                    .map(|(k, n)| format!("{k} × {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
+        let kinds = super::kinds_text(&m.error_kinds);
         let more = match m.not_completions {
             0 => String::new(),
             n => format!(
@@ -427,12 +416,8 @@ mod tests {
     use super::*;
     use crate::synth::{ModelRow, RunSpec, Wire, write_run};
 
-    /// A cell with a pass, two failures and a transport error: each failure is planned once per
-    /// style, in sample order with its position; a follow-up already on disk is not planned
-    /// again, and a feedback run never counts as first-round samples.
-    #[test]
-    fn failures_without_a_follow_up_of_a_style_are_planned() {
-        let tmp = tempfile::tempdir().unwrap();
+    /// The task of the cells these tests write, and their row `m`.
+    fn weather_cell() -> (Task, ModelRow) {
         let task = crate::task::load(Path::new("tasks/basic/basic-weather-city.json"))
             .unwrap()
             .remove(0);
@@ -441,6 +426,27 @@ mod tests {
             served: "m".into(),
             stream: false,
         };
+        (task, row)
+    }
+
+    fn spec<'a>(row: &'a ModelRow, task: &'a Task, run_id: &'a str) -> RunSpec<'a> {
+        RunSpec {
+            model: row,
+            task,
+            task_sha256: &task.sha256,
+            run_id,
+            server: serde_json::Value::Null,
+            seed: 1,
+        }
+    }
+
+    /// A cell with a pass, two failures and a transport error: each failure is planned once per
+    /// style, in sample order with its position; a follow-up already on disk is not planned
+    /// again, and a feedback run never counts as first-round samples.
+    #[test]
+    fn failures_without_a_follow_up_of_a_style_are_planned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (task, row) = weather_cell();
         let wrong = crate::corrupt::corruptions(&task, Label::WrongTool, 512)
             .unwrap()
             .remove(0)
@@ -451,14 +457,7 @@ mod tests {
             Wire::Status(503, "{\"error\": {\"message\": \"busy\"}}".into()),
             Wire::Reply(wrong),
         ];
-        let spec = |run_id: &'static str| RunSpec {
-            model: &row,
-            task: &task,
-            task_sha256: &task.sha256,
-            run_id,
-            server: serde_json::Value::Null,
-            seed: 1,
-        };
+        let spec = |run_id: &'static str| spec(&row, &task, run_id);
         write_run(tmp.path(), spec("r1"), &wires).unwrap();
         let styles = [FeedbackStyle::Error, FeedbackStyle::Retry];
         let planned = plan_cell(tmp.path(), "m", &task, &styles, false);
@@ -512,18 +511,11 @@ mod tests {
 
         // A retry follow-up of 001 on disk: only 003 is left for that style.
         let dir = write_run(tmp.path(), spec("r2-retry"), &wires[..1]).unwrap();
-        let mut cell: runs::CellInfo =
-            serde_json::from_slice(&std::fs::read(dir.join("cell.json")).unwrap()).unwrap();
-        cell.kind = RunKind::Feedback;
-        cell.feedback = Some(runs::FeedbackInfo { style: Retry });
-        std::fs::write(dir.join("cell.json"), serde_json::to_vec(&cell).unwrap()).unwrap();
-        let meta_path = dir.join("samples/000/meta.json");
-        let mut meta: Meta = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
-        meta.parent = Some(ParentRef {
+        let parent = ParentRef {
             run: "r1".into(),
             sample: "001".into(),
-        });
-        std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        };
+        make_feedback(&dir, Retry, &[parent]);
         let planned = plan_cell(tmp.path(), "m", &task, &styles, false);
         assert_eq!((planned.failures, planned.done), (2, 1));
         assert_eq!(
@@ -558,22 +550,8 @@ mod tests {
     #[test]
     fn follow_ups_kept_as_transport_errors_are_planned_again_with_retry_errors() {
         let tmp = tempfile::tempdir().unwrap();
-        let task = crate::task::load(Path::new("tasks/basic/basic-weather-city.json"))
-            .unwrap()
-            .remove(0);
-        let row = ModelRow {
-            name: "m".into(),
-            served: "m".into(),
-            stream: false,
-        };
-        let spec = |run_id: &'static str| RunSpec {
-            model: &row,
-            task: &task,
-            task_sha256: &task.sha256,
-            run_id,
-            server: serde_json::Value::Null,
-            seed: 1,
-        };
+        let (task, row) = weather_cell();
+        let spec = |run_id: &'static str| spec(&row, &task, run_id);
         let prose = || Wire::Reply(crate::reply::Reply::text("It is probably sunny."));
         write_run(tmp.path(), spec("r1"), &[prose(), prose()]).unwrap();
         let parent = |sample: &str| ParentRef {

@@ -24,15 +24,14 @@ use crate::task::Task;
 use anyhow::{Context, Result, bail};
 use client::{Endpoint, Exchange, RetryPolicy};
 use config::ModelEntry;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
 
 /// Fewer samples than this per cell make an anecdote, not a rate (SPEC: k ≥ 3).
@@ -416,18 +415,7 @@ impl Report {
             match &m.failure {
                 Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
                 None => {
-                    let kinds = if m.error_kinds.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " ({})",
-                            m.error_kinds
-                                .iter()
-                                .map(|(k, n)| format!("{k} × {n}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    };
+                    let kinds = kinds_text(&m.error_kinds);
                     // An exchange that succeeded with a body that is no chat completion is a
                     // sample here and a transport error to build: said, so the counts agree.
                     let more = match m.not_completions {
@@ -459,6 +447,16 @@ impl Report {
         }
         out
     }
+}
+
+/// What the samples kept as errors ended with, for the summary: ` (HTTP 404 × 3, timed out ×
+/// 1)`, or nothing when none was.
+fn kinds_text(kinds: &std::collections::BTreeMap<String, u64>) -> String {
+    if kinds.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+    format!(" ({})", each.join(", "))
 }
 
 /// The line saying that complete cells hold only errors, and what to do, when they do.
@@ -908,18 +906,11 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         .map(|c| u64::from(c.need))
         .sum();
     let cells_total: u64 = models.iter().map(|m| m.cells.len() as u64).sum();
-    let progress = if quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let p = ProgressBar::with_draw_target(Some(total_samples), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples · {msg}",
-        ) {
-            p.set_style(style);
-        }
-        p.enable_steady_tick(Duration::from_millis(200));
-        p
-    };
+    let progress = crate::term::progress_bar(
+        total_samples,
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples · {msg}",
+        quiet,
+    );
     let jobs = opts
         .jobs
         .unwrap_or_else(|| models.iter().map(|m| m.entry.concurrency).sum::<usize>())
@@ -942,7 +933,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     });
     // Off a terminal the bar is hidden: a plain line at a steady interval shows the work.
     let ticker = progress::Ticker::start(
-        progress::every(quiet, std::io::stderr().is_terminal()),
+        progress::every(quiet, crate::term::stderr_is_terminal()),
         shared.started,
         {
             let shared = shared.clone();

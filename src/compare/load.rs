@@ -146,48 +146,17 @@ impl<R: std::io::Read> std::io::Read for LineBound<R> {
     }
 }
 
-/// What `path` is when it is neither a regular file nor a folder (SPEC §12: readers open regular
-/// files only, and say what they found): a FIFO, a device, a socket, a symlink loop, a dangling
-/// symlink; `None` for a regular file or a folder (and for a path that does not exist, which
-/// the caller reports as such).
-pub fn not_a_regular_file(path: &Path) -> Option<String> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::metadata(path) {
-        Ok(m) => {
-            let t = m.file_type();
-            if t.is_file() || t.is_dir() {
-                None
-            } else if t.is_fifo() {
-                Some("a FIFO (named pipe)".into())
-            } else if t.is_char_device() {
-                Some("a character device".into())
-            } else if t.is_block_device() {
-                Some("a block device".into())
-            } else if t.is_socket() {
-                Some("a socket".into())
-            } else {
-                Some("not a regular file".into())
-            }
-        }
-        // ELOOP: the symlinks in the path form a cycle.
-        Err(e) if e.raw_os_error() == Some(40) => Some("a symlink loop".into()),
-        Err(_) if std::fs::symlink_metadata(path).is_ok() => {
-            Some("a symlink to nothing (its target does not exist)".into())
-        }
-        Err(_) => None,
-    }
-}
-
 /// One samples.csv file's rows, as bare samples (outcome only).
 fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
-    if let Some(what) = not_a_regular_file(path) {
+    // Readers open regular files only and say what they found (SPEC §12).
+    if let Some(what) = crate::fsafe::not_file_or_folder(path) {
         bail!(
-            "{}: {what}, not a samples.csv file (pass a callcheck site's data/samples.csv, the site folder, or a runs/ folder)",
+            "{} {what}, not a samples.csv file (pass a callcheck site's data/samples.csv, the site folder, or a runs/ folder)",
             path.display()
         );
     }
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file = crate::fsafe::open_regular(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     // Streamed, with a bound on the whole file and on each line (SPEC §12): a samples.csv line
     // is a few hundred bytes, so one past MAX_CSV_LINE is not a samples.csv, and reading it
     // whole would hold it in memory.
@@ -267,9 +236,9 @@ pub fn load_baseline(path: &Path, tasks: &[Task], kind: IntervalKind) -> Result<
         in_site
     } else if path.is_file() {
         vec![path.to_path_buf()]
-    } else if let Some(what) = not_a_regular_file(path) {
+    } else if let Some(what) = crate::fsafe::not_file_or_folder(path) {
         bail!(
-            "--baseline {}: {what}; pass a runs/ folder, a site folder or its data/samples.csv",
+            "--baseline {} {what}; pass a runs/ folder, a site folder or its data/samples.csv",
             path.display()
         );
     } else {

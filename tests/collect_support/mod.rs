@@ -401,3 +401,95 @@ pub fn wait_for_runs(
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// Starts the mock (scripted by `mock_config`, over `tasks`) and writes `dir/callcheck.toml`
+/// asking it for `rows` (as [`models_config`]): the set-up of most collect tests.
+pub fn mock_and_config(
+    dir: &Path,
+    mock_config: Option<&str>,
+    tasks: &Path,
+    rows: &[(&str, &str, bool, usize)],
+) -> (Mock, PathBuf) {
+    let mock = start_mock(dir, mock_config, tasks);
+    let cfg = dir.join("callcheck.toml");
+    std::fs::write(&cfg, models_config(&mock.url, rows, "")).unwrap();
+    (mock, cfg)
+}
+
+/// The model id a [`gateway`] serves and a [`row_config`] asks for.
+pub const SERVED: &str = "served";
+
+/// What a [`gateway`] answers to `GET /v1/models`.
+pub const SERVED_LIST: &str = r#"{"object":"list","data":[{"id":"served"}]}"#;
+
+/// One cell, three samples, short backoffs: the collect arguments of the loopback tests.
+pub const ONE_CELL: [&str; 6] = [
+    "--k",
+    "3",
+    "--backoff-ms",
+    "5",
+    "--only",
+    "basic-weather-city",
+];
+
+/// A loopback OpenAI-compatible server that serves the one model [`SERVED`]: `GET /v1/models`
+/// lists it, every other request is answered by `chat`.
+pub fn gateway<F>(chat: F) -> Loopback
+where
+    F: Fn(&Seen) -> Reply + Send + Sync + 'static,
+{
+    loopback(move |req| {
+        if req.path == "/v1/models" {
+            Reply::json(200, SERVED_LIST)
+        } else {
+            chat(req)
+        }
+    })
+}
+
+/// The sample number a request carries in collect's sample header (`<task>/<sample>/<attempt>`).
+pub fn sample_of(req: &Seen) -> Option<usize> {
+    req.headers
+        .get("x-callcheck-sample")
+        .and_then(|t| t.split('/').nth(1))
+        .and_then(|i| i.parse().ok())
+}
+
+/// Writes `dir/callcheck.toml` with one row `row` asking `base_url` for [`SERVED`], followed by
+/// `lines` (more keys of the row, then any of its tables).
+pub fn row_config(dir: &Path, base_url: &str, lines: &str) -> PathBuf {
+    let cfg = dir.join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[model]]\nname = \"row\"\nbase_url = \"{base_url}\"\nmodel = \"{SERVED}\"\n{lines}"
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// Starts the binary with `args`, its output discarded: a collect a test will kill.
+pub fn spawn_quiet(args: &[String]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs `build --cache cache --tasks <corpus> --runs RUNS --out OUT` in `dir` (the cache beside
+/// the site, in `dir`): what collect tests check their runs against.
+pub fn build_in(dir: &Path, runs: &Path, out: &Path) -> Output {
+    Command::new(BIN)
+        .current_dir(dir)
+        .args(["build", "--cache", "cache", "--tasks"])
+        .arg(corpus())
+        .arg("--runs")
+        .arg(runs)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
