@@ -767,6 +767,7 @@ fn screenshots_of_the_demo() {
         ("index.html", "index"),
         ("tags/parallel.html", "tag"),
         ("samples.html#outcome=fail", "samples"),
+        ("samples.html#round=error", "samples-feedback"),
         (transcript.as_str(), "transcript-fail"),
     ] {
         for (w, h, suffix) in [(1440, 900, ""), (390, 844, "-phone")] {
