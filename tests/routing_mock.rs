@@ -166,12 +166,23 @@ fn measure(m: &Value) -> (u64, u64, Option<Interval>) {
     )
 }
 
-/// The page's text for a measure (`src/site/routing.rs`), from `routing.json`'s figures.
+/// A unit of a figure as the page keeps it on one line: no-break spaces, a word joiner after
+/// an en dash.
+fn unit(s: &str) -> String {
+    s.replace(' ', "\u{a0}").replace('–', "–\u{2060}")
+}
+
+/// The page's text for a rate and its interval (`src/site/routing.rs`).
+fn rate_text(rate: f64, iv: &Interval) -> String {
+    format!("{} {}", unit(&percent(rate)), unit(&show(iv)))
+}
+
+/// The page's text for a measure, from `routing.json`'s figures.
 fn page_text(m: &Value) -> String {
     let (n, passes, iv) = measure(m);
     match (iv, m["rate"].as_f64()) {
         (Some(iv), Some(rate)) if n > 0 => {
-            format!("{passes}/{n} = {} {}", percent(rate), show(&iv))
+            format!("{passes}/{n}\u{a0}=\u{a0}{}", rate_text(rate, &iv))
         }
         _ => "–".into(),
     }
@@ -470,10 +481,11 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             .split("<tr>")
             .find(|r| r.starts_with(&format!(r#"<th><a href="labels/{name}.html">"#)))
             .unwrap_or_else(|| panic!("no row for {name} on routing.html"));
+        // Each cell names its column (`<td data-l="reroll">`, for phones).
         let cells: Vec<&str> = tr
-            .split("<td>")
+            .split("<td")
             .skip(1)
-            .map(|c| c.split("</td>").next().unwrap())
+            .map(|c| c.split_once('>').unwrap().1.split("</td>").next().unwrap())
             .collect();
         let repair_text = if l["repair"].is_null() {
             "no mechanical repair".to_string()
@@ -605,13 +617,13 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
         if !(iv.lower <= truth && truth <= iv.upper) {
             misses.push(format!("policy {name}: truth {truth:.4} outside {iv:?}"));
         }
-        let mut text = format!("{} {}", percent(rate), show(&iv));
+        let mut text = rate_text(rate, &iv);
         if name == "fallback" {
             text.push_str(" → steady");
         }
         assert!(
-            policies_row.contains(&format!("<td>{text}<br>"))
-                || policies_row.contains(&format!("<td><b>{text}</b><br>")),
+            policies_row.contains(&format!(r#"<td data-l="{name}">{text}<br>"#))
+                || policies_row.contains(&format!(r#"<td data-l="{name}"><b>{text}</b><br>"#)),
             "routing.html's policy row lacks {name}: {text}\n{policies_row}"
         );
     }

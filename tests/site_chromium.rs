@@ -767,6 +767,7 @@ fn screenshots_of_the_demo() {
         ("index.html", "index"),
         ("tags/parallel.html", "tag"),
         ("samples.html#outcome=fail", "samples"),
+        ("samples.html#round=error", "samples-feedback"),
         (transcript.as_str(), "transcript-fail"),
     ] {
         for (w, h, suffix) in [(1440, 900, ""), (390, 844, "-phone")] {
@@ -1010,5 +1011,101 @@ fn the_answer_columns_and_a_verdict_are_in_view_at_desktop_and_phone() {
         let r = b.eval(&probe(&cells, &words));
         check(&r, &permalink, w, "wrong_tool");
         b.screenshot(&shots.join(format!("answer-fail-permalink-{w}.png")), false);
+    }
+}
+
+/// `routing.html` (SPEC §11) as a reader sees it, at 1440 px and at 390 px: no console message,
+/// no page wider than the viewport (its tables scroll inside their own box on a phone), every
+/// local link resolving, and its tables readable — no word or figure broken across lines (an
+/// interval, a model name at its hyphens), no cell's text overflowing it, no text smaller than
+/// 12 px, every cell naming its column when the header is hidden — with screenshots to look at.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test site_chromium -- --ignored`"]
+fn the_routing_page_fits_a_phone_and_its_tables_are_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let shots = screenshots();
+    let mut b = Browser::launch();
+    for (w, h, suffix) in [(1440, 900, ""), (390, 844, "-phone")] {
+        b.open(
+            &format!("file://{}", site.join("routing.html").display()),
+            w,
+            h,
+        );
+        // Pictures first, so that a failure below still leaves them to look at: the whole page,
+        // then one screen at each table.
+        b.screenshot(&shots.join(format!("routing{suffix}.png")), true);
+        for id in ["policies", "tags", "labels"] {
+            b.eval(&format!("document.getElementById({id:?}).scrollIntoView()"));
+            b.screenshot(&shots.join(format!("routing{suffix}-{id}.png")), false);
+        }
+        let console = b.console();
+        assert!(console.is_empty(), "routing.html at {w} px: {console:#?}");
+        let width = b
+            .eval("document.documentElement.scrollWidth")
+            .as_u64()
+            .unwrap();
+        assert!(
+            width <= w as u64,
+            "routing.html is {width} px wide at {w} px"
+        );
+        let dom = b.eval("document.documentElement.outerHTML");
+        let (n, missing) = missing_targets(&site, "routing.html", dom.as_str().unwrap());
+        assert!(n > 20, "routing.html: only {n} links");
+        assert!(
+            missing.is_empty(),
+            "routing.html: links to missing files: {missing:?}"
+        );
+        // Per table: its cells, and the ones a reader cannot read whole.
+        let tables = b.eval(
+            r#"(() => { const cut = (e) => {
+                  // A word (no-break spaces join a unit: 67 %) of one text node laid out on more
+                  // than one line: broken at a hyphen, a dash or for want of width.
+                  const w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+                  for (let n = w.nextNode(); n; n = w.nextNode()) {
+                    for (const m of n.data.matchAll(/[^ \t\n]+/g)) {
+                      const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+                      const lines = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+                      if (lines.size > 1) return m[0];
+                    } }
+                  return null; };
+                return Array.from(document.querySelectorAll("main table")).map(t => {
+                  const bad = [];
+                  const cells = Array.from(t.querySelectorAll("th, td"));
+                  const head = t.querySelector("thead");
+                  const carded = !!head && head.getClientRects().length === 0;
+                  for (const e of cells) {
+                    // A header hidden on a phone: each cell then names its column itself.
+                    if (e.getClientRects().length === 0) continue;
+                    if (carded && e.tagName === "TD" && !e.dataset.l) bad.push(`a cell without its column's name: ${e.innerText.slice(0, 40)}`);
+                    const r = e.getBoundingClientRect();
+                    if (e.scrollWidth > e.clientWidth + 1) bad.push(`overflows: ${e.innerText.slice(0, 40)}`);
+                    else if (cut(e)) bad.push(`a word is cut: ${cut(e)} in ${e.innerText.slice(0, 60)} (${Math.round(r.width)} px)`);
+                    for (const x of [e, ...e.querySelectorAll("*")])
+                      if (parseFloat(getComputedStyle(x).fontSize) < 12) { bad.push(`text below 12 px: ${x.innerText.slice(0, 40)}`); break; }
+                  }
+                  const box = t.closest(".wide");
+                  return {cells: cells.length, bad: bad.slice(0, 8), boxed: !!box && box.getBoundingClientRect().right <= innerWidth + 0.5,
+                          heading: (t.querySelector("thead") || t).innerText.slice(0, 60)}; }); })()"#,
+        );
+        let tables = tables.as_array().unwrap();
+        assert!(
+            tables.len() >= 3,
+            "routing.html has {} tables",
+            tables.len()
+        );
+        for t in tables {
+            assert!(t["cells"].as_u64().unwrap() > 0, "{t}");
+            assert!(
+                t["bad"].as_array().unwrap().is_empty(),
+                "routing.html at {w} px, table {}: {:#}",
+                t["heading"],
+                t["bad"]
+            );
+            assert!(
+                t["boxed"].as_bool().unwrap(),
+                "a table outside a scrolling box: {t}"
+            );
+        }
     }
 }

@@ -124,10 +124,22 @@ pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
     out
 }
 
+/// One unit of a figure that a table cell must not break (`67 %`, `[21–94 %]`, `1.15 req`):
+/// its spaces no-break spaces, and a word joiner after an en dash (a line may otherwise break
+/// after one). A cell then wraps only between units, never inside an interval.
+fn unit(s: &str) -> String {
+    s.replace(' ', "\u{a0}").replace('–', "–\u{2060}")
+}
+
+/// A row's name inside a figure (`→ mock-good`): kept whole, its hyphens not break points.
+fn row_name(name: &str) -> String {
+    name.replace('-', "-\u{2060}")
+}
+
 /// A rate with its interval for the page: `67 % [21–94 %]`, or `–` when nothing was measured.
 fn rate_text(rate: Option<f64>, iv: Option<&Interval>) -> String {
     match (rate, iv) {
-        (Some(r), Some(iv)) => format!("{} {}", percent(r), show(iv)),
+        (Some(r), Some(iv)) => format!("{} {}", unit(&percent(r)), unit(&show(iv))),
         _ => "–".into(),
     }
 }
@@ -137,7 +149,7 @@ fn measure_text(m: &Measure) -> String {
         return "–".into();
     }
     format!(
-        "{}/{} = {}",
+        "{}/{}\u{a0}=\u{a0}{}",
         m.passes,
         m.n,
         rate_text(m.rate(), m.interval.as_ref())
@@ -153,12 +165,12 @@ pub struct PolicyCell {
 }
 
 fn cost_text(p: &PolicyResult) -> String {
-    let mut s = format!("{:.2} req", round4(p.requests));
+    let mut s = format!("{:.2}\u{a0}req", round4(p.requests));
     if let Some(t) = p.tokens {
-        s.push_str(&format!(" · {:.0} tok", round4(t)));
+        s.push_str(&format!(" · {:.0}\u{a0}tok", round4(t)));
     }
     if let Some(l) = p.latency_ms {
-        s.push_str(&format!(" · {:.0} ms", round4(l)));
+        s.push_str(&format!(" · {:.0}\u{a0}ms", round4(l)));
     }
     s
 }
@@ -170,7 +182,11 @@ fn policy_cells(ps: &[PolicyResult]) -> Vec<PolicyCell> {
             policy: p.policy.as_str(),
             success: match (&p.fallback_to, p.policy) {
                 (Some(b), Policy::Fallback) => {
-                    format!("{} → {b}", rate_text(p.rate, p.interval.as_ref()))
+                    format!(
+                        "{} → {}",
+                        rate_text(p.rate, p.interval.as_ref()),
+                        row_name(b)
+                    )
                 }
                 _ => rate_text(p.rate, p.interval.as_ref()),
             },
@@ -299,7 +315,9 @@ fn label_view(model: &str, l: &LabelRouting) -> LabelView {
                 let (ra, rb) = (a.1.rate().unwrap_or(0.0), b.1.rate().unwrap_or(0.0));
                 ra.total_cmp(&rb).then(b.0.cmp(&a.0))
             })
-            .map_or("–".into(), |(b, x)| format!("{b}: {}", measure_text(x))),
+            .map_or("–".into(), |(b, x)| {
+                format!("{}: {}", row_name(b), measure_text(x))
+            }),
         model: model.to_string(),
     }
 }

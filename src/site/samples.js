@@ -144,8 +144,9 @@
           var up = document.createElement("a");
           up.className = "parent";
           up.href = href(parent);
-          up.textContent = D.runNames[D.runs.r[run[parent]]] + "/" + D.names[D.s[parent]];
-          up.title = "the sample this follows up";
+          // Its sample number; the run (a long id) is in the title.
+          up.textContent = D.names[D.s[parent]];
+          up.title = "the sample this follows up (run " + D.runNames[D.runs.r[run[parent]]] + ")";
           td.appendChild(up);
         } else {
           td.appendChild(document.createTextNode("a sample not in this build"));
