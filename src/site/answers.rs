@@ -52,7 +52,7 @@ pub fn block(m: &Matrix) -> String {
                 .iter()
                 .filter_map(|tag| {
                     let p = mv.pooled.get(tag)?;
-                    let r = p.reliability();
+                    let r = p.reliability(m.thresholds);
                     (answer(r) == want).then(|| {
                         let mut t = format!("<a href=\"tags/{}.html\">", escape(&slug(tag)));
                         escape_into(&mut t, tag);

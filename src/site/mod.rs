@@ -21,7 +21,7 @@ use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ModelView, Total};
+use crate::report::{Cell, Matrix, ModelView, Thresholds, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
@@ -297,8 +297,8 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &m
 
 /// A pooled (model × tag) cell as a `<td>`: verdict, passes/scored with the by-task interval,
 /// pass^k and flaky cells; graded like a matrix cell.
-fn pooled_td(p: &Pooled, out: &mut String) {
-    let v = p.reliability().as_str();
+fn pooled_td(at: Thresholds, p: &Pooled, out: &mut String) {
+    let v = p.reliability(at).as_str();
     out.push_str("<td class=\"iv v-");
     out.push_str(v);
     out.push('"');
@@ -319,7 +319,7 @@ fn pooled_td(p: &Pooled, out: &mut String) {
     if p.errors > 0 {
         out.push_str(&format!(" · +{} errors", p.errors));
     }
-    if let Some(more) = crate::report::pooled::samples_to_settle(p, crate::report::RELIABLE_LOWER) {
+    if let Some(more) = crate::report::pooled::samples_to_settle(p, at.reliable_at()) {
         out.push_str(&format!(" · ~{more} more samples per task would settle it"));
     }
     out.push_str("</small></td>");
@@ -370,6 +370,7 @@ struct TotalRow {
 /// A summary row: the rate is pooled with the task as its unit (`p`); pass^k counts cells, each
 /// cell one task, with a plain interval over cells (`t`).
 fn total_row(
+    at: Thresholds,
     name: &str,
     link: String,
     t: &Total,
@@ -383,7 +384,7 @@ fn total_row(
         link,
         cells: p.tasks,
         rate: rate_text(p.passes, p.scored, p.interval.as_ref()),
-        verdict: p.reliability().as_str(),
+        verdict: p.reliability(at).as_str(),
         lower: p.interval.map_or(0, |iv| pct(iv.lower)),
         upper: p.interval.map_or(0, |iv| pct(iv.upper)),
         pass_all_k: match t.all_passed_interval.as_ref() {
@@ -508,6 +509,13 @@ struct IndexPage<'a> {
     answers: String,
     /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
     samples_csvs: &'a [String],
+    /// `--reliable-at` and the broken threshold as the legend writes them (`90 %`, `50 %`).
+    reliable_at: String,
+    broken_below: String,
+    /// The interval of 5/5 in one cell, and the fewest all-passing samples a cell needs to
+    /// read `reliable` (0: never, within four billion).
+    five_of_five: String,
+    cell_reliable_from: u64,
 }
 
 #[derive(Template)]
@@ -889,7 +897,7 @@ fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)
 }
 
 /// Chart rows from pooled rates: the interval drawn is the one by task.
-fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
+fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
     items
         .into_iter()
         .map(|(name, p)| charts::ForestRow {
@@ -897,7 +905,7 @@ fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
             passes: p.passes,
             scored: p.scored,
             interval: p.interval,
-            reliability: p.reliability(),
+            reliability: p.reliability(at),
         })
         .collect()
 }
@@ -941,7 +949,7 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
             let mut cells = String::new();
             for mv in &m.models {
                 match mv.pooled.get(tag) {
-                    Some(p) => pooled_td(p, &mut cells),
+                    Some(p) => pooled_td(m.thresholds, p, &mut cells),
                     None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
                 }
             }
@@ -1025,6 +1033,7 @@ fn index_page(
         .iter()
         .map(|mv| {
             total_row(
+                m.thresholds,
                 &mv.name,
                 format!("models/{}.html", mv.name),
                 &mv.total,
@@ -1081,6 +1090,13 @@ fn index_page(
         comparisons: compare::block(input.comparisons, 0, None, None),
         answers: answers::block(m),
         samples_csvs,
+        reliable_at: m.thresholds.reliable_percent(),
+        broken_below: m.thresholds.broken_percent(),
+        five_of_five: crate::report::interval::interval(m.method, 5, 5)
+            .as_ref()
+            .map(show)
+            .unwrap_or_default(),
+        cell_reliable_from: m.thresholds.fewest_samples(m.method).unwrap_or(0),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
@@ -1112,7 +1128,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
     let mut pooled = String::new();
     for mv in &m.models {
         match mv.pooled.get(tag) {
-            Some(p) => pooled_td(p, &mut pooled),
+            Some(p) => pooled_td(m.thresholds, p, &mut pooled),
             None => pooled.push_str("<td class=\"none\">not run</td>"),
         }
     }
@@ -1130,7 +1146,8 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 &chart_file,
                 charts::forest(
                     &format!("tag {tag}: pass rate by model"),
-                    &forest_rows(items),
+                    &forest_rows(m.thresholds, items),
+                    m.thresholds,
                 ),
             )?,
         ));
@@ -1146,6 +1163,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         .filter_map(|mv| {
             let v = mv.value_by_tag.get(tag)?;
             Some(value::row(
+                m.thresholds,
                 mv.name.clone(),
                 format!("{r}models/{}.html", mv.name),
                 v,
@@ -1213,6 +1231,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .iter()
         .map(|(tag, t)| {
             total_row(
+                m.thresholds,
                 tag,
                 format!("{r}tags/{}.html", slug(tag)),
                 t,
@@ -1230,7 +1249,8 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             &forest_file,
             charts::forest(
                 &format!("{}: pass rate per tag", mv.name),
-                &forest_rows(forest_items),
+                &forest_rows(m.thresholds, forest_items),
+                m.thresholds,
             ),
         )?,
     ));
@@ -1282,12 +1302,20 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
     let mut value_rows = Vec::new();
     if let Some(v) = &mv.value_total {
-        value_rows.push(value::row("all such tasks".into(), String::new(), v));
-        value_rows.extend(
-            mv.value_by_tag
-                .iter()
-                .map(|(tag, v)| value::row(tag.clone(), format!("{r}tags/{}.html", slug(tag)), v)),
-        );
+        value_rows.push(value::row(
+            m.thresholds,
+            "all such tasks".into(),
+            String::new(),
+            v,
+        ));
+        value_rows.extend(mv.value_by_tag.iter().map(|(tag, v)| {
+            value::row(
+                m.thresholds,
+                tag.clone(),
+                format!("{r}tags/{}.html", slug(tag)),
+                v,
+            )
+        }));
     }
     let page = ModelPage {
         value_rows,
@@ -1299,6 +1327,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         root: r.clone(),
         name: &mv.name,
         total: total_row(
+            m.thresholds,
             &mv.name,
             String::new(),
             &mv.total,
