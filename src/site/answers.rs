@@ -28,7 +28,7 @@ fn answer(r: Reliability) -> Answer {
 
 /// The answers as HTML (a list, one item per model, so that it reads the same on a phone), or
 /// `""` without a model. Model and tag names are escaped; links are relative to the site root.
-pub fn block(m: &Matrix) -> String {
+pub fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
     if m.models.is_empty() {
         return String::new();
     }
@@ -67,6 +67,12 @@ pub fn block(m: &Matrix) -> String {
                             " <small>({word}{}/{})</small>",
                             p.passes, p.scored
                         ));
+                        // The identical-samples mark, as in the shape table below.
+                        let mark = super::shape_mark(m, rep, &mv.name, tag);
+                        if !mark.is_empty() {
+                            t.push(' ');
+                            t.push_str(&mark);
+                        }
                         t
                     })
                 })

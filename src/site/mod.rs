@@ -9,6 +9,7 @@ pub mod charts;
 pub mod compare;
 pub mod export;
 pub mod html;
+pub mod repeats;
 pub mod reuse;
 pub mod routing;
 pub mod samples;
@@ -240,11 +241,17 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
 /// linked to the transcripts with `links`, else [`compact_marks`], a few dozen bytes at any k.
 /// One task's row of a matrix (the index's or a tag page's): a cell per model, each with its
 /// anchor and grouped marks, and `also`, the task's other tags.
-fn matrix_row(m: &Matrix, t: &crate::report::TaskInfo, root: &str, also: String) -> MatrixRow {
+fn matrix_row(
+    m: &Matrix,
+    t: &crate::report::TaskInfo,
+    root: &str,
+    also: String,
+    rep: &repeats::Repeats,
+) -> MatrixRow {
     let mut cells = String::new();
     for mv in &m.models {
         match m.cell(&mv.name, &t.id) {
-            Some(c) => cell_td(m, c, root, true, false, &mut cells),
+            Some(c) => cell_td(m, c, root, true, false, Some(rep), &mut cells),
             None => cells.push_str("<td class=\"none\">not run</td>"),
         }
     }
@@ -256,7 +263,16 @@ fn matrix_row(m: &Matrix, t: &crate::report::TaskInfo, root: &str, also: String)
     }
 }
 
-fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
+/// `rep`: where the page marks cells whose samples repeat one answer ([`repeats`]).
+fn cell_td(
+    m: &Matrix,
+    c: &Cell,
+    root: &str,
+    with_id: bool,
+    links: bool,
+    rep: Option<&repeats::Repeats>,
+    out: &mut String,
+) {
     let v = c.reliability.as_str();
     out.push_str("<td class=\"iv v-");
     out.push_str(v);
@@ -290,6 +306,10 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &m
     if c.task_changed {
         out.push_str(" <small class=\"warn\">task changed</small>");
     }
+    if let Some(why) = rep.and_then(|r| r.why(&c.model, [c])) {
+        out.push(' ');
+        out.push_str(&why.mark());
+    }
     out.push(' ');
     dots(m, c, root, links, out);
     out.push_str("</td>");
@@ -297,7 +317,8 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &m
 
 /// A pooled (model × tag) cell as a `<td>`: verdict, passes/scored with the by-task interval,
 /// pass^k and flaky cells; graded like a matrix cell.
-fn pooled_td(at: Thresholds, p: &Pooled, out: &mut String) {
+/// `mark`: the identical-samples mark of the cells pooled ([`repeats`]), or `""`.
+fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String) {
     let v = p.reliability(at).as_str();
     out.push_str("<td class=\"iv v-");
     out.push_str(v);
@@ -321,6 +342,10 @@ fn pooled_td(at: Thresholds, p: &Pooled, out: &mut String) {
     }
     if let Some(more) = crate::report::pooled::samples_to_settle(p, at.reliable_at()) {
         out.push_str(&format!(" · ~{more} more samples per task would settle it"));
+    }
+    if !mark.is_empty() {
+        out.push_str(" · ");
+        out.push_str(mark);
     }
     out.push_str("</small></td>");
 }
@@ -509,6 +534,8 @@ struct IndexPage<'a> {
     answers: String,
     /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
     samples_csvs: &'a [String],
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
     /// `--reliable-at` and the broken threshold as the legend writes them (`90 %`, `50 %`).
     reliable_at: String,
     broken_below: String,
@@ -538,6 +565,8 @@ struct TagPage<'a> {
     models: Vec<String>,
     /// Pre-rendered pooled `<td>`s, one per model.
     pooled: String,
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
     /// Per model, in the same order.
     latency: Vec<LatencyText>,
     rows: Vec<MatrixRow>,
@@ -941,7 +970,7 @@ fn primary_tag(t: &crate::report::TaskInfo) -> &str {
 
 /// The models × tags table's rows, one per tag with its description and one pooled cell per
 /// model (`root` leads to the site root).
-fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
+fn shape_rows(m: &Matrix, root: &str, rep: &repeats::Repeats) -> Vec<ShapeRow> {
     m.tags
         .iter()
         .map(|tag| {
@@ -949,7 +978,12 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
             let mut cells = String::new();
             for mv in &m.models {
                 match mv.pooled.get(tag) {
-                    Some(p) => pooled_td(m.thresholds, p, &mut cells),
+                    Some(p) => pooled_td(
+                        m.thresholds,
+                        p,
+                        &shape_mark(m, rep, &mv.name, tag),
+                        &mut cells,
+                    ),
                     None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
                 }
             }
@@ -964,12 +998,42 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
         .collect()
 }
 
+/// The identical-samples mark of one model's pooled verdict over one tag, or `""`.
+fn shape_mark(m: &Matrix, rep: &repeats::Repeats, model: &str, tag: &str) -> String {
+    let cells = m
+        .tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|x| x == tag))
+        .filter_map(|t| m.cell(model, &t.id));
+    rep.why(model, cells).map(|w| w.mark()).unwrap_or_default()
+}
+
+/// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for its note.
+fn marked_rows<'a>(
+    m: &'a Matrix,
+    rep: &repeats::Repeats,
+    tasks: impl Iterator<Item = &'a crate::report::TaskInfo> + Clone,
+) -> Vec<(&'a str, bool)> {
+    m.models
+        .iter()
+        .filter(|mv| {
+            rep.why(
+                &mv.name,
+                tasks.clone().filter_map(|t| m.cell(&mv.name, &t.id)),
+            )
+            .is_some()
+        })
+        .map(|mv| (mv.name.as_str(), true))
+        .collect()
+}
+
 fn index_page(
     input: &SiteInput,
     samples_csvs: &[String],
     files: &mut Vec<File>,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
+    let rep = repeats::Repeats::of(input.models);
     // Tasks down the side, grouped under their first tag (tag order, then id); models across.
     let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
     for t in &m.tasks {
@@ -1002,7 +1066,7 @@ fn index_page(
             .into_iter()
             .map(|t| {
                 let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
-                matrix_row(m, t, "", also.join(", "))
+                matrix_row(m, t, "", also.join(", "), &rep)
             })
             .collect();
         groups.push(MatrixGroup {
@@ -1076,7 +1140,7 @@ fn index_page(
         skipped: input.skipped,
         has_changes: input.changes.is_some(),
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
-        shapes: shape_rows(m, ""),
+        shapes: shape_rows(m, "", &rep),
         groups,
         n_cells,
         matrix_cells: MATRIX_CELLS,
@@ -1088,7 +1152,19 @@ fn index_page(
         max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
-        answers: answers::block(m),
+        answers: answers::block(m, &rep),
+        // The rows marked in the shape table and the answers (tagged tasks), and in the
+        // matrix when the index draws it (every task).
+        repeats: repeats::note(
+            marked_rows(
+                m,
+                &rep,
+                m.tasks
+                    .iter()
+                    .filter(|t| n_cells <= MATRIX_CELLS || !t.tags.is_empty()),
+            ),
+            "",
+        ),
         samples_csvs,
         reliable_at: m.thresholds.reliable_percent(),
         broken_below: m.thresholds.broken_percent(),
@@ -1107,6 +1183,7 @@ fn index_page(
 fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
+    let rep = repeats::Repeats::of(input.models);
     let tasks: Vec<&crate::report::TaskInfo> = m
         .tasks
         .iter()
@@ -1122,13 +1199,18 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 .filter(|x| *x != tag)
                 .cloned()
                 .collect::<Vec<_>>();
-            matrix_row(m, t, &r, also.join(", "))
+            matrix_row(m, t, &r, also.join(", "), &rep)
         })
         .collect();
     let mut pooled = String::new();
     for mv in &m.models {
         match mv.pooled.get(tag) {
-            Some(p) => pooled_td(m.thresholds, p, &mut pooled),
+            Some(p) => pooled_td(
+                m.thresholds,
+                p,
+                &shape_mark(m, &rep, &mv.name, tag),
+                &mut pooled,
+            ),
             None => pooled.push_str("<td class=\"none\">not run</td>"),
         }
     }
@@ -1170,7 +1252,9 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             ))
         })
         .collect();
+    let repeats = repeats::note(marked_rows(m, &rep, tasks.iter().copied()), &r);
     let page = TagPage {
+        repeats,
         value_rows,
         value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
         value_first: "model",
@@ -1184,6 +1268,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         method: m.method.title(),
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
         pooled,
+
         rows,
         chart: has_chart.then_some(chart_file),
         legend: legend(),
@@ -1205,7 +1290,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         };
         let mut td = String::new();
         // A summary: compact marks, no per-sample links (the task and tag pages have them).
-        cell_td(m, c, &r, false, false, &mut td);
+        cell_td(m, c, &r, false, false, None, &mut td);
         tasks.push(TaskRow {
             task: t.id.clone(),
             title: t.title.clone(),
@@ -1420,7 +1505,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
-            cell_td(m, c, &r, false, true, &mut td);
+            cell_td(m, c, &r, false, true, None, &mut td);
             let mut value_tds = String::new();
             if bfcl_scored {
                 value::cell_tds(m, c, &mut value_tds);
@@ -1773,7 +1858,12 @@ fn pages(
     }
     label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
-    compare::files(input.comparisons, &mut files)?;
+    compare::files(
+        input.comparisons,
+        input.matrix,
+        &repeats::Repeats::of(input.models),
+        &mut files,
+    )?;
     flush(&mut files, sink)?;
     if let Some(c) = input.changes {
         let moves = c

@@ -98,7 +98,7 @@ pub struct ValueRow {
 /// The value table's row for one set of pooled cells.
 pub fn row(at: Thresholds, name: String, link: String, v: &ValuePooled) -> ValueRow {
     let mut tds = String::new();
-    pooled_td(at, &v.conformance, &mut tds);
+    pooled_td(at, &v.conformance, "", &mut tds);
     pooled_value_td(&v.value, &mut tds);
     pooled_value_td(&v.bfcl_style, &mut tds);
     ValueRow {
