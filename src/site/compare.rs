@@ -409,24 +409,44 @@ pub fn block(
         "<section id=\"comparisons\"><h2>Comparisons</h2>\n<ul class=\"comparisons\">",
     );
     for c in shown {
+        // The verdict shown here is one interval's, uncorrected for the many made; the gate's
+        // (Holm-corrected over every pooled comparison, what `--fail-on regression` decides)
+        // is the compare page's, stated beside it with the link, as that page's headline does.
         let verdict = match (anchor, &c.overall) {
             (Some(task), _) => c
                 .cells
                 .iter()
                 .find(|x| x.task == task)
-                .map_or("not run by both", |x| x.direction.as_str()),
-            (None, Some(o)) => o.direction.as_str(),
-            (None, None) => "nothing in common",
+                .filter(|x| x.interval.is_some())
+                .map_or("not run by both".to_string(), |x| {
+                    format!(
+                        "{} <small>(uncorrected, this task)</small>",
+                        x.direction.as_str()
+                    )
+                }),
+            (None, Some(o)) => format!(
+                "{} <small>(uncorrected, overall)</small>",
+                o.direction.as_str()
+            ),
+            (None, None) => "nothing in common".to_string(),
+        };
+        let failures = c.gate_failures(false);
+        let gate = if failures.is_empty() {
+            "no significant regression".to_string()
+        } else {
+            format!("regression in {}", escape(&failures.join("; ")))
         };
         out.push_str(&format!(
-            "<li><a href=\"{root}{}{}\">{} against {}</a>: {}</li>",
+            "<li><a href=\"{root}{}{}\">{} against {}</a>: {} · <a href=\"{root}{}\">the gate's verdict</a>: {}</li>",
             escape(&c.page),
             anchor
                 .map(|t| format!("#t~{}", escape(t)))
                 .unwrap_or_default(),
             escape(&c.b),
             escape(&c.a),
-            verdict
+            verdict,
+            escape(&c.page),
+            gate
         ));
     }
     out.push_str("</ul></section>\n");
