@@ -67,11 +67,11 @@ pub fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
                             " <small>({word}{}/{})</small>",
                             p.passes, p.scored
                         ));
-                        // The identical-samples mark, as in the shape table below.
-                        let mark = super::shape_mark(m, rep, &mv.name, tag);
-                        if !mark.is_empty() {
+                        // The identical-samples mark alone (the shape table below gives its
+                        // text), so that the first screen stays a short answer.
+                        if let Some(why) = super::shape_why(m, rep, &mv.name, tag) {
                             t.push(' ');
-                            t.push_str(&mark);
+                            t.push_str(&why.short_mark());
                         }
                         t
                     })

@@ -1000,12 +1000,19 @@ fn shape_rows(m: &Matrix, root: &str, rep: &repeats::Repeats) -> Vec<ShapeRow> {
 
 /// The identical-samples mark of one model's pooled verdict over one tag, or `""`.
 fn shape_mark(m: &Matrix, rep: &repeats::Repeats, model: &str, tag: &str) -> String {
+    shape_why(m, rep, model, tag)
+        .map(|w| w.mark())
+        .unwrap_or_default()
+}
+
+/// Why one model's pooled verdict over one tag may overstate its evidence ([`repeats`]).
+fn shape_why(m: &Matrix, rep: &repeats::Repeats, model: &str, tag: &str) -> Option<repeats::Why> {
     let cells = m
         .tasks
         .iter()
         .filter(|t| t.tags.iter().any(|x| x == tag))
         .filter_map(|t| m.cell(model, &t.id));
-    rep.why(model, cells).map(|w| w.mark()).unwrap_or_default()
+    rep.why(model, cells)
 }
 
 /// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for its note.
