@@ -25,6 +25,10 @@ struct Opts {
     k: usize,
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Model ids the rows serve (row i serves id i mod N): rows sharing one are compared, as
+    /// collect's rows of one served model are. Without it each row serves its own.
+    #[arg(long)]
+    served: Option<usize>,
     /// Write the snapshot tests' fixture tree to --out.
     #[arg(long)]
     fixture: bool,
@@ -55,6 +59,7 @@ fn main() -> Result<()> {
             models: o.models,
             k: o.k,
             seed: o.seed,
+            served: o.served,
         },
     )?;
     eprintln!("wrote {n} samples under {}", o.out.display());

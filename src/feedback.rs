@@ -67,6 +67,16 @@ pub enum NoFollowUp {
     BadRequest,
 }
 
+/// Whether a follow-up can be built on `request` (the parent's `request.json`): a JSON object
+/// with a `messages` list. `collect --feedback` plans with this and builds the body only when
+/// it sends it, so planning a large tree holds no bodies.
+pub fn check_request(request: &Value) -> Result<(), NoFollowUp> {
+    match request.get("messages") {
+        Some(Value::Array(_)) if request.is_object() => Ok(()),
+        _ => Err(NoFollowUp::BadRequest),
+    }
+}
+
 /// The follow-up request body for one failed sample.
 ///
 /// `request` is the parent's `request.json` as sent, `completion` its response as the client
@@ -685,6 +695,13 @@ mod tests {
             follow_up(&t, &json!([1]), &c, &fail, FeedbackStyle::Retry),
             Err(NoFollowUp::BadRequest)
         );
+        // What planning checks is what building refuses.
+        assert_eq!(check_request(&json!([1])), Err(NoFollowUp::BadRequest));
+        assert_eq!(
+            check_request(&json!({"messages": {}})),
+            Err(NoFollowUp::BadRequest)
+        );
+        assert_eq!(check_request(&request), Ok(()));
     }
 
     /// The mock reads a follow-up's style back from the text this module wrote.

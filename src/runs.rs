@@ -765,12 +765,34 @@ pub struct RunsLock {
 
 /// Takes the runs/ lock, creating `root` if needed; fails at once when another process holds it.
 pub fn lock(root: &Path) -> std::io::Result<RunsLock> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::create_dir_all(root)?;
+    let path = root.join(LOCK_FILE);
+    // The lock file is opened for writing: never through a symlink (O_NOFOLLOW: it could point
+    // at any file of the user's, SPEC §12), and never waiting on a FIFO (O_NONBLOCK).
+    let refused = |what: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} {what}, not a lock file collect made: remove it (collect makes its lock file itself)",
+                path.display()
+            ),
+        )
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(root.join(LOCK_FILE))?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refused("is a symlink"),
+            Some(libc::ENXIO) => refused("is a FIFO or a socket"),
+            _ => e,
+        })?;
+    if let Some(what) = crate::fsafe::not_regular(&file.metadata()?.file_type()) {
+        return Err(refused(what));
+    }
     match file.try_lock() {
         Ok(()) => Ok(RunsLock { _file: file }),
         Err(std::fs::TryLockError::WouldBlock) => Err(std::io::Error::new(

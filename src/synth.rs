@@ -191,6 +191,9 @@ pub struct SynthOpts {
     pub models: usize,
     pub k: usize,
     pub seed: u64,
+    /// How many model ids the rows serve: row `i` serves id `i mod served`, so rows sharing an
+    /// id are paired for comparison (SPEC §9); `None`, each row its own id (no comparison).
+    pub served: Option<usize>,
 }
 
 /// Writes `out/tasks/` (copies of the template tasks, renamed `<id>-NNN` as needed) and
@@ -220,7 +223,10 @@ pub fn generate(out: &Path, templates: &[(Task, Vec<u8>)], o: &SynthOpts) -> Res
     let models: Vec<ModelRow> = (0..o.models)
         .map(|i| ModelRow {
             name: format!("model-{i:02}"),
-            served: format!("org/served-model-{i:02}"),
+            served: format!(
+                "org/served-model-{:02}",
+                o.served.map_or(i, |s| i % s.max(1))
+            ),
             stream: i % 2 == 1,
         })
         .collect();
@@ -413,7 +419,10 @@ pub fn write_fixture(runs: &Path, tasks: &[Task]) -> Result<()> {
     // A run written by a newer callcheck: skipped, named.
     let newer = run(&beta, cc, "r0002", &cc.sha256, vec![g(cc)])?;
     let cell_path = newer.join("cell.json");
-    let mut cell: Value = serde_json::from_slice(&std::fs::read(&cell_path)?)?;
+    let mut cell: Value = serde_json::from_slice(&crate::runs::read_bounded(
+        &cell_path,
+        crate::runs::MAX_CELL_FILE,
+    )?)?;
     cell["format_version"] = json!(FORMAT_VERSION + 1);
     std::fs::write(&cell_path, serde_json::to_vec_pretty(&cell)?)?;
     // An unfinished write: ignored silently.

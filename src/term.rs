@@ -30,6 +30,29 @@ pub fn escape_lines(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// JSON text (as serde_json writes it) made safe to print: serde escapes C0 controls but
+/// writes DEL, C1 controls and the bidirectional overrides raw, so each of those becomes its
+/// `\uXXXX` escape. They can only stand inside strings, where the escape means the same
+/// character: the JSON's value is unchanged and a terminal shows them instead of obeying them.
+pub fn escape_json(json: &str) -> Cow<'_, str> {
+    // A raw C0 character in serde's output is whitespace between tokens (pretty printing):
+    // inside strings serde has escaped them all already.
+    let wanted = |c: char| is_control(c) && (c as u32) >= 0x20;
+    if !json.chars().any(wanted) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if wanted(c) {
+            // Every such character is in the BMP: four hex digits say it.
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 fn escape(s: &str, keep_newlines: bool) -> Cow<'_, str> {
     let wanted = |c: char| is_control(c) && !(keep_newlines && c == '\n');
     if !s.chars().any(wanted) {
@@ -71,6 +94,34 @@ mod tests {
             escape_controls("a\u{9b}31mb\u{7f}\u{0}\r\n\tc\u{202e}d"),
             "a\\u{9b}31mb\\x7f\\x00\\r\\n\\tc\\u{202e}d"
         );
+    }
+
+    /// DEL, C1 and the bidi overrides, which serde_json writes raw, become `\uXXXX`: the
+    /// printed JSON holds no character a terminal obeys and still parses to the same value.
+    #[test]
+    fn json_is_printed_with_del_c1_and_bidi_escaped_and_its_value_kept() {
+        let value = serde_json::json!({
+            "detail": "a\u{9b}31mb\u{7f}c\u{202e}d\u{1b}[2J\n",
+            "n": 1
+        });
+        let raw = serde_json::to_string(&value).unwrap();
+        assert!(raw.contains('\u{9b}') && raw.contains('\u{7f}'), "{raw}");
+        let shown = escape_json(&raw);
+        assert_eq!(
+            shown,
+            r#"{"detail":"a\u009b31mb\u007fc\u202ed\u001b[2J\n","n":1}"#
+        );
+        assert!(!shown.chars().any(is_control), "{shown}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shown).unwrap(),
+            value
+        );
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&escape_json(&pretty)).unwrap(),
+            value
+        );
+        assert!(matches!(escape_json("{\"a\": \"ü\"}"), Cow::Borrowed(_)));
     }
 
     #[test]

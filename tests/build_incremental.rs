@@ -250,6 +250,7 @@ fn a_rebuild_over_a_site_whose_matrix_moved_is_a_fresh_one() {
         models: 30,
         k: 1,
         seed: 7,
+        served: None,
     };
     assert_eq!(synth_tree(&synth, &opts), 3_030);
     let (tasks, runs) = (synth.join("tasks"), synth.join("runs"));

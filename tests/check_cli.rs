@@ -267,3 +267,51 @@ fn an_unusable_meta_names_the_file() {
     ]));
     assert!(msg.contains(&*meta.to_string_lossy()), "{msg}");
 }
+
+/// The verdict quotes the model (here a tool name holding DEL, a one-byte CSI and a bidi
+/// override, which serde writes raw): stdout holds none of them raw, and the JSON still says
+/// exactly what the model sent (SPEC §12).
+#[test]
+fn a_verdict_quoting_terminal_controls_prints_them_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "get_weather\u{7f}\u{9b}2J\u{202e}x";
+    let response = serde_json::json!({
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "message": {
+                "role": "assistant",
+                "content": null,
+                "tool_calls": [{
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": name, "arguments": "{\"city\": \"Paris\"}"}
+                }]
+            }
+        }]
+    });
+    let path = tmp.path().join("response.json");
+    std::fs::write(&path, serde_json::to_vec(&response).unwrap()).unwrap();
+    let weather = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/basic/basic-weather-city.json");
+    let out = check(&[&weather, &path]);
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    for c in ['\u{7f}', '\u{9b}', '\u{202e}'] {
+        assert!(!stdout.contains(c), "{c:?} printed raw: {stdout:?}");
+    }
+    assert!(
+        stdout.contains(r"get_weather\u007f\u009b2J\u202ex"),
+        "{stdout}"
+    );
+    let v = verdict(&out);
+    assert_eq!(v["label"], "wrong_tool", "{v}");
+    assert_eq!(v["calls"][0]["name"], name, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("call 1 ({name}) names ")),
+        "{v}"
+    );
+}

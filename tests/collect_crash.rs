@@ -1,6 +1,7 @@
 //! Crash safety: kill -9 the collect process at random moments, resume each time, and check that
 //! finished run directories are never modified, unfinished ones are never counted, and every
-//! cell ends with exactly k samples.
+//! cell ends with exactly k samples. A moment is a random number of finished runs plus a few
+//! random milliseconds, so the kills land mid-collection whatever the machine's load.
 
 mod collect_support;
 
@@ -102,15 +103,18 @@ fn killed_at_random_points_resumes_to_exactly_k() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let wait = Duration::from_millis(rng.random_range(5..700));
+        // The moment: after a random number (0 to 3) of runs more than the tree holds, then a
+        // random few milliseconds, so the kill lands in the preflight, between cells or in the
+        // middle of a sample's files. Counted in events, not in time: a loaded machine makes
+        // the test slower, never blind (with fixed times it killed only during start-up).
+        let target = finished_run_count(&runs) + rng.random_range(0..=3usize);
+        let mut exited =
+            wait_for_runs(&mut child, &runs, target, Duration::from_secs(300)) == Waited::Exited;
         let t0 = Instant::now();
-        let mut exited = false;
-        while t0.elapsed() < wait {
-            if child.try_wait().unwrap().is_some() {
-                exited = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        let wait = Duration::from_millis(rng.random_range(0..40));
+        while !exited && t0.elapsed() < wait {
+            exited = child.try_wait().unwrap().is_some();
+            std::thread::sleep(Duration::from_millis(1));
         }
         if exited {
             // It finished before the kill: start over from scratch so the kills keep coming.

@@ -134,6 +134,49 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     );
     ok(&out);
     let got = follow_ups(&runs, &tasks);
+    // The terminal says what the round planned and sent per style, and leaves passing to build.
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (row, n) in ["f-json", "f-sse"].iter().map(|row| {
+        let n = failed.keys().filter(|k| k.0 == *row).count();
+        (row, n)
+    }) {
+        let cells = failed
+            .keys()
+            .filter(|k| k.0 == *row)
+            .map(|k| &k.1)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let plan = format!(
+            "feedback {row}: {n} failed first-round samples in {cells} cells; follow-ups to send: error {n}, checklist {n}, retry {n} (0 already on disk)\n"
+        );
+        assert!(err.contains(&plan), "{plan}\n{err}");
+        let sent = format!(
+            "  {row}: follow-ups sent: error {n}/{n}, checklist {n}/{n}, retry {n}/{n}, for {n} failed first-round samples (0 already on disk); 0 kept as transport errors; {} HTTP attempts (0 retries, on 0 follow-ups); feedback runs {}/{} written;",
+            3 * n,
+            3 * cells,
+            3 * cells
+        );
+        assert!(err.contains(&sent), "{sent}\n{err}");
+    }
+    let headline = err
+        .lines()
+        .find(|l| l.starts_with("collect --feedback 2"))
+        .unwrap_or_else(|| panic!("no headline: {err}"));
+    assert!(
+        headline.contains(&format!(": {} follow-ups in ", got.len())),
+        "{headline}"
+    );
+    assert!(
+        err.contains(
+            "which follow-ups passed is build's to say: run `callcheck build` and read routing.html"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("preflight"),
+        "no probe in a feedback round: {err}"
+    );
+    assert!(!err.contains("samples written"), "{err}");
     let mut want: Vec<Key> = Vec::new();
     for (model, task, parent) in failed.keys() {
         for style in FeedbackStyle::ALL {
@@ -170,7 +213,17 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     ok(&again);
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(
-        err.contains("nothing to collect: all 6 cells complete"),
+        err.contains(
+            "collect --feedback: nothing to send: every failed first-round sample has its follow-ups (error, checklist, retry)\n"
+        ),
+        "{err}"
+    );
+    let n = failed.keys().filter(|k| k.0 == "f-json").count();
+    assert!(
+        err.contains(&format!(
+            "  f-json: {n} failed first-round samples in 3 cells; {} follow-ups on disk\n",
+            3 * n
+        )),
         "{err}"
     );
     let first = collect_in(&cfg, &corpus(), &runs, &only, &[]);
@@ -281,7 +334,11 @@ fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_dupli
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(100..700)));
+        // After 0 or 1 more finished run and a few random milliseconds: an event, not a time,
+        // so a loaded machine cannot push every kill into the start-up (the round has 9 runs).
+        let target = finished_run_count(&runs) + rng.random_range(0..=1usize);
+        wait_for_runs(&mut child, &runs, target, Duration::from_secs(300));
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..20)));
         if child.try_wait().unwrap().is_none() {
             child.kill().unwrap();
             kills += 1;
@@ -321,4 +378,133 @@ fn killed_at_random_points_the_feedback_round_resumes_with_nothing_lost_or_dupli
             e.path().display()
         );
     }
+}
+
+/// `--retry-errors` asks a follow-up kept as a transport error again, as it does a first-round
+/// sample: a loopback gateway refuses the first attempt of every follow-up with a 503 (kept, as
+/// `--retries 0` says), and answers the second. Without the flag nothing is asked again.
+#[test]
+fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
+    use std::sync::{Arc, Mutex};
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = callcheck::task::load(&corpus()).unwrap();
+    let asked: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let counter = asked.clone();
+    let server = loopback(move |req| {
+        if req.path == "/v1/models" {
+            return Reply::json(200, r#"{"object":"list","data":[{"id":"served"}]}"#);
+        }
+        if req.headers.contains_key("x-callcheck-feedback") {
+            // `<task>/<sample>/<attempt>`: with `--retries 0` every attempt is the first.
+            let tag = req.headers["x-callcheck-sample"].clone();
+            let mut asked = counter.lock().unwrap();
+            let n = asked.entry(tag).or_default();
+            *n += 1;
+            if *n == 1 {
+                return Reply::json(503, r#"{"error":{"message":"busy"}}"#);
+            }
+        }
+        // Prose: a first-round `no_call` to follow up.
+        Reply::json(200, completion(10, None))
+    });
+    let cfg = tmp.path().join("callcheck.toml");
+    std::fs::write(
+        &cfg,
+        models_config(&server.url, &[("row", "served", false, 1)], ""),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    let only = ["--only", "basic-weather-city", "--no-preflight"];
+    let run_as = |extra: &[&str]| {
+        let mut a = only.to_vec();
+        a.extend_from_slice(extra);
+        let out = collect_in(&cfg, &corpus(), &runs, &a, &[]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let run = |extra: &[&str]| {
+        let (code, err) = run_as(extra);
+        assert_eq!(code, Some(0), "{err}");
+        err
+    };
+    run(&["--k", "3"]);
+    // Every follow-up an error: nothing of the round can be scored, which is no success.
+    let (code, err) = run_as(&["--feedback", "error", "--retries", "0"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("error: row: no scored sample: all 3 samples are transport errors (HTTP 503 on every request)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  row: follow-ups sent: error 3/3, for 3 failed first-round samples (0 already on disk); 3 kept as transport errors (HTTP 503 × 3); 3 HTTP attempts (0 retries, on 0 follow-ups); feedback runs 1/1 written;"),
+        "{err}"
+    );
+    let first = follow_ups(&runs, &tasks);
+    assert_eq!(first.len(), 3);
+    assert!(
+        first.values().all(|(o, _)| *o == Outcome::Error),
+        "{first:?}"
+    );
+
+    // Without --retry-errors an error is a follow-up like any other: nothing is sent.
+    let err = run(&["--feedback", "error"]);
+    assert!(
+        err.contains("collect --feedback: nothing to send: every failed first-round sample has its follow-ups (error)\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  row: 3 failed first-round samples in 1 cells; 3 follow-ups on disk\n"),
+        "{err}"
+    );
+    assert_eq!(asked.lock().unwrap().values().sum::<u32>(), 3);
+
+    // With it, each is asked again, with the same request, and answered; the errors stay.
+    let err = run(&["--feedback", "error", "--retries", "0", "--retry-errors"]);
+    assert!(
+        err.contains("feedback row: 3 failed first-round samples in 1 cells; follow-ups to send: error 3 (0 already on disk; 3 kept as transport errors, asked again)\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  row: follow-ups sent: error 3/3, for 3 failed first-round samples (0 already on disk); 0 kept as transport errors; 3 HTTP attempts"),
+        "{err}"
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        (0..3)
+            .map(|i| (format!("basic-weather-city/{i}/0"), 2))
+            .collect::<BTreeMap<_, _>>()
+    );
+    let mut answered = 0;
+    let mut requests: BTreeMap<ParentRef, Vec<Vec<u8>>> = BTreeMap::new();
+    for r in callcheck::runs::scan(&runs).runs {
+        if r.cell.kind != RunKind::Feedback {
+            continue;
+        }
+        for s in &r.samples {
+            let files = r.read_sample(s).unwrap();
+            let t = files.transcript();
+            let meta = t.meta.as_ref().unwrap();
+            answered += usize::from(meta.status == Some(200));
+            requests
+                .entry(meta.parent.clone().unwrap())
+                .or_default()
+                .push(files.request.clone());
+        }
+    }
+    assert_eq!(answered, 3);
+    assert_eq!(requests.len(), 3);
+    for (parent, sent) in &requests {
+        assert_eq!(sent.len(), 2, "{parent:?}");
+        assert_eq!(
+            sent[0], sent[1],
+            "{parent:?}: the same follow-up, asked again"
+        );
+    }
+
+    // Answered now: nothing is asked a third time, with the flag or without.
+    let err = run(&["--feedback", "error", "--retry-errors"]);
+    assert!(err.contains("nothing to send"), "{err}");
+    assert_eq!(asked.lock().unwrap().values().sum::<u32>(), 6);
 }

@@ -192,8 +192,10 @@ fn ctrl_c_stops_a_stalled_preflight_at_once() {
     let took = sent.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
+    // "At once" against the 120 s the stalled request would take: 10 s leaves room for a
+    // loaded machine to schedule the exit.
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(10),
         "took {took:?} after Ctrl-C: {err}"
     );
     assert!(err.contains("interrupted during the preflight"), "{err}");

@@ -1,5 +1,6 @@
 //! Ctrl-C: collect stops launching, drops the cells in flight without leaving anything that
 //! looks finished, prints its summary and exits non-zero; running it again completes the rest.
+//! The signal comes when the first run is finished (an event in runs/), not after a fixed time.
 
 mod collect_support;
 
@@ -31,13 +32,19 @@ fn ctrl_c_discards_the_cells_in_flight_and_resume_finishes() {
     std::fs::write(&cfg, models_config(&mock.url, &rows, "")).unwrap();
     let runs = tmp.path().join("runs");
     let args = collect_argv(&cfg, &corpus(), &runs, &["--k", "10"]);
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    // Ctrl-C once a cell is finished, with the others in flight: after an event, not after a
+    // time, so a loaded machine cannot make it land in the preflight or after the end.
+    assert_eq!(
+        wait_for_runs(&mut child, &runs, 1, Duration::from_secs(300)),
+        Waited::Reached,
+        "collect ended before Ctrl-C"
+    );
     let st = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

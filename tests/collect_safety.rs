@@ -332,3 +332,56 @@ fn tasks_lint_refuses_task_ids_too_long_or_differing_only_in_case() {
     let (ok, err) = lint(&["Weather-A", "weather-a"]);
     assert!(!ok && err.contains("differs only in case"), "{err}");
 }
+
+/// collect's lock file is opened for writing: a symlink or a FIFO named `.collect.lock` in
+/// runs/ is refused with what it is and the fix, and what the symlink points at is untouched
+/// (SPEC §12), whether it exists or not.
+#[test]
+fn a_symlinked_or_fifo_lock_file_is_refused_and_its_target_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("callcheck.toml");
+    // Never asked: the lock comes before any request.
+    std::fs::write(
+        &cfg,
+        models_config("http://127.0.0.1:9/v1", &[("row", "m", false, 1)], ""),
+    )
+    .unwrap();
+    let runs = tmp.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let lock = runs.join(".collect.lock");
+    let outside = tmp.path().join("precious.txt");
+    std::fs::write(&outside, b"mine").unwrap();
+    let args = ["--only", "basic-weather-city", "--no-preflight"];
+    let refused = |what: &str| {
+        let out = collect_in(&cfg, &corpus(), &runs, &args, &[]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "cannot lock {}: {} {what}, not a lock file collect made: remove it (collect makes its lock file itself)",
+                runs.display(),
+                lock.display()
+            )),
+            "{err}"
+        );
+    };
+    std::os::unix::fs::symlink(&outside, &lock).unwrap();
+    refused("is a symlink");
+    assert_eq!(std::fs::read(&outside).unwrap(), b"mine");
+    // A dangling one: nothing is created where it points.
+    let nowhere = tmp.path().join("nowhere");
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&nowhere, &lock).unwrap();
+    refused("is a symlink");
+    assert!(!nowhere.exists());
+    std::fs::remove_file(&lock).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&lock)
+            .status()
+            .unwrap()
+            .success()
+    );
+    refused("is a FIFO or a socket");
+    assert_eq!(callcheck::runs::scan(&runs).runs.len(), 0);
+}

@@ -254,6 +254,82 @@ async fn replay_serves_fixtures_in_order_per_task() {
     mock.shutdown().await;
 }
 
+/// The mock's reads are bounded and of regular files only (SPEC §12): a fixture over the
+/// limit is a 500 naming it (not an empty answer passed off as the fixture, not a 10 GB read),
+/// and a config that is a FIFO or too large is refused with what it is, never waited on.
+#[tokio::test]
+async fn the_mock_reads_bounded_regular_files_only() {
+    use callcheck::mock::config::{MAX_CONFIG_FILE, MAX_FIXTURE_FILE};
+    let tmp = tempfile::tempdir().unwrap();
+    let task_id = callcheck::task::load(&corpus()).unwrap()[0].id.clone();
+    let dir = tmp.path().join("replay").join(&task_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Sparse: as large as it says, without the disk it would take.
+    let huge = dir.join("a.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(MAX_FIXTURE_FILE + 1)
+        .unwrap();
+    let mock = start(MockConfig {
+        seed: 1,
+        api_key: None,
+        models: vec![MockModel {
+            name: "r".into(),
+            replay: Some(tmp.path().join("replay")),
+            ..MockModel::default()
+        }],
+    })
+    .await;
+    let (s, b) = ask(
+        &client(),
+        &mock.base_url(),
+        &body_for("r", false, None),
+        Some(format!("{task_id}/0/0")),
+    )
+    .await
+    .unwrap();
+    mock.shutdown().await;
+    assert_eq!(s, 500);
+    let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        format!(
+            "mock: cannot read fixture {}: {} is {} bytes, more than the 64 MiB callcheck reads of one such file",
+            huge.display(),
+            huge.display(),
+            MAX_FIXTURE_FILE + 1
+        ),
+        "{v}"
+    );
+
+    let fifo = tmp.path().join("mock.toml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let e = MockConfig::load(&fifo).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "cannot read: {} is a FIFO, not a regular file",
+            fifo.display()
+        )),
+        "{e}"
+    );
+    let big = tmp.path().join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(MAX_CONFIG_FILE + 1)
+        .unwrap();
+    let e = MockConfig::load(&big).unwrap_err().to_string();
+    assert!(
+        e.contains("more than the 16 MiB callcheck reads of one such file"),
+        "{e}"
+    );
+}
+
 #[test]
 fn the_sloppy_model_spans_every_applicable_label_and_the_good_one_mostly_passes() {
     let config = MockConfig::builtin();

@@ -396,6 +396,24 @@ fn samples_csv(site: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
         .collect()
 }
 
+/// data/samples.csv's feedback samples (round 1, SPEC §11) as rows of (column → value).
+fn feedback_csv(site: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut r = csv::Reader::from_path(site.join("data/samples.csv")).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let round = headers.iter().position(|h| h == "round").unwrap();
+    r.records()
+        .map(|row| row.unwrap())
+        .filter(|row| &row[round] == "1")
+        .map(|row| {
+            headers
+                .iter()
+                .zip(row.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
 /// The first failed sample's permalink for `label`, from samples.csv.
 fn failed_permalink(rows: &[std::collections::BTreeMap<String, String>], label: &str) -> String {
     rows.iter()
@@ -634,6 +652,101 @@ fn the_samples_page_narrows_to_a_label_and_a_model() {
     );
     assert!(
         r["hash"].as_str().unwrap().contains("q=double-encoded"),
+        "{r}"
+    );
+
+    // The feedback samples are listed under the round filter (all, then per style), counted
+    // apart from the first round, each row linking its own run page and its parent's.
+    let fb = feedback_csv(&site);
+    assert!(!fb.is_empty(), "the demo collects a feedback round");
+    let by_link: std::collections::BTreeMap<&str, &std::collections::BTreeMap<String, String>> =
+        fb.iter().map(|r| (r["permalink"].as_str(), r)).collect();
+    // A run page anchor as samples.js writes it, from a permalink `t/m/t/run/NNN.html`.
+    let anchor = |permalink: &str, failed: bool| {
+        let (run, name) = permalink.rsplit_once('/').unwrap();
+        let name = name.trim_end_matches(".html");
+        format!(
+            "{run}/index.html#{}{name}",
+            if failed { "fail-" } else { "s-" }
+        )
+    };
+    let outcome_of: std::collections::BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r["permalink"].as_str(), r["outcome"].as_str()))
+        .collect();
+    for round in ["1", "error", "checklist", "retry"] {
+        let want = fb
+            .iter()
+            .filter(|r| round == "1" || r["feedback"] == round)
+            .count();
+        let js = format!(
+            r##"(() => {{ for (const id of ["f-label", "f-model", "f-tag", "f-task", "f-outcome"]) {{ document.getElementById(id).value = ""; }}
+                  document.getElementById("f-q").value = "";
+                  const r = document.getElementById("f-round"); r.value = {round:?};
+                  r.dispatchEvent(new Event("change"));
+                  const rows = Array.from(document.querySelectorAll("#rows tr"));
+                  return {{count: document.getElementById("count").textContent, hash: location.hash,
+                          rows: rows.map(r => [r.cells[2].querySelector("a").getAttribute("href"),
+                                               (r.cells[2].querySelector("a.parent") || {{getAttribute: () => null}}).getAttribute("href"),
+                                               r.cells[3].textContent])}}; }})()"##
+        );
+        let r = b.eval(&js);
+        assert!(
+            r["count"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{want} of {} feedback samples match", fb.len())),
+            "round {round}: want {want}: {}",
+            r["count"]
+        );
+        assert!(
+            r["hash"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("round={round}")),
+            "{}",
+            r["hash"]
+        );
+        let shown = r["rows"].as_array().unwrap();
+        assert_eq!(shown.len(), want.min(100), "round {round}");
+        for row in shown {
+            let (own, parent, outcome) = (
+                row[0].as_str().unwrap(),
+                row[1].as_str(),
+                row[2].as_str().unwrap(),
+            );
+            // Back from the run page anchor to the csv row of the feedback sample.
+            let (run, name) = own.split_once("/index.html#").unwrap();
+            let name = name.trim_start_matches("fail-").trim_start_matches("s-");
+            let link = format!("{run}/{name}.html");
+            let csv = by_link
+                .get(link.as_str())
+                .unwrap_or_else(|| panic!("{own} is not a feedback sample"));
+            assert!(
+                round == "1" || csv["feedback"] == round,
+                "{own} in round {round}"
+            );
+            let shown_outcome = match csv["outcome"].as_str() {
+                "fail" => csv["label"].as_str(),
+                other => other,
+            };
+            assert_eq!(outcome, shown_outcome, "{own}");
+            let want_parent = outcome_of
+                .get(csv["parent"].as_str())
+                .map(|o| anchor(&csv["parent"], *o != "pass"));
+            assert_eq!(parent.map(str::to_string), want_parent, "parent of {own}");
+        }
+    }
+    // Back to the first round: the count means what it meant.
+    let r = b.eval(
+        r#"(() => { const r = document.getElementById("f-round"); r.value = "";
+              r.dispatchEvent(new Event("change"));
+              return document.getElementById("count").textContent; })()"#,
+    );
+    assert!(
+        r.as_str()
+            .unwrap()
+            .starts_with(&format!("{} of {} samples match", rows.len(), rows.len())),
         "{r}"
     );
     assert!(b.console().is_empty(), "{:?}", b.console());

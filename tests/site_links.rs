@@ -109,6 +109,7 @@ fn same_inputs_give_a_byte_identical_site_whatever_the_thread_count() {
             models: 5,
             k: 6,
             seed: 3,
+            served: None,
         },
     );
     assert_eq!(n, 600);
@@ -366,6 +367,7 @@ fn every_link_resolves_when_the_matrix_moves_to_the_tag_pages() {
             models: 30,
             k: 1,
             seed: 5,
+            served: None,
         },
     );
     assert_eq!(n, 3_030);

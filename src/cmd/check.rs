@@ -51,7 +51,9 @@ pub fn run(opts: &CheckOpts) -> Result<()> {
             meta,
         },
     );
-    println!("{}", serde_json::to_string(&verdict.to_json())?);
+    // The detail quotes the model: shown, never obeyed by the terminal (SPEC §12).
+    let json = serde_json::to_string(&verdict.to_json())?;
+    println!("{}", crate::term::escape_json(&json));
     Ok(())
 }
 

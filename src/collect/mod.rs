@@ -145,25 +145,39 @@ struct WorkItem {
     parent: Option<(crate::transcript::ParentRef, String)>,
 }
 
-/// The requests of one planned run, in sample order.
+/// The requests of one planned run, in sample order, and one line per follow-up whose body
+/// could not be built. A follow-up's body is built from its parent's files here, when its cell
+/// is sent, not at planning (blocking reads: called off the async threads).
 fn work_items(
-    task: &Task,
+    shared: &Shared,
+    model: &str,
     asking: &crate::request::Asking,
     plan: &CellPlan,
-) -> Result<Vec<WorkItem>, serde_json::Error> {
+) -> Result<(Vec<WorkItem>, Vec<String>), serde_json::Error> {
+    let task = &shared.tasks[plan.task];
     match &plan.feedback {
-        Some(f) => Ok(f
-            .items
-            .iter()
-            .map(|item| WorkItem {
-                body: item.body.clone(),
-                tag: format!("{}/{}", task.id, item.position),
-                parent: Some((
-                    item.parent.clone(),
-                    format!("{}/{}", f.style.as_str(), item.label),
-                )),
-            })
-            .collect()),
+        Some(f) => {
+            let mut items = Vec::with_capacity(f.items.len());
+            let mut not_sent = Vec::new();
+            let bodies = feedback::bodies(&shared.root, model, task, f);
+            for (item, body) in f.items.iter().zip(bodies) {
+                match body {
+                    Ok(body) => items.push(WorkItem {
+                        body,
+                        tag: format!("{}/{}", task.id, item.position),
+                        parent: Some((
+                            item.parent.clone(),
+                            format!("{}/{}", f.style.as_str(), item.label),
+                        )),
+                    }),
+                    Err(e) => not_sent.push(format!(
+                        "{} follow-up not sent (the parent changed since the plan): {e}",
+                        f.style.as_str()
+                    )),
+                }
+            }
+            Ok((items, not_sent))
+        }
         // One body per sample: a row that sets `seed` sends each sample its own (derived from
         // the row's seed, the task and the sample number), so k samples are k draws.
         None => (0..plan.need)
@@ -179,7 +193,8 @@ fn work_items(
                     parent: None,
                 })
             })
-            .collect(),
+            .collect::<Result<_, _>>()
+            .map(|items| (items, Vec::new())),
     }
 }
 
@@ -204,6 +219,10 @@ struct Tally {
     error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
     /// Samples whose exchange succeeded but whose body is no chat completion.
     not_completions: AtomicU64,
+    /// Follow-ups written, per style (the feedback round).
+    follow_ups: Mutex<std::collections::BTreeMap<FeedbackStyle, u64>>,
+    /// Follow-ups planned whose body could not be built when their cell was sent.
+    not_sent: Mutex<Vec<String>>,
 }
 
 /// What a sample kept as a transport error ended with, in a few stable words: the HTTP status
@@ -268,6 +287,8 @@ pub struct ModelSummary {
     pub failure: Option<String>,
     /// The preflight checks that failed, one line each (already printed before the cells).
     pub warnings: Vec<String>,
+    /// For the feedback round: what it found to follow up and what it sent.
+    pub feedback: Option<feedback::RoundTally>,
 }
 
 /// The result of a collection.
@@ -281,6 +302,8 @@ pub struct Report {
     pub seconds: f64,
     /// Ctrl-C came during the preflight, before any cell was started.
     pub preflight_interrupted: bool,
+    /// The styles of a feedback round (`--feedback`); `None` for first-round samples.
+    pub feedback: Option<Vec<FeedbackStyle>>,
 }
 
 impl ModelSummary {
@@ -352,6 +375,9 @@ impl Report {
         if self.preflight_interrupted {
             out.push_str("collect: interrupted during the preflight; no cell was started\n");
             return out;
+        }
+        if let Some(styles) = &self.feedback {
+            return feedback::render(self, styles);
         }
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         let planned: u64 = self.models.iter().map(|m| m.cells_planned).sum();
@@ -496,7 +522,13 @@ fn sample_failed(dir: &Path) -> Option<String> {
     let m = crate::runs::read_bounded(&dir.join("meta.json"), crate::runs::MAX_SAMPLE_FILE)
         .ok()
         .and_then(|b| serde_json::from_slice::<crate::transcript::Meta>(&b).ok())?;
-    (m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s))).then(|| error_kind(&m))
+    exchange_failed(&m).then(|| error_kind(&m))
+}
+
+/// True when a sample's exchange failed (no complete 2xx response): `--retry-errors` asks it
+/// again, first-round sample or follow-up alike.
+fn exchange_failed(m: &crate::transcript::Meta) -> bool {
+    m.error.is_some() || m.status.is_none_or(|s| !(200..300).contains(&s))
 }
 
 /// A run being written: shared by its samples; the one that completes it renames it.
@@ -504,6 +536,8 @@ struct OpenCell {
     writer: Mutex<Option<RunWriter>>,
     remaining: AtomicU32,
     info: Mutex<Option<CellInfo>>,
+    /// The style of a feedback run, for the per-style count of follow-ups sent.
+    style: Option<FeedbackStyle>,
 }
 
 impl Drop for OpenCell {
@@ -580,6 +614,16 @@ impl Shared {
     }
 }
 
+/// One row's plan: its cells to collect, how many are complete, what they already hold and,
+/// for the feedback round, what it found to follow up.
+type RowPlan = (
+    ModelEntry,
+    Vec<CellPlan>,
+    u64,
+    Prior,
+    Option<feedback::RoundTally>,
+);
+
 /// Runs a collection until done or until `stop` turns true (Ctrl-C).
 pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
     if opts.feedback.is_none() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
@@ -634,12 +678,16 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         runs::lock(&opts.runs).with_context(|| format!("cannot lock {}", opts.runs.display()))?;
 
     // Plan: what each cell still needs.
-    let mut plans: Vec<(ModelEntry, Vec<CellPlan>, u64, Prior)> = Vec::new();
+    let mut plans: Vec<RowPlan> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     for m in entries {
         let mut cells = Vec::new();
         let mut skipped = 0;
         let mut prior = Prior::default();
+        let mut round = opts
+            .feedback
+            .as_ref()
+            .map(|_| feedback::RoundTally::default());
         for (ti, t) in tasks.iter().enumerate() {
             if let Some(s) = opts.shard
                 && shard_of(&m.name, &t.id, s.count) != s.index
@@ -650,7 +698,11 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             runs::remove_stale_temps(&dir)
                 .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
             if let Some(styles) = &opts.feedback {
-                let planned = feedback::plan_cell(&opts.runs, &m.name, t, styles);
+                let planned =
+                    feedback::plan_cell(&opts.runs, &m.name, t, styles, opts.retry_errors);
+                if let Some(r) = &mut round {
+                    r.add(&planned);
+                }
                 warnings.extend(planned.warnings);
                 if planned.plans.is_empty() {
                     skipped += 1;
@@ -686,7 +738,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 feedback: None,
             });
         }
-        plans.push((m, cells, skipped, prior));
+        plans.push((m, cells, skipped, prior, round));
     }
 
     let quiet = opts.quiet;
@@ -699,21 +751,28 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     for w in &warnings {
         say(&format!("warning: not counted: {w}"));
     }
+    if let Some(styles) = &opts.feedback {
+        for (m, _, _, _, round) in &plans {
+            if let Some(r) = round {
+                say(&format!("feedback {}: {}", m.name, r.plan_line(styles)));
+            }
+        }
+    }
 
     // Endpoints (keys read now, so a missing key fails before any request) and server info.
     let mut models: Vec<Arc<ModelRun>> = Vec::new();
     let mut summaries: Vec<ModelSummary> = Vec::new();
     let mut infos = Vec::new();
-    for (entry, cells, skipped, prior) in plans {
+    for (entry, cells, skipped, prior, round) in plans {
         let endpoint = Endpoint::new(&entry)?;
-        infos.push((entry, cells, skipped, endpoint, prior));
+        infos.push((entry, cells, skipped, endpoint, prior, round));
     }
     // Server info and preflight, every row at once (each row's requests one after the other),
     // each line of progress naming its row. Ctrl-C stops it at once, like the cells.
     let mut stop = stop_tx.subscribe();
     let say = &say;
     let asked = async {
-        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep, _)| async move {
+        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep, _, _)| async move {
             if cells.is_empty() {
                 return (Ok(Value::Null), None);
             }
@@ -747,7 +806,9 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 if opts.preflight && opts.feedback.is_none() {
                     progress(format!("done in {secs:.1} s"));
                 }
-            } else {
+            } else if opts.feedback.is_none() {
+                // The feedback round's line was said at planning: it asks the server only what
+                // it serves (for cell.json), and a failure there is in the summary.
                 let gets = gets.into_inner().unwrap_or_default();
                 say(&format!(
                     "preflight {name}: {}",
@@ -771,10 +832,11 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             fatal: None,
             seconds: 0.0,
             preflight_interrupted: true,
+            feedback: opts.feedback.clone(),
         });
     };
     let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
-    for (((entry, cells, skipped, endpoint, prior), probe), preflight) in
+    for (((entry, cells, skipped, endpoint, prior, round), probe), preflight) in
         infos.into_iter().zip(probes).zip(preflights)
     {
         let mut summary = ModelSummary {
@@ -794,6 +856,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             seconds: 0.0,
             failure: None,
             warnings: Vec::new(),
+            feedback: round,
         };
         if let Some(p) = &preflight {
             // Printed whatever --quiet says: a misconfigured server makes every sample of the
@@ -917,6 +980,17 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
                 .map(|k| k.clone())
                 .unwrap_or_default();
             s.seconds = secs;
+            if let Some(r) = &mut s.feedback {
+                r.sent = m
+                    .tally
+                    .follow_ups
+                    .lock()
+                    .map(|k| k.clone())
+                    .unwrap_or_default();
+            }
+            if let Ok(lines) = m.tally.not_sent.lock() {
+                s.warnings.extend(lines.iter().cloned());
+            }
         }
     }
     let fatal = shared.fatal.lock().ok().and_then(|f| f.clone());
@@ -927,6 +1001,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         fatal,
         seconds: shared.started.elapsed().as_secs_f64(),
         preflight_interrupted: false,
+        feedback: opts.feedback.clone(),
     })
 }
 
@@ -934,22 +1009,42 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
 /// all of them have ended (or the collection was stopped and the in-flight ones dropped).
 async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<watch::Sender<bool>>) {
     let mut stop = shared.stop.clone();
-    let asking = m.entry.asking();
     'cells: for plan in &m.cells {
         if *stop.borrow() {
             break;
         }
         let task = &shared.tasks[plan.task];
-        let bodies = match work_items(task, &asking, plan) {
-            Ok(b) => b,
-            Err(e) => {
+        let built = {
+            let (m, shared, plan) = (m.clone(), shared.clone(), plan.clone());
+            tokio::task::spawn_blocking(move || {
+                work_items(&shared, &m.entry.name, &m.entry.asking(), &plan)
+            })
+            .await
+        };
+        let bodies = match built {
+            Ok(Ok((items, not_sent))) => {
+                if let Ok(mut lines) = m.tally.not_sent.lock() {
+                    lines.extend(not_sent.into_iter().map(|l| format!("{}: {l}", task.id)));
+                }
+                items
+            }
+            Ok(Err(e)) => {
                 shared.fail(
                     format!("cannot encode the request for {}: {e}", task.id),
                     stop_tx,
                 );
                 break;
             }
+            Err(e) => {
+                shared.fail(format!("request task failed: {e}"), stop_tx);
+                break;
+            }
         };
+        if bodies.is_empty() {
+            continue;
+        }
+        // A follow-up whose parent changed since the plan is left out of its run.
+        let need = bodies.len() as u32;
         let dir = match runs::cell_dir(&shared.root, &m.entry.name, &task.id) {
             Ok(d) => d,
             Err(e) => {
@@ -958,7 +1053,6 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             }
         };
         let run_id = plan_run_id(&shared.run_id, plan);
-        let need = plan.need;
         // The writer makes the cell's folders itself, refusing a symlink among them.
         let created =
             tokio::task::spawn_blocking(move || RunWriter::create(&dir, &run_id, need)).await;
@@ -987,7 +1081,7 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
                 id: task.id.clone(),
                 sha256: task.sha256.clone(),
             },
-            k: plan.need,
+            k: need,
             run_id: plan_run_id(&shared.run_id, plan),
             server: m.server.clone().into(),
             started: clock::rfc3339_now(),
@@ -1004,10 +1098,11 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
         };
         let cell = Arc::new(OpenCell {
             writer: Mutex::new(Some(writer)),
-            remaining: AtomicU32::new(plan.need),
+            remaining: AtomicU32::new(need),
             info: Mutex::new(Some(info)),
+            style: plan.feedback.as_ref().map(|f| f.style),
         });
-        for (i, item) in (0..plan.need).zip(&bodies) {
+        for (i, item) in (0u32..).zip(&bodies) {
             // Wait for room under both limits, or for a stop.
             let permits = tokio::select! {
                 biased;
@@ -1119,6 +1214,11 @@ async fn sample_done(
     }
     if retried {
         m.tally.retried.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(style) = cell.style
+        && let Ok(mut sent) = m.tally.follow_ups.lock()
+    {
+        *sent.entry(style).or_default() += 1;
     }
     shared.tick();
     if cell.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {

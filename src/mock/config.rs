@@ -7,6 +7,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The most bytes read of a mock config (a few KB in practice).
+pub const MAX_CONFIG_FILE: u64 = 16 << 20;
+
+/// The most bytes read of one replayed fixture: what collect keeps of one response.
+pub const MAX_FIXTURE_FILE: u64 = crate::runs::MAX_SAMPLE_FILE;
+
 /// The whole mock config.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -240,13 +246,20 @@ impl MockConfig {
         }
     }
 
-    /// Reads a config file; relative `replay` folders are taken from the file's folder.
+    /// Reads a config file (at most [`MAX_CONFIG_FILE`] bytes); relative `replay` folders are
+    /// taken from the file's folder.
     pub fn load(path: &Path) -> Result<MockConfig, MockConfigError> {
         let err = |problem: String| MockConfigError {
             file: path.display().to_string(),
             problem,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        // Bounded, and a regular file only (SPEC §12): a mock config is a few KB.
+        let text = crate::fsafe::read_bounded(path, MAX_CONFIG_FILE)
+            .and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
+            .map_err(|e| err(format!("cannot read: {e}")))?;
         let de = toml::de::Deserializer::parse(&text).map_err(|e| err(e.to_string()))?;
         let mut c: MockConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let key = e.path().to_string();

@@ -420,7 +420,21 @@ pub fn plan(
                 });
             }
             let file = &files[(key.sample % files.len() as u64) as usize];
-            let bytes = std::fs::read(file).unwrap_or_default();
+            // Bounded, a regular file only (SPEC §12); one that cannot be read is a 500 saying
+            // why, not an empty answer passed off as the fixture.
+            let bytes = match crate::fsafe::read_bounded(file, super::config::MAX_FIXTURE_FILE) {
+                Ok(b) => b,
+                Err(e) => {
+                    return answer(Answer::Status {
+                        status: 500,
+                        body: error_body(
+                            &format!("mock: cannot read fixture {}: {e}", file.display()),
+                            "InternalServerError",
+                            500,
+                        ),
+                    });
+                }
+            };
             let what = format!("fixture {}", file.display());
             if file.extension().is_some_and(|x| x == "sse") {
                 (

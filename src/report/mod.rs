@@ -2,6 +2,7 @@
 //! intervals, label counts, measured reroll success and the HiTEC view. Pure: data in, a
 //! [`Matrix`] out; the site renders it and the exports serialise it.
 
+pub mod after_failure;
 pub mod distinct;
 pub mod interval;
 pub mod latency;

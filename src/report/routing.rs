@@ -8,12 +8,11 @@
 //! each task's expected success under the policy, averaged with equal weights over the tasks,
 //! and an interval for that mean ([`these_tasks`]).
 
-use super::interval::{self, CONFIDENCE, Interval};
+use super::after_failure::{self, Action as Measured, TaskCounts};
+use super::interval::Interval;
 use super::{Matrix, Scored};
-use crate::cli::IntervalKind;
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::{Label, Outcome, Retry};
-use statrs::distribution::{Beta, ContinuousCDF};
 use std::collections::BTreeMap;
 
 /// One measured action: `passes` of `n` trials.
@@ -25,11 +24,16 @@ pub struct Measure {
 }
 
 impl Measure {
-    fn of(kind: IntervalKind, passes: u64, n: u64) -> Measure {
-        Measure {
-            n,
-            passes,
-            interval: interval::interval(kind, passes, n),
+    /// The measure over the tasks' parts: `passes` of `n` trials, and the interval of
+    /// [`after_failure::over_tasks`] (these tasks, the samples within a task the random part).
+    fn over_tasks(tasks: &[TaskCounts]) -> Measure {
+        match after_failure::over_tasks(tasks) {
+            Some((passes, n, _, interval)) => Measure {
+                n,
+                passes,
+                interval: Some(interval),
+            },
+            None => Measure::default(),
         }
     }
 
@@ -216,7 +220,6 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
 
 /// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
 pub fn routing(m: &Matrix) -> Routing {
-    let kind = m.method;
     let scored = |s: &Scored| s.outcome.is_scored();
     // Per cell, what the policies and the fallback measure read.
     let mut stats: BTreeMap<(&str, &str), CellStat> = BTreeMap::new();
@@ -318,57 +321,81 @@ pub fn routing(m: &Matrix) -> Routing {
             .map(|o| o.name.as_str())
             .filter(|o| *o != name)
             .collect();
-        // Per label: repairs tried and passed.
-        let mut repairs: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
-        for (_, c) in &row {
-            for s in c.samples.iter().filter_map(|&i| m.samples.get(i)) {
-                if let Outcome::Fail(l) = s.outcome
-                    && crate::score::mend::Mend::for_label(l).is_some()
-                {
-                    let r = repairs.entry(l).or_default();
-                    r.0 += 1;
-                    r.1 += u64::from(s.repaired == Some(Outcome::Pass));
-                }
-            }
-        }
+        // Per task of the row, its scored first-round samples: the per-label measures are
+        // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
+        let row_samples: Vec<(&str, Vec<usize>)> = row
+            .iter()
+            .map(|(task, c)| {
+                let idx = c
+                    .samples
+                    .iter()
+                    .copied()
+                    .filter(|&i| m.samples.get(i).is_some_and(scored))
+                    .collect();
+                (*task, idx)
+            })
+            .collect();
         let mut labels = Vec::new();
         for (&label, &failures) in &mv.labels {
             if failures == 0 {
                 continue;
             }
-            let rr = mv.reroll.get(&label).copied().unwrap_or_default();
-            let repair = crate::score::mend::Mend::for_label(label).map(|_| {
-                let (n, p) = repairs.get(&label).copied().unwrap_or_default();
-                Measure::of(kind, p, n)
-            });
+            let measure = |action: Measured, style: Option<FeedbackStyle>, b: Option<&str>| {
+                let tasks: Vec<TaskCounts> = row_samples
+                    .iter()
+                    .filter_map(|(task, idx)| {
+                        let a: Vec<after_failure::Sample> = idx
+                            .iter()
+                            .filter_map(|&i| {
+                                let s = m.samples.get(i)?;
+                                let (children, child_passes) = style
+                                    .and_then(|st| children.get(&(i, st)))
+                                    .map_or((0, 0), |cs| {
+                                        (
+                                            cs.len() as u64,
+                                            cs.iter().filter(|c| c.pass).count() as u64,
+                                        )
+                                    });
+                                Some(after_failure::Sample {
+                                    failed_with_label: s.outcome == Outcome::Fail(label),
+                                    pass: s.outcome == Outcome::Pass,
+                                    repaired: s.repaired == Some(Outcome::Pass),
+                                    children,
+                                    child_passes,
+                                })
+                            })
+                            .collect();
+                        if !a.iter().any(|s| s.failed_with_label) {
+                            return None;
+                        }
+                        // The other row's samples of the task; a task it did not run is no
+                        // trial of the fallback.
+                        let other: Vec<bool> = match b {
+                            Some(b) => {
+                                let sb = stats.get(&(b, *task)).filter(|s| s.scored > 0)?;
+                                (0..sb.scored).map(|j| j < sb.passes).collect()
+                            }
+                            None => Vec::new(),
+                        };
+                        Some(TaskCounts::new(action, &a, &other))
+                    })
+                    .collect();
+                Measure::over_tasks(&tasks)
+            };
+            let repair = crate::score::mend::Mend::for_label(label)
+                .map(|_| measure(Measured::Repair, None, None));
             let feedback = FeedbackStyle::ALL
                 .into_iter()
-                .map(|st| {
-                    let (n, p) = feedback_measure
-                        .get(&(name, label, st))
-                        .copied()
-                        .unwrap_or_default();
-                    (st, Measure::of(kind, p, n))
-                })
+                .map(|st| (st, measure(Measured::Feedback, Some(st), None)))
                 .collect();
             let fallback = others
                 .iter()
-                .map(|&b| {
-                    let (mut n, mut p) = (0u64, 0u64);
-                    for (task, c) in &row {
-                        let fails = c.labels.get(&label).copied().unwrap_or(0);
-                        if let Some(sb) = stats.get(&(b, *task)) {
-                            n += fails * sb.scored;
-                            p += fails * sb.passes;
-                        }
-                    }
-                    (b.to_string(), Measure::of(kind, p, n))
-                })
+                .map(|&b| (b.to_string(), measure(Measured::Fallback, None, Some(b))))
                 .collect();
             labels.push(LabelRouting {
                 label,
                 failures,
-                reroll: Measure::of(kind, rr.successes, rr.trials),
+                reroll: measure(Measured::Reroll, None, None),
                 repair,
                 feedback,
                 fallback,
@@ -776,36 +803,14 @@ pub fn these_tasks(per_task: &[(f64, u64, f64)]) -> Option<(f64, Interval)> {
     } else {
         pooled
     };
-    let x = p * n_eff;
-    let alpha = 1.0 - CONFIDENCE;
-    // Within a hair of 0 or n the Beta has a vanishing shape parameter: the bound is 0 or 1.
-    const EPS: f64 = 1e-9;
-    let lower = if x <= EPS {
-        0.0
-    } else {
-        Beta::new(x, n_eff - x + 1.0)
-            .map(|b| b.inverse_cdf(alpha / 2.0))
-            .unwrap_or(0.0)
-    };
-    let upper = if x >= n_eff - EPS {
-        1.0
-    } else {
-        Beta::new(x + 1.0, n_eff - x)
-            .map(|b| b.inverse_cdf(1.0 - alpha / 2.0))
-            .unwrap_or(1.0)
-    };
-    Some((
-        p,
-        Interval {
-            lower: lower.clamp(0.0, 1.0),
-            upper: upper.clamp(0.0, 1.0),
-        },
-    ))
+    Some((p, after_failure::beta_interval(p * n_eff, n_eff)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::IntervalKind;
+    use crate::report::interval;
     use crate::report::{FeedbackOf, SampleKey, TaskInfo, aggregate};
     use crate::transcript::ParentRef;
 

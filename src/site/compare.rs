@@ -7,6 +7,7 @@ use super::repeats::{self, Repeats};
 use super::{File, SiteError, glyph, render};
 use crate::compare::{self, CELL_METHOD, Comparison, Direction, GATE_METHOD, Mark, POOLED_METHOD};
 use crate::report::Matrix;
+use crate::taxonomy::Outcome;
 use askama::Template;
 use serde_json::json;
 
@@ -154,8 +155,31 @@ impl Sides<'_> {
     }
 }
 
+/// A side's marks of one task: one per sample up to [`super::MAX_MARKS`] samples, linked to
+/// each transcript; above, one per outcome group with its count (as the other summary pages
+/// draw them), each linked to the group's first sample, so that the page grows with the tasks
+/// compared, not with k. Unlinked for a baseline, whose transcripts are not on this site.
 fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     let mut out = String::from("<span class=\"dots\">");
+    if list.len() > super::MAX_MARKS {
+        // Groups in the order of the other pages (passes, labels in taxonomy order, errors:
+        // `Outcome`'s order), each with its count and first sample (the list is in key order).
+        let mut groups: std::collections::BTreeMap<Outcome, (u64, &Mark)> = Default::default();
+        for m in list {
+            groups.entry(m.kind).or_insert((0, m)).0 += 1;
+        }
+        super::grouped_marks(
+            list.len(),
+            groups.into_iter().map(|(kind, (n, first))| {
+                let href =
+                    linked.then(|| format!("{root}{}", first.key.section(kind != Outcome::Pass)));
+                (kind, n, href)
+            }),
+            &mut out,
+        );
+        out.push_str("</span>");
+        return out;
+    }
     for m in list {
         let title = format!("{}/{}: {}", m.key.run, m.key.sample, m.outcome);
         if linked {
@@ -163,7 +187,7 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
                 "<a class=\"d o-{}\" href=\"{}{}\" title=\"{}\">{}</a>",
                 m.kind.kind(),
                 root,
-                escape(&m.key.section(m.kind != crate::taxonomy::Outcome::Pass)),
+                escape(&m.key.section(m.kind != Outcome::Pass)),
                 escape(&title),
                 glyph(m.kind)
             ));

@@ -178,20 +178,49 @@ fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
 /// error groups carry their name as a title (the legend explains every glyph, so the marks read
 /// without colour), and the markup is a few dozen bytes whatever k is.
 fn compact_marks(c: &Cell, out: &mut String) {
-    let each = c.samples.len() <= MAX_MARKS;
-    let mut group = |class: &str, title: Option<&str>, glyph: &str, n: u64| {
+    let groups = std::iter::once((Outcome::Pass, c.passes))
+        .chain(c.labels.iter().map(|(l, n)| (Outcome::Fail(*l), *n)))
+        .chain(std::iter::once((Outcome::Error, c.errors)));
+    grouped_marks(c.samples.len(), groups.map(|(o, n)| (o, n, None)), out);
+}
+
+/// The marks of [`compact_marks`] for any list of outcome groups (in the order given), each
+/// with the count of its samples and, optionally, the address (relative, unescaped) its mark
+/// links to: the comparison pages link each group to its first sample.
+fn grouped_marks(
+    samples: usize,
+    groups: impl Iterator<Item = (Outcome, u64, Option<String>)>,
+    out: &mut String,
+) {
+    let each = samples <= MAX_MARKS;
+    for (outcome, n, href) in groups {
         if n == 0 {
-            return;
+            continue;
         }
-        out.push_str("<i class=\"");
+        let (class, title) = match outcome {
+            Outcome::Pass => ("mp", None),
+            Outcome::Fail(l) => ("mf", Some(l.as_str())),
+            Outcome::Error => ("me", Some("error")),
+        };
+        let tag = if href.is_some() { "a" } else { "i" };
+        out.push('<');
+        out.push_str(tag);
+        out.push_str(" class=\"");
         out.push_str(class);
         out.push('"');
-        if let Some(t) = title {
+        if let Some(h) = &href {
+            out.push_str(" href=\"");
+            out.push_str(&escape(h));
+            out.push_str("\" title=\"");
+            out.push_str(outcome.name());
+            out.push_str(&format!(" × {n}, the first linked\""));
+        } else if let Some(t) = title {
             out.push_str(" title=\"");
             out.push_str(t);
             out.push('"');
         }
         out.push('>');
+        let glyph = glyph(outcome);
         if each {
             for _ in 0..n {
                 out.push_str(glyph);
@@ -201,13 +230,10 @@ fn compact_marks(c: &Cell, out: &mut String) {
             out.push('×');
             out.push_str(&n.to_string());
         }
-        out.push_str("</i>");
-    };
-    group("mp", None, glyph(Outcome::Pass), c.passes);
-    for (l, n) in &c.labels {
-        group("mf", Some(l.as_str()), glyph(Outcome::Fail(*l)), *n);
+        out.push_str("</");
+        out.push_str(tag);
+        out.push('>');
     }
-    group("me", Some("error"), glyph(Outcome::Error), c.errors);
 }
 
 /// The inline style that grades a cell's fill by its interval: green up to the lower bound
@@ -551,6 +577,9 @@ struct SamplesPage {
     title: String,
     root: String,
     n_samples: usize,
+    /// Feedback samples (SPEC §11), listed under the round filter.
+    n_feedback: usize,
+    styles: Vec<&'static str>,
     clip: usize,
 }
 
@@ -1756,6 +1785,11 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
                     title: "every sample".into(),
                     root: String::new(),
                     n_samples: m.samples.len(),
+                    n_feedback: m.feedback.len(),
+                    styles: crate::runs::FeedbackStyle::ALL
+                        .iter()
+                        .map(|st| st.as_str())
+                        .collect(),
                     clip: samples::DETAIL_CHARS,
                 },
             )?,
@@ -1781,7 +1815,7 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
         routing::JSON.into(),
         routing::routing_json(input.matrix, &r),
     ))?;
-    sink(routing::routing_page(input.matrix, &r)?)
+    sink(routing::routing_page(&r)?)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated

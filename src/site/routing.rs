@@ -219,7 +219,6 @@ pub struct LabelView {
 struct RoutingPage {
     title: String,
     root: String,
-    method: &'static str,
     styles: Vec<&'static str>,
     policies: Vec<(&'static str, &'static str)>,
     rows: Vec<RowView>,
@@ -232,7 +231,7 @@ pub fn anchor(model: &str) -> String {
 }
 
 /// `routing.html`.
-pub fn routing_page(m: &Matrix, r: &Routing) -> Result<File, SiteError> {
+pub fn routing_page(r: &Routing) -> Result<File, SiteError> {
     let rows = r
         .models
         .iter()
@@ -267,7 +266,6 @@ pub fn routing_page(m: &Matrix, r: &Routing) -> Result<File, SiteError> {
     let page = RoutingPage {
         title: "routing".into(),
         root: String::new(),
-        method: m.method.title(),
         styles: FeedbackStyle::ALL.iter().map(|s| s.as_str()).collect(),
         policies: Policy::ALL
             .iter()

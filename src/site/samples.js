@@ -10,6 +10,10 @@
     return;
   }
   var N = D.o.length;
+  // The first FIRST samples are the first round; the rest are feedback samples (older data
+  // has none), listed only when the round filter asks for them.
+  var FIRST = typeof D.first === "number" ? D.first : N;
+  var styles = D.styles || [], parents = D.p || [], runRound = D.runs.f || [];
   // Per sample: its run directory (runs are stored once, samples follow in key order).
   var run = new Int32Array(N);
   var i, j, k = 0;
@@ -18,7 +22,12 @@
   }
   var PASS = 0, ERROR = D.outcomes.length - 1;
   var el = function (id) { return document.getElementById(id); };
-  var f = { outcome: el("f-outcome"), label: el("f-label"), model: el("f-model"), tag: el("f-tag"), task: el("f-task"), q: el("f-q") };
+  var f = { round: el("f-round"), outcome: el("f-outcome"), label: el("f-label"), model: el("f-model"), tag: el("f-tag"), task: el("f-task"), q: el("f-q") };
+  if (!f.round) {
+    // A site without feedback samples has no round filter: the first round it is.
+    f.round = document.createElement("select");
+    f.round.appendChild(new Option("first round", ""));
+  }
   function options(select, names) {
     names.forEach(function (n, ix) {
       var o = document.createElement("option");
@@ -37,17 +46,17 @@
 
   function state() {
     var p = new URLSearchParams();
-    ["outcome", "label", "model", "tag", "task", "q"].forEach(function (n) {
-      if (f[n].value !== "") p.set(n, n === "outcome" || n === "q" ? f[n].value : f[n].options[f[n].selectedIndex].textContent);
+    ["round", "outcome", "label", "model", "tag", "task", "q"].forEach(function (n) {
+      if (f[n].value !== "") p.set(n, n === "round" || n === "outcome" || n === "q" ? f[n].value : f[n].options[f[n].selectedIndex].textContent);
     });
     return p.toString();
   }
   function restore() {
     var p = new URLSearchParams(location.hash.slice(1));
-    ["outcome", "label", "model", "tag", "task", "q"].forEach(function (n) {
+    ["round", "outcome", "label", "model", "tag", "task", "q"].forEach(function (n) {
       var v = p.get(n);
       if (v === null) return;
-      if (n === "outcome" || n === "q") { f[n].value = v; return; }
+      if (n === "round" || n === "outcome" || n === "q") { f[n].value = v; return; }
       for (var x = 0; x < f[n].options.length; x++) {
         if (f[n].options[x].textContent === v && f[n].options[x].value !== "") f[n].selectedIndex = x;
       }
@@ -55,6 +64,9 @@
   }
 
   function filter() {
+    // "" = the first round; "1" = every feedback sample; a style's name = that style's.
+    var round = f.round.value;
+    var style = round === "" || round === "1" ? 0 : 1 + styles.indexOf(round);
     var outcome = f.outcome.value;
     var label = f.label.value === "" ? -1 : Number(f.label.value) + 1;
     var model = f.model.value === "" ? -1 : Number(f.model.value);
@@ -72,7 +84,9 @@
       D.details.forEach(function (d, x) { if (d.toLowerCase().indexOf(q) >= 0) detailOk[x] = 1; });
     }
     matches = [];
-    for (var s = 0; s < N; s++) {
+    var from = round === "" ? 0 : FIRST, to = round === "" ? FIRST : N;
+    for (var s = from; s < to; s++) {
+      if (style > 0 && runRound[run[s]] !== style) continue;
       var o = D.o.charCodeAt(s) - 97;
       if (outcome === "fail" && (o === PASS || o === ERROR)) continue;
       if (outcome === "error" && o !== ERROR) continue;
@@ -101,6 +115,11 @@
     tr.appendChild(td);
     return td;
   }
+  // The run page's anchor of sample s: failures and errors are listed under #fail-.
+  function href(s) {
+    var r = run[s], o = D.o.charCodeAt(s) - 97;
+    return "t/" + D.models[D.runs.m[r]] + "/" + D.tasks[D.runs.t[r]] + "/" + D.runNames[D.runs.r[r]] + "/index.html#" + (o !== PASS ? "fail-" : "s-") + D.names[D.s[s]];
+  }
   function render() {
     var frag = document.createDocumentFragment();
     var end = Math.min(matches.length, shown + PAGE);
@@ -112,11 +131,26 @@
       cell(tr, model);
       cell(tr, task);
       var a = document.createElement("a");
-      a.href = "t/" + model + "/" + task + "/" + runName + "/index.html#" + (o !== PASS ? "fail-" : "s-") + name;
+      a.href = href(s);
       a.textContent = name;
       a.title = "run " + runName;
       var td = document.createElement("td");
       td.appendChild(a);
+      var parent = s >= FIRST ? parents[s - FIRST] : -1;
+      if (s >= FIRST) {
+        // A feedback sample: its style, and the sample it follows up.
+        td.appendChild(document.createTextNode(" " + (styles[runRound[r] - 1] || "feedback") + ", after "));
+        if (parent >= 0) {
+          var up = document.createElement("a");
+          up.className = "parent";
+          up.href = href(parent);
+          up.textContent = D.runNames[D.runs.r[run[parent]]] + "/" + D.names[D.s[parent]];
+          up.title = "the sample this follows up";
+          td.appendChild(up);
+        } else {
+          td.appendChild(document.createTextNode("a sample not in this build"));
+        }
+      }
       tr.appendChild(td);
       cell(tr, D.outcomes[o], o === PASS ? "s-pass" : o === ERROR ? "s-error" : "s-fail");
       cell(tr, D.details[D.d[s]]);
@@ -124,12 +158,13 @@
     }
     body.appendChild(frag);
     shown = end;
-    count.textContent = matches.length + " of " + N + " samples match" + (shown < matches.length ? "; showing the first " + shown : "") + ".";
+    var among = f.round.value === "" ? FIRST + " samples" : (N - FIRST) + " feedback samples";
+    count.textContent = matches.length + " of " + among + " match" + (shown < matches.length ? "; showing the first " + shown : "") + ".";
     more.hidden = shown >= matches.length;
   }
 
   restore();
-  ["outcome", "label", "model", "tag", "task"].forEach(function (n) { f[n].addEventListener("change", filter); });
+  ["round", "outcome", "label", "model", "tag", "task"].forEach(function (n) { f[n].addEventListener("change", filter); });
   var timer = 0;
   f.q.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(filter, 150); });
   more.addEventListener("click", render);

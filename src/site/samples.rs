@@ -6,8 +6,13 @@
 //! samples are in key order, so model, task and run are stored once per run directory (`runs`),
 //! and each sample carries only its folder name (an index into `names`), one outcome character
 //! and the index of its detail in a table of distinct details (clipped to [`DETAIL_CHARS`]).
+//!
+//! Feedback samples (SPEC §11) follow the first-round ones (`first` of them): their runs carry
+//! their style (`runs.f`), and each its parent's index (`p`), so the page lists them apart,
+//! by style, each linked to the failure it follows up.
 
 use crate::report::Matrix;
+use crate::runs::FeedbackStyle;
 use crate::taxonomy::{Label, Outcome};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -81,13 +86,18 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
     let mut names = Table::default();
     let mut details = Table::default();
     details.id("");
-    // Per run directory: model, task, run name, number of samples.
+    // Per run directory: model, task, run name, number of samples, and its round (0 for the
+    // first round, 1 + the style's index for a feedback run).
     let (mut rm, mut rt, mut rr, mut rn) = (Vec::new(), Vec::new(), Vec::new(), Vec::<u64>::new());
-    let mut s = Vec::with_capacity(m.samples.len());
-    let mut o = String::with_capacity(m.samples.len());
-    let mut d = Vec::with_capacity(m.samples.len());
+    let mut rf = Vec::<usize>::new();
+    let total = m.samples.len() + m.feedback.len();
+    let mut s = Vec::with_capacity(total);
+    let mut o = String::with_capacity(total);
+    let mut d = Vec::with_capacity(total);
     let mut last: Option<(&str, &str, &str)> = None;
-    for x in &m.samples {
+    // First-round samples first, then the feedback samples (SPEC §11), so that a page that
+    // lists the first round reads the same indices as before.
+    for x in m.samples.iter().chain(&m.feedback) {
         let key = (
             x.key.model.as_str(),
             x.key.task.as_str(),
@@ -98,6 +108,12 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
             rt.push(task_ix.get(key.1).copied().unwrap_or(0));
             rr.push(run_names.id(key.2));
             rn.push(0);
+            rf.push(x.feedback.as_deref().map_or(0, |f| {
+                1 + FeedbackStyle::ALL
+                    .iter()
+                    .position(|st| *st == f.style)
+                    .unwrap_or(0)
+            }));
             last = Some(key);
         }
         if let Some(n) = rn.last_mut() {
@@ -111,6 +127,37 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
             DETAIL_CHARS,
         ))));
     }
+    // Per feedback sample: the index of the sample it follows up, or -1 when that is not a
+    // first-round sample of this build.
+    let parents: Vec<i64> = m
+        .feedback
+        .iter()
+        .map(|x| {
+            x.feedback
+                .as_deref()
+                .and_then(|f| f.parent.as_ref())
+                .and_then(|p| {
+                    m.samples
+                        .binary_search_by(|s| {
+                            let k = &s.key;
+                            (
+                                k.model.as_str(),
+                                k.task.as_str(),
+                                k.run.as_str(),
+                                k.sample.as_str(),
+                            )
+                                .cmp(&(
+                                    x.key.model.as_str(),
+                                    x.key.task.as_str(),
+                                    p.run.as_str(),
+                                    p.sample.as_str(),
+                                ))
+                        })
+                        .ok()
+                })
+                .map_or(-1, |i| i as i64)
+        })
+        .collect();
     let doc = json!({
         "outcomes": outcome_names(),
         "models": models,
@@ -120,7 +167,10 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
         "runNames": run_names.list,
         "names": names.list,
         "details": details.list,
-        "runs": {"m": rm, "t": rt, "r": rr, "n": rn},
+        "runs": {"m": rm, "t": rt, "r": rr, "n": rn, "f": rf},
+        "first": m.samples.len(),
+        "styles": FeedbackStyle::ALL.iter().map(|st| st.as_str()).collect::<Vec<_>>(),
+        "p": parents,
         "s": s,
         "o": o,
         "d": d,
@@ -129,4 +179,84 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
     out.extend(serde_json::to_vec(&doc).unwrap_or_default());
     out.extend_from_slice(b";\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::IntervalKind;
+    use crate::report::{FeedbackOf, SampleKey, Scored, TaskInfo, aggregate};
+    use crate::transcript::ParentRef;
+    use serde_json::Value;
+
+    fn scored(run: &str, sample: &str, o: Outcome, fb: Option<(FeedbackStyle, &str)>) -> Scored {
+        Scored {
+            feedback: fb.map(|(style, parent)| {
+                Box::new(FeedbackOf {
+                    style,
+                    parent: Some(ParentRef {
+                        run: "r1".into(),
+                        sample: parent.into(),
+                    }),
+                })
+            }),
+            ..Scored::bare(
+                SampleKey {
+                    model: "m".into(),
+                    task: "t".into(),
+                    run: run.into(),
+                    sample: sample.into(),
+                },
+                o,
+            )
+        }
+    }
+
+    #[test]
+    fn feedback_samples_follow_the_first_round_with_their_style_and_parent() {
+        let nc = Outcome::Fail(Label::NoCall);
+        let samples = vec![
+            scored("r1", "000", Outcome::Pass, None),
+            scored("r1", "001", nc, None),
+            scored("r1", "002", nc, None),
+            scored(
+                "fb-c",
+                "000",
+                Outcome::Pass,
+                Some((FeedbackStyle::Checklist, "002")),
+            ),
+            scored("fb-e", "000", nc, Some((FeedbackStyle::Error, "001"))),
+            scored(
+                "fb-e",
+                "001",
+                Outcome::Pass,
+                Some((FeedbackStyle::Error, "009")),
+            ),
+        ];
+        let tasks = vec![TaskInfo {
+            id: "t".into(),
+            title: String::new(),
+            tags: vec![],
+            bfcl_scored: false,
+        }];
+        let m = aggregate(samples, tasks, IntervalKind::Wilson);
+        let js = String::from_utf8(samples_js(&m)).unwrap();
+        let body = js
+            .strip_prefix("window.CALLCHECK_SAMPLES = ")
+            .and_then(|s| s.strip_suffix(";\n"))
+            .unwrap();
+        let d: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(d["first"], 3);
+        assert_eq!(
+            d["styles"],
+            serde_json::json!(["error", "checklist", "retry"])
+        );
+        // Outcomes: pass `a`, no_call `b`; the feedback samples in key order after the first round.
+        assert_eq!(d["o"], "abbaba");
+        // Runs in order: r1 (first round), fb-c (checklist), fb-e (error).
+        assert_eq!(d["runs"]["n"], serde_json::json!([3, 1, 2]));
+        assert_eq!(d["runs"]["f"], serde_json::json!([0, 2, 1]));
+        // Parents: r1/002 is sample 2, r1/001 sample 1, r1/009 is not in the build.
+        assert_eq!(d["p"], serde_json::json!([2, 1, -1]));
+    }
 }

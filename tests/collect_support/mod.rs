@@ -349,3 +349,55 @@ pub fn collect_in(
     }
     cmd.output().unwrap()
 }
+
+/// Finished run folders under a runs root (`<model>/<task>/<run-id>`, no dot-names): they
+/// appear by a rename, whole, so counting them is an event a test can wait for.
+pub fn finished_run_count(root: &Path) -> usize {
+    walkdir::WalkDir::new(root)
+        .min_depth(3)
+        .max_depth(3)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_dir() && !e.file_name().to_string_lossy().starts_with('.'))
+        .count()
+}
+
+/// What [`wait_for_runs`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// `root` holds the runs waited for; the child is still running.
+    Reached,
+    /// The child exited first (the collection was done).
+    Exited,
+}
+
+/// Waits until `root` holds at least `n` finished runs or `child` exits, polling. A test that
+/// acts on a collection at some point (Ctrl-C, kill -9) waits for an event, not for a time, so a
+/// loaded machine makes it slower, never wrong; `limit` is a generous bound whose passing fails
+/// the test with what it waited for.
+pub fn wait_for_runs(
+    child: &mut Child,
+    root: &Path,
+    n: usize,
+    limit: std::time::Duration,
+) -> Waited {
+    let t0 = std::time::Instant::now();
+    loop {
+        if finished_run_count(root) >= n {
+            return Waited::Reached;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return Waited::Exited;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "collect had written {} of the {n} finished runs waited for under {} after {limit:?}: is the machine overloaded, or is collect stuck?",
+                finished_run_count(root),
+                root.display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
