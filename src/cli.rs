@@ -303,6 +303,11 @@ pub struct BuildOpts {
     /// The 95 % binomial interval shown with every rate.
     #[arg(long, value_enum, default_value_t = IntervalKind::Wilson)]
     pub interval: IntervalKind,
+    /// The rate a verdict must reach to read `reliable` (interval lower bound ≥ P; upper bound
+    /// < P is `unreliable`; `broken` stays below 0.5), strictly between 0 and 1.
+    #[arg(long, value_name = "P", default_value_t = crate::report::Thresholds::default(),
+          value_parser = crate::report::Thresholds::parse)]
+    pub reliable_at: crate::report::Thresholds,
     /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
     #[arg(long, value_name = "SAMPLES-CSV")]
     pub previous: Option<PathBuf>,

@@ -19,9 +19,10 @@ fn the_index_opens_with_each_models_answer_then_the_evidence() {
     assert!(answers < shapes, "the answers come before the shape table");
     // beta is decisively not reliable on the shapes where it passed nothing (Clopper–Pearson's
     // upper bound is under 90 % even for 0 of 2), and parallel (1 of 3) cannot be told yet; the
-    // decisive answer comes first, each shape links its page.
+    // decisive answer comes first, each shape links its page. beta's no-call verdict rests on
+    // one task whose five samples are one answer: it carries the identical-samples mark.
     assert!(
-        index.contains("<li><a href=\"models/beta.html\"><b>beta</b></a>: <span class=\"v-broken\"><b class=\"vt\">not reliable on</b></span> <a href=\"tags/enum.html\">enum</a> <small>(unreliable 0/2)</small>, <a href=\"tags/integer.html\">integer</a> <small>(unreliable 0/2)</small>, <a href=\"tags/no-call.html\">no-call</a> <small>(unreliable 0/5)</small>, <a href=\"tags/structured-output.html\">structured-output</a> <small>(unreliable 0/3)</small>; <span class=\"v-uncertain\"><b class=\"vt\">cannot tell yet on</b></span> <a href=\"tags/parallel.html\">parallel</a> <small>(1/3)</small>.</li>"),
+        index.contains("<li><a href=\"models/beta.html\"><b>beta</b></a>: <span class=\"v-broken\"><b class=\"vt\">not reliable on</b></span> <a href=\"tags/enum.html\">enum</a> <small>(unreliable 0/2)</small>, <a href=\"tags/integer.html\">integer</a> <small>(unreliable 0/2)</small>, <a href=\"tags/no-call.html\">no-call</a> <small>(unreliable 0/5)</small> <small class=\"warn same\" title=\"one answer: one observation, not k\">≡</small>, <a href=\"tags/structured-output.html\">structured-output</a> <small>(unreliable 0/3)</small>; <span class=\"v-uncertain\"><b class=\"vt\">cannot tell yet on</b></span> <a href=\"tags/parallel.html\">parallel</a> <small>(1/3)</small>.</li>"),
         "{index}"
     );
     // One line per model.

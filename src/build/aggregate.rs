@@ -37,9 +37,10 @@ pub fn aggregate(
     runs: &[RunInput],
     previous: Previous,
     interval: IntervalKind,
+    thresholds: report::Thresholds,
 ) -> Aggregates {
     let infos: Vec<TaskInfo> = tasks.iter().map(TaskInfo::of).collect();
-    let matrix = report::aggregate(scored, infos, interval);
+    let matrix = report::aggregate_at(scored, infos, interval, thresholds);
     let changes = match previous {
         Previous::Unknown => None,
         Previous::Outcomes(p) => Some(export::changes(&p, &matrix)),

@@ -574,7 +574,14 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         (false, Some(p)) => aggregate::Previous::Outcomes(p),
         (false, None) => aggregate::Previous::Unknown,
     };
-    let agg = aggregate::aggregate(scored, &tasks, &runs, previous, opts.interval);
+    let agg = aggregate::aggregate(
+        scored,
+        &tasks,
+        &runs,
+        previous,
+        opts.interval,
+        opts.reliable_at,
+    );
     let comparisons = crate::compare::comparisons(
         &agg.matrix,
         &crate::compare::row_settings(&agg.models),

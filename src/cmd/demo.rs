@@ -168,6 +168,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         runs: o.runs.clone(),
         out: o.out.clone(),
         interval: Default::default(),
+        reliable_at: Default::default(),
         previous: None,
         // The demo writes runs/ and site/ only: no cache folder beside them.
         cache: None,

@@ -64,6 +64,12 @@ pub struct CellDiff {
     pub a_marks: Vec<Mark>,
     #[serde(skip)]
     pub b_marks: Vec<Mark>,
+    /// A's (B's) cell has two or more scored samples, all one answer ([`crate::report::Cell::identical`]):
+    /// one observation, which the pages mark.
+    #[serde(skip)]
+    pub a_identical: bool,
+    #[serde(skip)]
+    pub b_identical: bool,
 }
 
 /// A label's count in A and in B (over the common tasks).
@@ -303,6 +309,8 @@ pub fn compare(
             direction: Direction::of(iv.as_ref()),
             a_marks: marks(a.matrix, a.row, &t.id),
             b_marks: marks(b.matrix, b.row, &t.id),
+            a_identical: ca.is_some_and(|c| c.identical()),
+            b_identical: cb.is_some_and(|c| c.identical()),
         });
     }
     Comparison {

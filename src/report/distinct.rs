@@ -50,6 +50,19 @@ pub fn fingerprint_parsed(
     u128::from_be_bytes(first)
 }
 
+/// Every model entry of a row (its `cell.json` files' `model`) asks for temperature 0: its
+/// samples are meant to repeat one answer.
+pub fn asks_temperature_zero(entries: &[serde_json::Value]) -> bool {
+    !entries.is_empty()
+        && entries.iter().all(|e| {
+            // Collect writes `params.temperature`; hand-made cell.json files put it on top.
+            e.pointer("/params/temperature")
+                .or_else(|| e.get("temperature"))
+                .and_then(serde_json::Value::as_f64)
+                == Some(0.0)
+        })
+}
+
 /// The model page's sentence when a row's samples look deterministic: every model entry asks
 /// for temperature 0, or some cells repeat one answer in all their samples. Empty otherwise.
 pub fn determinism_note<'a>(
@@ -65,14 +78,7 @@ pub fn determinism_note<'a>(
             repeated += 1;
         }
     }
-    let zero = !entries.is_empty()
-        && entries.iter().all(|e| {
-            // Collect writes `params.temperature`; hand-made cell.json files put it on top.
-            e.pointer("/params/temperature")
-                .or_else(|| e.get("temperature"))
-                .and_then(serde_json::Value::as_f64)
-                == Some(0.0)
-        });
+    let zero = asks_temperature_zero(entries);
     let mut parts = Vec::new();
     if zero {
         parts.push("it asks for temperature 0".to_string());

@@ -8,12 +8,14 @@ pub mod interval;
 pub mod latency;
 pub mod pooled;
 pub mod routing;
+pub mod thresholds;
 
 use crate::cli::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
 use crate::taxonomy::{Label, Outcome, Stage};
 use interval::Interval;
 use std::collections::{BTreeMap, BTreeSet};
+pub use thresholds::{BROKEN_UPPER, Thresholds};
 
 /// Where a sample sits in `runs/`, and so where its permalink is.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -147,34 +149,22 @@ impl TaskInfo {
     }
 }
 
-/// The colour a rate gets, and the word that says it without colour.
+/// The colour a rate gets, and the word that says it without colour. The thresholds are the
+/// build's ([`Thresholds`]: `--reliable-at`, 0.9 unless given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reliability {
-    /// The interval's lower bound is at least 0.9.
+    /// The interval's lower bound is at least the reliable threshold.
     Reliable,
-    /// The interval straddles 0.9 (or there is no scored sample at all).
+    /// The interval straddles the reliable threshold (or there is no scored sample at all).
     Uncertain,
-    /// The interval's upper bound is below 0.9: it cannot be relied on (SPEC §6, revised).
+    /// The interval's upper bound is below the reliable threshold: it cannot be relied on
+    /// (SPEC §6, revised).
     Unreliable,
     /// The interval's upper bound is below 0.5: a stronger `unreliable`.
     Broken,
 }
 
-/// Lower bound at or above which a rate is `reliable`.
-pub const RELIABLE_LOWER: f64 = 0.9;
-/// Upper bound below which a rate is `broken`.
-pub const BROKEN_UPPER: f64 = 0.5;
-
 impl Reliability {
-    pub fn of(iv: Option<&Interval>) -> Reliability {
-        match iv {
-            Some(iv) if iv.lower >= RELIABLE_LOWER => Reliability::Reliable,
-            Some(iv) if iv.upper < BROKEN_UPPER => Reliability::Broken,
-            Some(iv) if iv.upper < RELIABLE_LOWER => Reliability::Unreliable,
-            _ => Reliability::Uncertain,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Reliability::Reliable => "reliable",
@@ -337,8 +327,9 @@ impl Total {
         (self.rated_cells > 0).then(|| self.all_passed_cells as f64 / self.rated_cells as f64)
     }
 
-    pub fn reliability(&self) -> Reliability {
-        Reliability::of(self.interval.as_ref())
+    /// The verdict on the pooled rate, at the build's thresholds.
+    pub fn reliability(&self, at: Thresholds) -> Reliability {
+        at.verdict(self.interval.as_ref())
     }
 }
 
@@ -392,6 +383,8 @@ pub struct ModelView {
 #[derive(Debug, Clone)]
 pub struct Matrix {
     pub method: IntervalKind,
+    /// The thresholds every verdict of this matrix (its cells' and the pooled rates') is taken at.
+    pub thresholds: Thresholds,
     /// Sorted by name.
     pub models: Vec<ModelView>,
     /// Every task of the corpus, sorted by id (a task without runs is an empty column).
@@ -433,9 +426,20 @@ impl Matrix {
     }
 }
 
-/// Builds the matrix. The order of `samples` does not matter: they are sorted by key first, so
-/// the result does not depend on how scoring was scheduled.
+/// Builds the matrix with the default thresholds ([`aggregate_at`]).
 pub fn aggregate(samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind) -> Matrix {
+    aggregate_at(samples, tasks, kind, Thresholds::default())
+}
+
+/// Builds the matrix, judging every verdict at `thresholds`. The order of `samples` does not
+/// matter: they are sorted by key first, so the result does not depend on how scoring was
+/// scheduled.
+pub fn aggregate_at(
+    samples: Vec<Scored>,
+    tasks: Vec<TaskInfo>,
+    kind: IntervalKind,
+    thresholds: Thresholds,
+) -> Matrix {
     // A feedback round answers a failure with that failure in its prompt: a conditional draw,
     // not another sample of the cell, so it is kept out of every rate.
     // (Most collections have none: then nothing is moved.)
@@ -519,7 +523,7 @@ pub fn aggregate(samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind)
             .collect::<BTreeSet<_>>()
             .len() as u64;
         c.interval = interval::interval(kind, c.passes, c.scored);
-        c.reliability = Reliability::of(c.interval.as_ref());
+        c.reliability = thresholds.verdict(c.interval.as_ref());
     }
 
     let tags_of: BTreeMap<&str, &[String]> = tasks
@@ -633,6 +637,7 @@ pub fn aggregate(samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind)
 
     Matrix {
         method: kind,
+        thresholds,
         models: models.into_values().collect(),
         tasks,
         samples,
@@ -759,24 +764,37 @@ mod tests {
     }
 
     #[test]
-    fn verdict_thresholds() {
-        let iv = |lower, upper| Interval { lower, upper };
-        assert_eq!(Reliability::of(Some(&iv(0.9, 1.0))), Reliability::Reliable);
+    fn verdicts_follow_the_thresholds_the_matrix_was_built_at() {
+        // 5/5 in one cell (Wilson [0.57, 1]): uncertain at 0.9, reliable at 0.5; 0/5 (upper
+        // 0.43) is broken at either.
+        let samples: Vec<Scored> = (0..5)
+            .map(|i| s("m", "a", &format!("{i:03}"), Outcome::Pass))
+            .chain((0..5).map(|i| s("m", "b", &format!("{i:03}"), Outcome::Fail(Label::NoCall))))
+            .collect();
+        let at_default = aggregate(samples.clone(), tasks(), IntervalKind::Wilson);
+        assert_eq!(at_default.thresholds, Thresholds::default());
         assert_eq!(
-            Reliability::of(Some(&iv(0.89, 1.0))),
+            at_default.cell("m", "a").unwrap().reliability,
             Reliability::Uncertain
         );
-        assert_eq!(Reliability::of(Some(&iv(0.0, 0.49))), Reliability::Broken);
+        let half = Thresholds::new(0.5).unwrap();
+        let at_half = aggregate_at(samples, tasks(), IntervalKind::Wilson, half);
+        assert_eq!(at_half.thresholds, half);
         assert_eq!(
-            Reliability::of(Some(&iv(0.0, 0.5))),
-            Reliability::Unreliable
+            at_half.cell("m", "a").unwrap().reliability,
+            Reliability::Reliable
         );
         assert_eq!(
-            Reliability::of(Some(&iv(0.51, 0.89))),
+            at_half.cell("m", "b").unwrap().reliability,
+            Reliability::Broken
+        );
+        // Tag x pools a and b: 5/10, whose interval straddles 0.5 and sits below 0.9.
+        let x = &at_half.models[0].tags["x"];
+        assert_eq!(x.reliability(half), Reliability::Uncertain);
+        assert_eq!(
+            x.reliability(Thresholds::default()),
             Reliability::Unreliable
         );
-        assert_eq!(Reliability::of(Some(&iv(0.2, 0.9))), Reliability::Uncertain);
-        assert_eq!(Reliability::of(None), Reliability::Uncertain);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! Validated on SPEC §9's grid by `tests/compare_stats.rs`.
 
 use super::interval::Interval;
-use super::{Cell, Reliability};
+use super::{Cell, Reliability, Thresholds};
 
 /// What a reader of the models × tags table needs for one model and one tag.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -47,9 +47,9 @@ impl Pooled {
         (self.scored > 0).then_some(self.task_mean)
     }
 
-    /// The verdict, by the same thresholds as a cell's.
-    pub fn reliability(&self) -> Reliability {
-        Reliability::of(self.interval.as_ref())
+    /// The verdict at the build's thresholds, the same as a cell's.
+    pub fn reliability(&self, at: Thresholds) -> Reliability {
+        at.verdict(self.interval.as_ref())
     }
 }
 
@@ -168,12 +168,21 @@ mod tests {
             (iv.lower - 0.025f64.powf(1.0 / 40.0)).abs() < 1e-6,
             "{iv:?}"
         );
-        assert_eq!(Reliability::of(Some(&iv)), Reliability::Reliable);
+        assert_eq!(
+            Thresholds::default().verdict(Some(&iv)),
+            Reliability::Reliable
+        );
         // 3 tasks at 5/5 are 15 samples: not enough to be sure of 0.9.
         let (_, iv) = by_task(&[(5, 5); 3]);
-        assert_eq!(Reliability::of(iv.as_ref()), Reliability::Uncertain);
+        assert_eq!(
+            Thresholds::default().verdict(iv.as_ref()),
+            Reliability::Uncertain
+        );
         let (_, iv) = by_task(&[(0, 5); 6]);
-        assert_eq!(Reliability::of(iv.as_ref()), Reliability::Broken);
+        assert_eq!(
+            Thresholds::default().verdict(iv.as_ref()),
+            Reliability::Broken
+        );
         assert_eq!(by_task(&[]), (1.0, None));
     }
 
@@ -182,7 +191,7 @@ mod tests {
         // 3 tasks at 5/5: [78–100 %], uncertain; 3 × 15 samples all passing give a lower
         // bound of 0.025^(1/45) = 0.921, so 10 more per task settle it (10 = 2 × 5 too few).
         let p = pool_counts([(5, 5); 3]);
-        assert_eq!(p.reliability(), Reliability::Uncertain);
+        assert_eq!(p.reliability(Thresholds::default()), Reliability::Uncertain);
         assert_eq!(samples_to_settle(&p, 0.9), Some(10));
         // Decided rates need nothing more.
         assert_eq!(samples_to_settle(&pool_counts([(5, 5); 12]), 0.9), None);

@@ -28,7 +28,7 @@ fn answer(r: Reliability) -> Answer {
 
 /// The answers as HTML (a list, one item per model, so that it reads the same on a phone), or
 /// `""` without a model. Model and tag names are escaped; links are relative to the site root.
-pub fn block(m: &Matrix) -> String {
+pub fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
     if m.models.is_empty() {
         return String::new();
     }
@@ -52,7 +52,7 @@ pub fn block(m: &Matrix) -> String {
                 .iter()
                 .filter_map(|tag| {
                     let p = mv.pooled.get(tag)?;
-                    let r = p.reliability();
+                    let r = p.reliability(m.thresholds);
                     (answer(r) == want).then(|| {
                         let mut t = format!("<a href=\"tags/{}.html\">", escape(&slug(tag)));
                         escape_into(&mut t, tag);
@@ -67,6 +67,12 @@ pub fn block(m: &Matrix) -> String {
                             " <small>({word}{}/{})</small>",
                             p.passes, p.scored
                         ));
+                        // The identical-samples mark alone (the shape table below gives its
+                        // text), so that the first screen stays a short answer.
+                        if let Some(why) = super::shape_why(m, rep, &mv.name, tag) {
+                            t.push(' ');
+                            t.push_str(&why.short_mark());
+                        }
                         t
                     })
                 })

@@ -7,8 +7,8 @@
 //! are the same bytes on every machine. The layout below sizes its margins from character counts
 //! for the same reason.
 
-use crate::report::Reliability;
 use crate::report::interval::{Interval, percent, show};
+use crate::report::{Reliability, Thresholds};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -70,8 +70,9 @@ fn label(
 }
 
 /// A forest chart: one row per name, the interval as a line, the rate as a dot, and the numbers
-/// and the verdict written beside it. Dashed lines mark the 0.5 and 0.9 thresholds.
-pub fn forest(title: &str, rows: &[ForestRow]) -> Result<String, String> {
+/// and the verdict written beside it. Grey lines mark 0, 100 % and the thresholds the verdicts
+/// were taken at (`at`: 50 % and `--reliable-at`, 90 % unless given).
+pub fn forest(title: &str, rows: &[ForestRow], at: Thresholds) -> Result<String, String> {
     let name_w = rows
         .iter()
         .map(|r| text_width(&r.name))
@@ -82,23 +83,27 @@ pub fn forest(title: &str, rows: &[ForestRow]) -> Result<String, String> {
     let plot_w = 360;
     let text_w = 300;
     let width = (name_w + plot_w + text_w) as u32;
-    let height = (TOP + ROW * rows.len().max(1) as i32 + 24) as u32;
+    let x_of = |p: f64| name_w + (p.clamp(0.0, 1.0) * plot_w as f64).round() as i32;
+    let ticks = ticks(at, x_of);
+    // A threshold close to another line (95 % beside 100 %) writes its label a line lower.
+    let second_line = ticks.iter().any(|t| t.2);
+    let height =
+        (TOP + ROW * rows.len().max(1) as i32 + 24 + if second_line { 14 } else { 0 }) as u32;
     let mut buf = String::new();
     {
         let area = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
         area.fill(&WHITE).map_err(|e| e.to_string())?;
         label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
-        let x_of = |p: f64| name_w + (p.clamp(0.0, 1.0) * plot_w as f64).round() as i32;
         let bottom = TOP + ROW * rows.len().max(1) as i32;
         let grey = RGBColor(150, 150, 150);
-        for (p, text) in [(0.0, "0 %"), (0.5, "50 %"), (0.9, "90 %"), (1.0, "100 %")] {
-            let x = x_of(p);
+        for (x, text, lower) in &ticks {
             area.draw(&PathElement::new(
-                vec![(x, TOP - 4), (x, bottom)],
+                vec![(*x, TOP - 4), (*x, bottom)],
                 grey.stroke_width(1),
             ))
             .map_err(|e| e.to_string())?;
-            label(&area, text, (x, bottom + 10), HPos::Center, &BLACK, 14)?;
+            let y = bottom + if *lower { 24 } else { 10 };
+            label(&area, text, (*x, y), HPos::Center, &BLACK, 14)?;
         }
         if rows.is_empty() {
             label(
@@ -147,6 +152,33 @@ pub fn forest(title: &str, rows: &[ForestRow]) -> Result<String, String> {
         area.present().map_err(|e| e.to_string())?;
     }
     Ok(buf)
+}
+
+/// The forest chart's vertical lines: (x, label, whether the label goes on the second line).
+/// 0 % and 100 % first, then the broken and reliable thresholds (one line when they coincide);
+/// a threshold's label moves down when it would overlap a label already on the first line.
+fn ticks(at: Thresholds, x_of: impl Fn(f64) -> i32) -> Vec<(i32, String, bool)> {
+    // About 7 px per character at the labels' size 14.
+    let half = |t: &str| t.chars().count() as i32 * 7 / 2;
+    let mut out: Vec<(i32, String, bool)> = vec![
+        (x_of(0.0), "0 %".into(), false),
+        (x_of(1.0), "100 %".into(), false),
+    ];
+    let mut thresholds = vec![(at.broken_below(), at.broken_percent())];
+    if at.reliable_at() != at.broken_below() {
+        thresholds.push((at.reliable_at(), at.reliable_percent()));
+    }
+    for (p, text) in thresholds {
+        let x = x_of(p);
+        let collides = out
+            .iter()
+            .filter(|t| !t.2)
+            .any(|t| (t.0 - x).abs() < half(&t.1) + half(&text) + 2);
+        out.push((x, text, collides));
+    }
+    // Drawn in the order of the earlier charts: left to right.
+    out.sort_by_key(|t| t.0);
+    out
 }
 
 /// Horizontal bars, one per name, each with its count and share written at its end.
@@ -216,6 +248,7 @@ mod tests {
                 interval: crate::report::interval::interval(crate::cli::IntervalKind::Wilson, 2, 3),
                 reliability: Reliability::Uncertain,
             }],
+            Thresholds::default(),
         )
         .unwrap();
         assert!(svg.contains("2/3 · 67 % [21–94 %] · uncertain"), "{svg}");
@@ -223,6 +256,47 @@ mod tests {
         assert!(!svg.contains("<script"));
         assert!(svg.contains("font-family=\"sans-serif\""));
         assert!(!svg.contains("@font-face"));
+        // The default thresholds' lines are labelled 50 % and 90 %, on one line of labels.
+        assert!(
+            svg.contains(">\n50 %\n<") || svg.contains(">50 %<"),
+            "{svg}"
+        );
+        assert!(svg.contains("90 %"), "{svg}");
+    }
+
+    #[test]
+    fn forest_marks_the_thresholds_it_was_given() {
+        let x_of = |p: f64| 100 + (p * 360.0).round() as i32;
+        let labels = |at: Thresholds| {
+            ticks(at, x_of)
+                .into_iter()
+                .map(|(x, t, low)| format!("{x}:{t}:{low}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            labels(Thresholds::default()),
+            [
+                "100:0 %:false",
+                "280:50 %:false",
+                "424:90 %:false",
+                "460:100 %:false"
+            ]
+        );
+        // 95 % sits 18 px from 100 %: its label goes a line lower.
+        assert_eq!(
+            labels(Thresholds::new(0.95).unwrap()),
+            [
+                "100:0 %:false",
+                "280:50 %:false",
+                "442:95 %:true",
+                "460:100 %:false"
+            ]
+        );
+        // At 0.5 the two thresholds are one line.
+        assert_eq!(
+            labels(Thresholds::new(0.5).unwrap()),
+            ["100:0 %:false", "280:50 %:false", "460:100 %:false"]
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! pages carry. Pure: comparisons in, files and HTML out.
 
 use super::html::{depth_of, escape, root};
+use super::repeats::{self, Repeats};
 use super::{File, SiteError, glyph, render};
 use crate::compare::{self, CELL_METHOD, Comparison, Direction, GATE_METHOD, Mark, POOLED_METHOD};
+use crate::report::Matrix;
 use crate::taxonomy::Outcome;
 use askama::Template;
 use serde_json::json;
@@ -33,6 +35,8 @@ fn difference(d: f64, iv: &crate::report::interval::Interval) -> String {
 
 struct PooledView {
     scope: String,
+    /// The identical-samples mark of the cells it pools ([`super::repeats`]), or `""`.
+    same: String,
     tasks: usize,
     a: String,
     b: String,
@@ -47,6 +51,8 @@ struct PooledView {
 
 struct CellView {
     task: String,
+    /// The identical-samples mark of its two cells, or `""`.
+    same: String,
     a: String,
     b: String,
     diff: String,
@@ -85,6 +91,68 @@ struct ComparePage {
     cell_method: &'static str,
     /// How the tasks are ordered ([`CELL_ORDER`]).
     order: &'static str,
+    /// The sentence on the identical-samples mark, or `""`.
+    repeats: String,
+}
+
+/// Which of a comparison's figures rest on repeated samples ([`super::repeats`]): per side,
+/// the row's temperature-0 flag (only for a row of this site: a baseline's settings are not
+/// known) and its identical cells.
+struct Sides<'a> {
+    c: &'a Comparison,
+    a: &'a Repeats,
+    b: &'a Repeats,
+}
+
+impl Sides<'_> {
+    /// The mark of the figure over `cells` (both sides scored), or `""`.
+    fn mark<'c>(&self, cells: impl Iterator<Item = &'c compare::CellDiff> + Clone) -> String {
+        let count =
+            |f: fn(&compare::CellDiff) -> bool| cells.clone().filter(|x| f(x)).count() as u64;
+        repeats::mark_sides(
+            self.a.why_counted(
+                &self.c.a_row,
+                count(|x| x.a_identical),
+                count(|x| x.a_scored > 0),
+            ),
+            self.b.why_counted(
+                &self.c.b_row,
+                count(|x| x.b_identical),
+                count(|x| x.b_scored > 0),
+            ),
+        )
+    }
+
+    /// The rows some figure of the page is marked for, with whether they have a page here.
+    fn rows(&self) -> Vec<(&str, bool)> {
+        // Every cell shown, compared or not (an identical cell has scored samples).
+        let cells = || self.c.cells.iter();
+        let n = cells().count() as u64;
+        let mut out = Vec::new();
+        if self
+            .a
+            .why_counted(
+                &self.c.a_row,
+                cells().filter(|x| x.a_identical).count() as u64,
+                n,
+            )
+            .is_some()
+        {
+            out.push((self.c.a_row.as_str(), self.c.a_linked));
+        }
+        if self
+            .b
+            .why_counted(
+                &self.c.b_row,
+                cells().filter(|x| x.b_identical).count() as u64,
+                n,
+            )
+            .is_some()
+        {
+            out.push((self.c.b_row.as_str(), self.c.b_linked));
+        }
+        out
+    }
 }
 
 /// A side's marks of one task: one per sample up to [`super::MAX_MARKS`] samples, linked to
@@ -136,8 +204,25 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     out
 }
 
-fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
+fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError> {
     let root = root(depth_of(&c.page));
+    let unknown = Repeats::default();
+    let sides = Sides {
+        c,
+        a: if c.a_linked { rep } else { &unknown },
+        b: if c.b_linked { rep } else { &unknown },
+    };
+    // The cells a pooled figure pools: both sides scored, and of the scope's tag. The `errors`
+    // row compares getting an answer at all, which repeated answers do not bear on.
+    let scored = || c.cells.iter().filter(|x| x.a_scored > 0 && x.b_scored > 0);
+    let pooled_mark = |scope: &str| match scope {
+        "errors" => String::new(),
+        "overall" => sides.mark(scored()),
+        tag => sides.mark(scored().filter(move |x| {
+            m.task(&x.task)
+                .is_some_and(|t| t.tags.iter().any(|g| g == tag))
+        })),
+    };
     // The answer first: the gate's verdict (Holm-corrected, what `--fail-on regression`
     // decides) and the scopes that moved; then the overall difference and its interval.
     let failures = c.gate_failures(false);
@@ -203,6 +288,7 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
         pooled: c
             .pooled_rows()
             .map(|r| PooledView {
+                same: pooled_mark(&r.scope),
                 scope: r.scope.clone(),
                 tasks: r.pooled.tasks,
                 a: pct(r.pooled.a_rate),
@@ -221,6 +307,11 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
         cells: cells
             .iter()
             .map(|x| CellView {
+                same: if x.a_scored > 0 || x.b_scored > 0 {
+                    sides.mark(std::iter::once(*x))
+                } else {
+                    String::new()
+                },
                 task: x.task.clone(),
                 a: format!("{}/{}", x.a_passes, x.a_scored),
                 b: format!("{}/{}", x.b_passes, x.b_scored),
@@ -253,6 +344,7 @@ fn page(c: &Comparison, family: usize) -> Result<Vec<u8>, SiteError> {
         gate_method: GATE_METHOD,
         cell_method: CELL_METHOD,
         order: CELL_ORDER,
+        repeats: repeats::note(sides.rows(), &root),
     };
     render(&c.page, &page)
 }
@@ -276,13 +368,20 @@ pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
 }
 
 /// Every comparison page and `data/compare.json`; nothing when there is no comparison.
-pub fn files(comparisons: &[Comparison], files: &mut Vec<File>) -> Result<(), SiteError> {
+/// `m` is this site's matrix (the tasks' tags); `rep` tells which of its rows ask for
+/// temperature 0.
+pub fn files(
+    comparisons: &[Comparison],
+    m: &Matrix,
+    rep: &Repeats,
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
     if comparisons.is_empty() {
         return Ok(());
     }
     let family: usize = comparisons.iter().map(|c| c.pooled_rows().count()).sum();
     for c in comparisons {
-        files.push((c.page.clone(), page(c, family)?));
+        files.push((c.page.clone(), page(c, family, m, rep)?));
     }
     files.push((
         "data/compare.json".into(),
@@ -334,24 +433,44 @@ pub fn block(
         "<section id=\"comparisons\"><h2>Comparisons</h2>\n<ul class=\"comparisons\">",
     );
     for c in shown {
+        // The verdict shown here is one interval's, uncorrected for the many made; the gate's
+        // (Holm-corrected over every pooled comparison, what `--fail-on regression` decides)
+        // is the compare page's, stated beside it with the link, as that page's headline does.
         let verdict = match (anchor, &c.overall) {
             (Some(task), _) => c
                 .cells
                 .iter()
                 .find(|x| x.task == task)
-                .map_or("not run by both", |x| x.direction.as_str()),
-            (None, Some(o)) => o.direction.as_str(),
-            (None, None) => "nothing in common",
+                .filter(|x| x.interval.is_some())
+                .map_or("not run by both".to_string(), |x| {
+                    format!(
+                        "{} <small>(uncorrected, this task)</small>",
+                        x.direction.as_str()
+                    )
+                }),
+            (None, Some(o)) => format!(
+                "{} <small>(uncorrected, overall)</small>",
+                o.direction.as_str()
+            ),
+            (None, None) => "nothing in common".to_string(),
+        };
+        let failures = c.gate_failures(false);
+        let gate = if failures.is_empty() {
+            "no significant regression".to_string()
+        } else {
+            format!("regression in {}", escape(&failures.join("; ")))
         };
         out.push_str(&format!(
-            "<li><a href=\"{root}{}{}\">{} against {}</a>: {}</li>",
+            "<li><a href=\"{root}{}{}\">{} against {}</a>: {} · <a href=\"{root}{}\">the gate's verdict</a>: {}</li>",
             escape(&c.page),
             anchor
                 .map(|t| format!("#t~{}", escape(t)))
                 .unwrap_or_default(),
             escape(&c.b),
             escape(&c.a),
-            verdict
+            verdict,
+            escape(&c.page),
+            gate
         ));
     }
     out.push_str("</ul></section>\n");
@@ -375,6 +494,8 @@ mod tests {
             direction,
             a_marks: Vec::new(),
             b_marks: Vec::new(),
+            a_identical: false,
+            b_identical: false,
         }
     }
 

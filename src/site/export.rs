@@ -102,14 +102,14 @@ impl RateWithInterval {
 }
 
 /// A pooled rate whose interval takes the task as its unit (report::pooled).
-fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
+fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::report::Thresholds) -> Value {
     json!({
         "unit": "task",
         "tasks": p.tasks, "scored": p.scored, "passes": p.passes,
         "rate": opt_num(p.rate()),
         "design_effect": num(p.deff),
         "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-        "verdict": p.reliability().as_str(),
+        "verdict": p.reliability(at).as_str(),
         "all_passed_cells": p.all_passed,
         "flaky_cells": p.flaky,
     })
@@ -117,7 +117,7 @@ fn pooled_json(p: &crate::report::pooled::Pooled) -> Value {
 
 /// Value accuracy and BFCL-style accuracy pooled by task over the tasks that report them, with
 /// the conformance rate over the same tasks (report::ValuePooled).
-fn values_json(v: &crate::report::ValuePooled) -> Value {
+fn values_json(v: &crate::report::ValuePooled, at: crate::report::Thresholds) -> Value {
     let part = |p: &crate::report::pooled::Pooled| {
         json!({
             "unit": "task",
@@ -128,7 +128,7 @@ fn values_json(v: &crate::report::ValuePooled) -> Value {
         })
     };
     json!({
-        "conformance": pooled_json(&v.conformance),
+        "conformance": pooled_json(&v.conformance, at),
         "value_accuracy": part(&v.value),
         "bfcl_style": part(&v.bfcl_style),
     })
@@ -264,14 +264,14 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                             "rate": opt_num(t.rate()),
                             "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                            "verdict": t.reliability().as_str(),
+                            "verdict": t.reliability(m.thresholds).as_str(),
                             "pass_at_1": opt_num(t.pass_at_1()),
                             "pass_all_k": opt_num(t.pass_all_k()),
                             "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                            "by_task": mv.pooled.get(tag).map(pooled_json),
+                            "by_task": mv.pooled.get(tag).map(|p| pooled_json(p, m.thresholds)),
                         });
                     if let Some(x) = mv.value_by_tag.get(tag) {
-                        v["values_by_task"] = values_json(x);
+                        v["values_by_task"] = values_json(x, m.thresholds);
                     }
                     (tag.clone(), v)
                 })
@@ -285,12 +285,12 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
                 "rate": opt_num(t.rate()),
                 "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                "verdict": t.reliability().as_str(),
+                "verdict": t.reliability(m.thresholds).as_str(),
                 "pass_at_1": opt_num(t.pass_at_1()),
                 "pass_all_k": opt_num(t.pass_all_k()),
                 "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                 "flaky_cells": t.flaky_cells,
-                "by_task": pooled_json(&mv.pooled_total),
+                "by_task": pooled_json(&mv.pooled_total, m.thresholds),
                 "tags": tags,
                 "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({
                     "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
@@ -299,7 +299,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 "f1_name_parameter": f1(&mv.metrics.name_and_parameters),
             });
             if let Some(x) = &mv.value_total {
-                v["values_by_task"] = values_json(x);
+                v["values_by_task"] = values_json(x, m.thresholds);
             }
             v
         })
@@ -310,21 +310,25 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
         callcheck_version: &'static str,
         interval: Value,
         verdicts: Value,
+        /// `build --reliable-at`: the threshold the verdicts above were taken at.
+        reliable_at: f64,
         tasks: Vec<Value>,
         models: Vec<Value>,
         cells: Cells<'a>,
         labels: Vec<Value>,
         skipped: Vec<Value>,
     }
+    let at = m.thresholds;
     let doc = Doc {
         callcheck_version: env!("CARGO_PKG_VERSION"),
         interval: json!({"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE}),
         verdicts: json!({
-            Reliability::Reliable.as_str(): format!("interval lower bound >= {}", crate::report::RELIABLE_LOWER),
-            Reliability::Unreliable.as_str(): format!("interval upper bound < {}", crate::report::RELIABLE_LOWER),
-            Reliability::Broken.as_str(): format!("interval upper bound < {}", crate::report::BROKEN_UPPER),
-            Reliability::Uncertain.as_str(): format!("the interval straddles {}, or no scored sample", crate::report::RELIABLE_LOWER),
+            Reliability::Reliable.as_str(): format!("interval lower bound >= {at}"),
+            Reliability::Unreliable.as_str(): format!("interval upper bound < {at}"),
+            Reliability::Broken.as_str(): format!("interval upper bound < {}", m.thresholds.broken_below()),
+            Reliability::Uncertain.as_str(): format!("the interval straddles {at}, or no scored sample"),
         }),
+        reliable_at: m.thresholds.reliable_at(),
         tasks: m
             .tasks
             .iter()
@@ -584,6 +588,7 @@ pub fn manifest_json(
         "scoring_rules_sha256": rules_sha256(),
         "scoring_rules_files": RULES.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
         "interval": m.method.as_str(),
+        "reliable_at": m.thresholds.reliable_at(),
         "tasks": tasks,
         "runs": runs,
     });

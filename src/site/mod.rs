@@ -9,6 +9,7 @@ pub mod charts;
 pub mod compare;
 pub mod export;
 pub mod html;
+pub mod repeats;
 pub mod reuse;
 pub mod routing;
 pub mod samples;
@@ -21,7 +22,7 @@ use crate::report::interval::Interval;
 use crate::report::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ModelView, Total};
+use crate::report::{Cell, Matrix, ModelView, Thresholds, Total};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
@@ -266,11 +267,17 @@ fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Inte
 /// linked to the transcripts with `links`, else [`compact_marks`], a few dozen bytes at any k.
 /// One task's row of a matrix (the index's or a tag page's): a cell per model, each with its
 /// anchor and grouped marks, and `also`, the task's other tags.
-fn matrix_row(m: &Matrix, t: &crate::report::TaskInfo, root: &str, also: String) -> MatrixRow {
+fn matrix_row(
+    m: &Matrix,
+    t: &crate::report::TaskInfo,
+    root: &str,
+    also: String,
+    rep: &repeats::Repeats,
+) -> MatrixRow {
     let mut cells = String::new();
     for mv in &m.models {
         match m.cell(&mv.name, &t.id) {
-            Some(c) => cell_td(m, c, root, true, false, &mut cells),
+            Some(c) => cell_td(m, c, root, true, false, Some(rep), &mut cells),
             None => cells.push_str("<td class=\"none\">not run</td>"),
         }
     }
@@ -282,7 +289,16 @@ fn matrix_row(m: &Matrix, t: &crate::report::TaskInfo, root: &str, also: String)
     }
 }
 
-fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &mut String) {
+/// `rep`: where the page marks cells whose samples repeat one answer ([`repeats`]).
+fn cell_td(
+    m: &Matrix,
+    c: &Cell,
+    root: &str,
+    with_id: bool,
+    links: bool,
+    rep: Option<&repeats::Repeats>,
+    out: &mut String,
+) {
     let v = c.reliability.as_str();
     out.push_str("<td class=\"iv v-");
     out.push_str(v);
@@ -316,6 +332,10 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &m
     if c.task_changed {
         out.push_str(" <small class=\"warn\">task changed</small>");
     }
+    if let Some(why) = rep.and_then(|r| r.why(&c.model, [c])) {
+        out.push(' ');
+        out.push_str(&why.mark());
+    }
     out.push(' ');
     dots(m, c, root, links, out);
     out.push_str("</td>");
@@ -323,8 +343,9 @@ fn cell_td(m: &Matrix, c: &Cell, root: &str, with_id: bool, links: bool, out: &m
 
 /// A pooled (model × tag) cell as a `<td>`: verdict, passes/scored with the by-task interval,
 /// pass^k and flaky cells; graded like a matrix cell.
-fn pooled_td(p: &Pooled, out: &mut String) {
-    let v = p.reliability().as_str();
+/// `mark`: the identical-samples mark of the cells pooled ([`repeats`]), or `""`.
+fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String) {
+    let v = p.reliability(at).as_str();
     out.push_str("<td class=\"iv v-");
     out.push_str(v);
     out.push('"');
@@ -345,8 +366,12 @@ fn pooled_td(p: &Pooled, out: &mut String) {
     if p.errors > 0 {
         out.push_str(&format!(" · +{} errors", p.errors));
     }
-    if let Some(more) = crate::report::pooled::samples_to_settle(p, crate::report::RELIABLE_LOWER) {
+    if let Some(more) = crate::report::pooled::samples_to_settle(p, at.reliable_at()) {
         out.push_str(&format!(" · ~{more} more samples per task would settle it"));
+    }
+    if !mark.is_empty() {
+        out.push_str(" · ");
+        out.push_str(mark);
     }
     out.push_str("</small></td>");
 }
@@ -396,6 +421,7 @@ struct TotalRow {
 /// A summary row: the rate is pooled with the task as its unit (`p`); pass^k counts cells, each
 /// cell one task, with a plain interval over cells (`t`).
 fn total_row(
+    at: Thresholds,
     name: &str,
     link: String,
     t: &Total,
@@ -409,7 +435,7 @@ fn total_row(
         link,
         cells: p.tasks,
         rate: rate_text(p.passes, p.scored, p.interval.as_ref()),
-        verdict: p.reliability().as_str(),
+        verdict: p.reliability(at).as_str(),
         lower: p.interval.map_or(0, |iv| pct(iv.lower)),
         upper: p.interval.map_or(0, |iv| pct(iv.upper)),
         pass_all_k: match t.all_passed_interval.as_ref() {
@@ -534,6 +560,15 @@ struct IndexPage<'a> {
     answers: String,
     /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
     samples_csvs: &'a [String],
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
+    /// `--reliable-at` and the broken threshold as the legend writes them (`90 %`, `50 %`).
+    reliable_at: String,
+    broken_below: String,
+    /// The interval of 5/5 in one cell, and the fewest all-passing samples a cell needs to
+    /// read `reliable` (0: never, within four billion).
+    five_of_five: String,
+    cell_reliable_from: u64,
 }
 
 #[derive(Template)]
@@ -559,6 +594,8 @@ struct TagPage<'a> {
     models: Vec<String>,
     /// Pre-rendered pooled `<td>`s, one per model.
     pooled: String,
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
     /// Per model, in the same order.
     latency: Vec<LatencyText>,
     rows: Vec<MatrixRow>,
@@ -918,7 +955,7 @@ fn flatten(v: &Value, prefix: &str, depth: usize, out: &mut Vec<(String, String)
 }
 
 /// Chart rows from pooled rates: the interval drawn is the one by task.
-fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
+fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
     items
         .into_iter()
         .map(|(name, p)| charts::ForestRow {
@@ -926,7 +963,7 @@ fn forest_rows(items: Vec<(String, &Pooled)>) -> Vec<charts::ForestRow> {
             passes: p.passes,
             scored: p.scored,
             interval: p.interval,
-            reliability: p.reliability(),
+            reliability: p.reliability(at),
         })
         .collect()
 }
@@ -962,7 +999,7 @@ fn primary_tag(t: &crate::report::TaskInfo) -> &str {
 
 /// The models × tags table's rows, one per tag with its description and one pooled cell per
 /// model (`root` leads to the site root).
-fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
+fn shape_rows(m: &Matrix, root: &str, rep: &repeats::Repeats) -> Vec<ShapeRow> {
     m.tags
         .iter()
         .map(|tag| {
@@ -970,7 +1007,12 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
             let mut cells = String::new();
             for mv in &m.models {
                 match mv.pooled.get(tag) {
-                    Some(p) => pooled_td(p, &mut cells),
+                    Some(p) => pooled_td(
+                        m.thresholds,
+                        p,
+                        &shape_mark(m, rep, &mv.name, tag),
+                        &mut cells,
+                    ),
                     None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
                 }
             }
@@ -985,12 +1027,49 @@ fn shape_rows(m: &Matrix, root: &str) -> Vec<ShapeRow> {
         .collect()
 }
 
+/// The identical-samples mark of one model's pooled verdict over one tag, or `""`.
+fn shape_mark(m: &Matrix, rep: &repeats::Repeats, model: &str, tag: &str) -> String {
+    shape_why(m, rep, model, tag)
+        .map(|w| w.mark())
+        .unwrap_or_default()
+}
+
+/// Why one model's pooled verdict over one tag may overstate its evidence ([`repeats`]).
+fn shape_why(m: &Matrix, rep: &repeats::Repeats, model: &str, tag: &str) -> Option<repeats::Why> {
+    let cells = m
+        .tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|x| x == tag))
+        .filter_map(|t| m.cell(model, &t.id));
+    rep.why(model, cells)
+}
+
+/// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for its note.
+fn marked_rows<'a>(
+    m: &'a Matrix,
+    rep: &repeats::Repeats,
+    tasks: impl Iterator<Item = &'a crate::report::TaskInfo> + Clone,
+) -> Vec<(&'a str, bool)> {
+    m.models
+        .iter()
+        .filter(|mv| {
+            rep.why(
+                &mv.name,
+                tasks.clone().filter_map(|t| m.cell(&mv.name, &t.id)),
+            )
+            .is_some()
+        })
+        .map(|mv| (mv.name.as_str(), true))
+        .collect()
+}
+
 fn index_page(
     input: &SiteInput,
     samples_csvs: &[String],
     files: &mut Vec<File>,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
+    let rep = repeats::Repeats::of(input.models);
     // Tasks down the side, grouped under their first tag (tag order, then id); models across.
     let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
     for t in &m.tasks {
@@ -1023,7 +1102,7 @@ fn index_page(
             .into_iter()
             .map(|t| {
                 let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
-                matrix_row(m, t, "", also.join(", "))
+                matrix_row(m, t, "", also.join(", "), &rep)
             })
             .collect();
         groups.push(MatrixGroup {
@@ -1054,6 +1133,7 @@ fn index_page(
         .iter()
         .map(|mv| {
             total_row(
+                m.thresholds,
                 &mv.name,
                 format!("models/{}.html", mv.name),
                 &mv.total,
@@ -1096,7 +1176,7 @@ fn index_page(
         skipped: input.skipped,
         has_changes: input.changes.is_some(),
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
-        shapes: shape_rows(m, ""),
+        shapes: shape_rows(m, "", &rep),
         groups,
         n_cells,
         matrix_cells: MATRIX_CELLS,
@@ -1108,8 +1188,27 @@ fn index_page(
         max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
-        answers: answers::block(m),
+        answers: answers::block(m, &rep),
+        // The rows marked in the shape table and the answers (tagged tasks), and in the
+        // matrix when the index draws it (every task).
+        repeats: repeats::note(
+            marked_rows(
+                m,
+                &rep,
+                m.tasks
+                    .iter()
+                    .filter(|t| n_cells <= MATRIX_CELLS || !t.tags.is_empty()),
+            ),
+            "",
+        ),
         samples_csvs,
+        reliable_at: m.thresholds.reliable_percent(),
+        broken_below: m.thresholds.broken_percent(),
+        five_of_five: crate::report::interval::interval(m.method, 5, 5)
+            .as_ref()
+            .map(show)
+            .unwrap_or_default(),
+        cell_reliable_from: m.thresholds.fewest_samples(m.method).unwrap_or(0),
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
@@ -1120,6 +1219,7 @@ fn index_page(
 fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
+    let rep = repeats::Repeats::of(input.models);
     let tasks: Vec<&crate::report::TaskInfo> = m
         .tasks
         .iter()
@@ -1135,13 +1235,18 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 .filter(|x| *x != tag)
                 .cloned()
                 .collect::<Vec<_>>();
-            matrix_row(m, t, &r, also.join(", "))
+            matrix_row(m, t, &r, also.join(", "), &rep)
         })
         .collect();
     let mut pooled = String::new();
     for mv in &m.models {
         match mv.pooled.get(tag) {
-            Some(p) => pooled_td(p, &mut pooled),
+            Some(p) => pooled_td(
+                m.thresholds,
+                p,
+                &shape_mark(m, &rep, &mv.name, tag),
+                &mut pooled,
+            ),
             None => pooled.push_str("<td class=\"none\">not run</td>"),
         }
     }
@@ -1159,7 +1264,8 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 &chart_file,
                 charts::forest(
                     &format!("tag {tag}: pass rate by model"),
-                    &forest_rows(items),
+                    &forest_rows(m.thresholds, items),
+                    m.thresholds,
                 ),
             )?,
         ));
@@ -1175,13 +1281,16 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         .filter_map(|mv| {
             let v = mv.value_by_tag.get(tag)?;
             Some(value::row(
+                m.thresholds,
                 mv.name.clone(),
                 format!("{r}models/{}.html", mv.name),
                 v,
             ))
         })
         .collect();
+    let repeats = repeats::note(marked_rows(m, &rep, tasks.iter().copied()), &r);
     let page = TagPage {
+        repeats,
         value_rows,
         value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
         value_first: "model",
@@ -1195,6 +1304,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
         method: m.method.title(),
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
         pooled,
+
         rows,
         chart: has_chart.then_some(chart_file),
         legend: legend(),
@@ -1216,7 +1326,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         };
         let mut td = String::new();
         // A summary: compact marks, no per-sample links (the task and tag pages have them).
-        cell_td(m, c, &r, false, false, &mut td);
+        cell_td(m, c, &r, false, false, None, &mut td);
         tasks.push(TaskRow {
             task: t.id.clone(),
             title: t.title.clone(),
@@ -1242,6 +1352,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         .iter()
         .map(|(tag, t)| {
             total_row(
+                m.thresholds,
                 tag,
                 format!("{r}tags/{}.html", slug(tag)),
                 t,
@@ -1259,7 +1370,8 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             &forest_file,
             charts::forest(
                 &format!("{}: pass rate per tag", mv.name),
-                &forest_rows(forest_items),
+                &forest_rows(m.thresholds, forest_items),
+                m.thresholds,
             ),
         )?,
     ));
@@ -1311,12 +1423,20 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
     let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
     let mut value_rows = Vec::new();
     if let Some(v) = &mv.value_total {
-        value_rows.push(value::row("all such tasks".into(), String::new(), v));
-        value_rows.extend(
-            mv.value_by_tag
-                .iter()
-                .map(|(tag, v)| value::row(tag.clone(), format!("{r}tags/{}.html", slug(tag)), v)),
-        );
+        value_rows.push(value::row(
+            m.thresholds,
+            "all such tasks".into(),
+            String::new(),
+            v,
+        ));
+        value_rows.extend(mv.value_by_tag.iter().map(|(tag, v)| {
+            value::row(
+                m.thresholds,
+                tag.clone(),
+                format!("{r}tags/{}.html", slug(tag)),
+                v,
+            )
+        }));
     }
     let page = ModelPage {
         value_rows,
@@ -1328,6 +1448,7 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
         root: r.clone(),
         name: &mv.name,
         total: total_row(
+            m.thresholds,
             &mv.name,
             String::new(),
             &mv.total,
@@ -1420,7 +1541,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
         if let Some(c) = m.cell(&mv.name, &task.id) {
             changed |= c.task_changed;
             let mut td = String::new();
-            cell_td(m, c, &r, false, true, &mut td);
+            cell_td(m, c, &r, false, true, None, &mut td);
             let mut value_tds = String::new();
             if bfcl_scored {
                 value::cell_tds(m, c, &mut value_tds);
@@ -1778,7 +1899,12 @@ fn pages(
     }
     label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
-    compare::files(input.comparisons, &mut files)?;
+    compare::files(
+        input.comparisons,
+        input.matrix,
+        &repeats::Repeats::of(input.models),
+        &mut files,
+    )?;
     flush(&mut files, sink)?;
     if let Some(c) = input.changes {
         let moves = c

@@ -48,6 +48,8 @@ impl Keys {
         let mut g = Sha256::new();
         field(&mut g, env!("CALLCHECK_SOURCE_HASH").as_bytes());
         field(&mut g, format!("{:?}", m.method).as_bytes());
+        // Every page's verdicts (and the words that explain them) follow `--reliable-at`.
+        field(&mut g, format!("{:?}", m.thresholds).as_bytes());
         field(&mut g, b"models");
         for mv in &m.models {
             field(&mut g, mv.name.as_bytes());

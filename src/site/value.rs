@@ -6,7 +6,7 @@ use super::{fill, pooled_td, rate_text};
 use crate::json::preview;
 use crate::report::interval::{Interval, interval};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ValuePooled};
+use crate::report::{Cell, Matrix, Thresholds, ValuePooled};
 use crate::task::{Accept, Rule};
 use std::collections::BTreeMap;
 
@@ -96,9 +96,9 @@ pub struct ValueRow {
 }
 
 /// The value table's row for one set of pooled cells.
-pub fn row(name: String, link: String, v: &ValuePooled) -> ValueRow {
+pub fn row(at: Thresholds, name: String, link: String, v: &ValuePooled) -> ValueRow {
     let mut tds = String::new();
-    pooled_td(&v.conformance, &mut tds);
+    pooled_td(at, &v.conformance, "", &mut tds);
     pooled_value_td(&v.value, &mut tds);
     pooled_value_td(&v.bfcl_style, &mut tds);
     ValueRow {

@@ -1,0 +1,251 @@
+//! The identical-samples warning beside the verdicts it affects (issue 28). k samples that are
+//! one answer repeated are one observation, not k: an interval that counts them as independent
+//! overstates the evidence. Wherever a verdict or an interval rests on such cells (a matrix
+//! cell, a pooled shape, an answer on the index, a row of a comparison), or on a row that asks
+//! for temperature 0, it carries a short mark, and the page carries one sentence saying what the
+//! mark means, linking the model pages of the rows marked (whose note gives the counts).
+//! Rows are kept sorted and every name is escaped, so the marks are deterministic and inert.
+
+use super::ModelInfo;
+use super::html::{escape, escape_into};
+use crate::report::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The mark, a character that reads "the same" without colour.
+pub const MARK: &str = "≡";
+
+/// What the build knows of which rows ask for temperature 0 (from their runs' `cell.json`).
+#[derive(Debug, Default, Clone)]
+pub struct Repeats {
+    zero: BTreeSet<String>,
+}
+
+/// Why one verdict may overstate its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Why {
+    /// Cells under the verdict whose two or more scored samples are one answer.
+    pub repeated: u64,
+    /// Cells under the verdict with a scored sample.
+    pub cells: u64,
+    /// The row asks for temperature 0.
+    pub zero: bool,
+}
+
+impl Repeats {
+    pub fn of(models: &BTreeMap<String, ModelInfo>) -> Repeats {
+        Repeats {
+            zero: models
+                .iter()
+                .filter(|(_, i)| crate::report::distinct::asks_temperature_zero(&i.entries))
+                .map(|(name, _)| name.clone())
+                .collect(),
+        }
+    }
+
+    /// Why the verdict of `row` over `cells` (its cells of a shape, a task or a comparison)
+    /// may overstate the evidence; `None` when nothing under it repeats, or there is no cell
+    /// (and so no verdict) at all.
+    pub fn why<'a>(&self, row: &str, cells: impl IntoIterator<Item = &'a Cell>) -> Option<Why> {
+        let mut w = Why {
+            repeated: 0,
+            cells: 0,
+            zero: self.zero.contains(row),
+        };
+        let mut any = false;
+        for c in cells {
+            any = true;
+            if c.scored > 0 {
+                w.cells += 1;
+            }
+            if c.identical() {
+                w.repeated += 1;
+            }
+        }
+        (any && (w.zero || w.repeated > 0)).then_some(w)
+    }
+
+    /// The same from counts already taken (a comparison's cells, which may be a baseline's):
+    /// `repeated` of `cells`.
+    pub fn why_counted(&self, row: &str, repeated: u64, cells: u64) -> Option<Why> {
+        let w = Why {
+            repeated,
+            cells,
+            zero: self.zero.contains(row),
+        };
+        (cells > 0 && (w.zero || w.repeated > 0)).then_some(w)
+    }
+}
+
+impl Why {
+    /// The mark with its short text, as HTML: `≡ one answer in 3 of 4 tasks`, `≡ one answer`
+    /// for a single cell, `≡ temperature 0`.
+    pub fn mark(&self) -> String {
+        wrap(&self.text())
+    }
+
+    /// The mark alone, its text as a tooltip: for a list that must stay short (the index's
+    /// answers), beside a table that gives the text (the shape table).
+    pub fn short_mark(&self) -> String {
+        format!(
+            "<small class=\"warn same\" title=\"{}: one observation, not k\">{MARK}</small>",
+            self.text()
+        )
+    }
+
+    fn text(&self) -> String {
+        let mut parts = Vec::new();
+        if self.zero {
+            parts.push("temperature 0".to_string());
+        }
+        if self.repeated > 0 {
+            parts.push(if self.cells <= 1 {
+                "one answer".to_string()
+            } else {
+                format!("one answer in {} of {} tasks", self.repeated, self.cells)
+            });
+        }
+        parts.join("; ")
+    }
+}
+
+fn wrap(text: &str) -> String {
+    format!(
+        "<small class=\"warn same\" title=\"k identical samples: one observation, not k\">{MARK} {text}</small>"
+    )
+}
+
+/// The mark of a comparison's figure, which rests on two rows: `≡ A: one answer; B:
+/// temperature 0`; `""` when neither side repeats.
+pub fn mark_sides(a: Option<Why>, b: Option<Why>) -> String {
+    let parts: Vec<String> = [("A", a), ("B", b)]
+        .into_iter()
+        .filter_map(|(side, w)| w.map(|w| format!("{side}: {}", w.text())))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        wrap(&parts.join("; "))
+    }
+}
+
+/// The page's one sentence on the mark, linking the model pages of `rows` (`root` leads to the
+/// site root; a row without a page here, a baseline's, is named unlinked); `""` without a row.
+pub fn note<'a>(rows: impl IntoIterator<Item = (&'a str, bool)>, root: &str) -> String {
+    let rows: BTreeMap<&str, bool> = rows.into_iter().collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<p class=\"warn same\" id=\"repeats\">{MARK} marks a verdict resting on cells whose samples are one answer repeated, or on a row that asks for temperature 0: k identical samples are one observation, not k, so the interval (which counts them as independent) overstates the evidence; see "
+    );
+    for (i, (row, linked)) in rows.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        if *linked {
+            s.push_str("<a href=\"");
+            s.push_str(&escape(root));
+            s.push_str("models/");
+            escape_into(&mut s, row);
+            s.push_str(".html#deterministic\">");
+            escape_into(&mut s, row);
+            s.push_str("</a>");
+        } else {
+            escape_into(&mut s, row);
+        }
+    }
+    s.push_str(".</p>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Reliability, Thresholds};
+
+    fn cell(model: &str, scored: u64, distinct: u64) -> Cell {
+        Cell {
+            model: model.into(),
+            task: "t".into(),
+            samples: Vec::new(),
+            runs: Vec::new(),
+            k: scored,
+            scored,
+            passes: scored,
+            errors: 0,
+            labels: BTreeMap::new(),
+            interval: None,
+            reliability: Thresholds::default().verdict(None),
+            value_matches: 0,
+            value_compared: 0,
+            task_changed: false,
+            distinct_responses: distinct,
+        }
+    }
+
+    #[test]
+    fn a_verdict_is_marked_when_a_cell_under_it_repeats_or_its_row_asks_temperature_zero() {
+        let mut models = BTreeMap::new();
+        models.insert(
+            "cold".to_string(),
+            ModelInfo {
+                entries: vec![serde_json::json!({"params": {"temperature": 0}})],
+                ..Default::default()
+            },
+        );
+        models.insert("warm".to_string(), ModelInfo::default());
+        let r = Repeats::of(&models);
+        let (same, varied, one) = (cell("warm", 5, 1), cell("warm", 5, 3), cell("warm", 1, 1));
+        assert_eq!(r.why("warm", [&varied, &one]), None);
+        // No cell, no verdict to mark, even at temperature 0.
+        assert_eq!(r.why("cold", []), None);
+        assert_eq!(r.why_counted("cold", 0, 0), None);
+        let w = r.why("warm", [&same, &varied, &one]).unwrap();
+        assert_eq!(
+            w,
+            Why {
+                repeated: 1,
+                cells: 3,
+                zero: false
+            }
+        );
+        assert!(
+            w.mark().ends_with(">≡ one answer in 1 of 3 tasks</small>"),
+            "{}",
+            w.mark()
+        );
+        assert!(
+            r.why("warm", [&same])
+                .unwrap()
+                .mark()
+                .ends_with(">≡ one answer</small>")
+        );
+        assert_eq!(
+            w.short_mark(),
+            "<small class=\"warn same\" title=\"one answer in 1 of 3 tasks: one observation, not k\">≡</small>"
+        );
+        let cold = r.why("cold", [&varied]).unwrap();
+        assert!(cold.mark().ends_with(">≡ temperature 0</small>"));
+        assert_eq!(Reliability::Uncertain, same.reliability);
+        assert_eq!(mark_sides(None, None), "");
+        assert!(
+            mark_sides(Some(w), Some(cold))
+                .ends_with(">≡ A: one answer in 1 of 3 tasks; B: temperature 0</small>")
+        );
+        assert!(mark_sides(None, Some(cold)).ends_with(">≡ B: temperature 0</small>"));
+    }
+
+    #[test]
+    fn the_note_links_each_marked_row_once_escaped_and_sorted() {
+        assert_eq!(note(std::iter::empty(), "../"), "");
+        let n = note(
+            [("z<b>", true), ("a", true), ("z<b>", true), ("base", false)],
+            "../",
+        );
+        assert!(
+            n.ends_with("see <a href=\"../models/a.html#deterministic\">a</a>, base, <a href=\"../models/z&lt;b&gt;.html#deterministic\">z&lt;b&gt;</a>.</p>\n"),
+            "{n}"
+        );
+        assert!(!n.contains("<b>"));
+    }
+}
