@@ -203,3 +203,98 @@ fn a_comparison_page_grows_with_tasks_not_samples_and_links_each_group() {
         }
     }
 }
+
+/// `cache …: A of B samples' verdicts reused, C of D model, task, tag and label pages kept`.
+fn reuse_figures(err: &str) -> [u64; 4] {
+    let at = err.find("samples' verdicts reused").unwrap();
+    let line = &err[err[..at].rfind("cache ").unwrap()..];
+    let line = &line[..line.find('\n').unwrap_or(line.len())];
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let n = nums.len();
+    assert!(n >= 4, "{line}");
+    [nums[n - 4], nums[n - 3], nums[n - 2], nums[n - 1]]
+}
+
+#[test]
+fn one_new_run_in_a_compared_row_redraws_only_the_pages_it_touches() {
+    // One run arrives in model-03, compared with model-01: its comparison changes (the task
+    // was missing from B, now it is compared), which redraws model-01's and model-03's pages
+    // (their comparison blocks), the task's, its tags' and its labels' — and no other group.
+    // Everything is byte for byte what a fresh build without a cache writes.
+    let tmp = tempfile::tempdir().unwrap();
+    let synth = tmp.path().join("synth");
+    let k = 3;
+    synth_tree(
+        &synth,
+        &SynthOpts {
+            samples: MODELS * TASKS * k,
+            models: MODELS,
+            k,
+            seed: 11,
+            served: Some(2),
+        },
+    );
+    let (tasks, runs) = (synth.join("tasks"), synth.join("runs"));
+    let mut ids: Vec<String> = std::fs::read_dir(runs.join("model-03"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    let task = ids.last().unwrap().clone();
+    let held = tmp.path().join("held");
+    std::fs::rename(runs.join("model-03").join(&task), &held).unwrap();
+    let (out, cache) = (tmp.path().join("site"), tmp.path().join("cache"));
+    let cache_arg = ["--cache", cache.to_str().unwrap()];
+    build_ok(&tasks, &runs, &out, &cache_arg, &[]);
+    let before = std::fs::read_to_string(out.join("compare/model-01--model-03.html")).unwrap();
+    assert!(before.contains(&format!(
+        "<b>Missing</b> (A has them, B has no sample): <a href=\"../tasks/{task}.html\">{task}</a>."
+    )));
+
+    // The previous outcomes, for the fresh build's changes page (the rebuild has them cached).
+    let previous = tmp.path().join("previous.csv");
+    std::fs::copy(out.join("data/samples.csv"), &previous).unwrap();
+    std::fs::rename(&held, runs.join("model-03").join(&task)).unwrap();
+    let err = build_ok(&tasks, &runs, &out, &cache_arg, &[]);
+    let [reused, samples, kept, groups] = reuse_figures(&err);
+    assert_eq!(
+        (reused, samples),
+        ((MODELS * TASKS * k - k) as u64, (MODELS * TASKS * k) as u64)
+    );
+    let task_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tasks.join(format!("{task}.json"))).unwrap())
+            .unwrap();
+    let tags = task_json["tags"].as_array().unwrap().len() as u64;
+    // Two models, one task, its tags, and at most k labels.
+    let redrawn = groups - kept;
+    assert!(
+        redrawn >= 3 + tags && redrawn <= 3 + tags + k as u64,
+        "{redrawn} of {groups} groups drawn again ({tags} tags): {err}"
+    );
+    let after = std::fs::read_to_string(out.join("compare/model-01--model-03.html")).unwrap();
+    assert!(!after.contains("<b>Missing</b>"));
+    assert!(after.contains(&format!("<tr id=\"t~{task}\"")));
+
+    let fresh = tmp.path().join("fresh");
+    build_ok(
+        &tasks,
+        &runs,
+        &fresh,
+        &["--previous", previous.to_str().unwrap()],
+        &[],
+    );
+    let (a, b) = (site_support::tree(&out), site_support::tree(&fresh));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|p| a.get(*p) != b.get(*p))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the rebuild differs from a fresh build: {differ:?}"
+    );
+}

@@ -515,6 +515,25 @@ struct TaskPolicy {
     imputed: u64,
 }
 
+/// One scored sample of a cell as every policy counts it ([`RowContext::drawn`]).
+struct Drawn {
+    /// Its index into the matrix's samples.
+    i: usize,
+    pass: bool,
+    tokens: Option<f64>,
+    latency: Option<f64>,
+    /// Per policy (in [`Policy::ALL`]'s order), what acts after its failure.
+    steps: [Step; 6],
+}
+
+/// What a policy does after one failure: an action that is the same whichever sample is left
+/// out, or a reroll, whose chance is the cell's rate without the sample left out.
+#[derive(Clone, Copy)]
+enum Step {
+    Fixed(Option<Action>),
+    Reroll(Label),
+}
+
 /// What the policies of one row read.
 struct RowContext<'a> {
     m: &'a Matrix,
@@ -545,7 +564,21 @@ impl RowContext<'_> {
     /// is estimated from the same samples (a reroll's from the cell's other samples), so the
     /// estimate varies more than a count of independent passes would.
     fn task(&self, task: &str, c: &super::Cell) -> [TaskPolicy; 6] {
-        let mut out = self.task_without(task, c, None);
+        // What each sample contributes is looked up once: the leave-one-out sums below visit
+        // every sample once per sample left out (k² at k samples), and at k = 85 the lookups
+        // behind an action (the fallback row's cell, a sample's follow-ups) were a third of a
+        // rebuild. The sums add the same values in the same order as before.
+        let own = self
+            .stats
+            .get(&(self.name, task))
+            .copied()
+            .unwrap_or_default();
+        let drawn: Vec<Drawn> = c
+            .samples
+            .iter()
+            .filter_map(|&i| self.drawn(task, own, i))
+            .collect();
+        let mut out = self.task_without(own, &drawn, None);
         let scored: Vec<usize> = c
             .samples
             .iter()
@@ -558,7 +591,7 @@ impl RowContext<'_> {
         }
         let leave_one_out: Vec<[TaskPolicy; 6]> = scored
             .iter()
-            .map(|&j| self.task_without(task, c, Some(j)))
+            .map(|&j| self.task_without(own, &drawn, Some(j)))
             .collect();
         for (p, slot) in out.iter_mut().enumerate() {
             let est: Vec<f64> = leave_one_out
@@ -572,38 +605,57 @@ impl RowContext<'_> {
         out
     }
 
+    /// What sample `i` of the cell contributes to every policy, whichever sample is left out;
+    /// `None` for a transport error (or a sample not in the matrix), which counts nowhere.
+    fn drawn(&self, task: &str, own: CellStat, i: usize) -> Option<Drawn> {
+        let s = self.m.samples.get(i)?;
+        let label = match s.outcome {
+            Outcome::Error => return None,
+            Outcome::Pass => None,
+            Outcome::Fail(l) => Some(l),
+        };
+        // A cell's own tokens and latency are its means over every sample: leaving one out
+        // does not change what is imputed from them.
+        let tokens = s
+            .completion_tokens
+            .map(|t| t as f64)
+            .or(own.tokens)
+            .or(self.model_tokens);
+        let latency = s.total_ms.or(own.latency).or(self.model_latency);
+        let steps = Policy::ALL.map(|policy| match label {
+            None => Step::Fixed(None),
+            Some(l) if self.resolve(policy, l) == Policy::Reroll => Step::Reroll(l),
+            Some(l) => Step::Fixed(self.action(policy, l, i, task, own)),
+        });
+        Some(Drawn {
+            i,
+            pass: label.is_none(),
+            tokens,
+            latency,
+            steps,
+        })
+    }
+
     /// [`Self::task`] without the variance, leaving out sample `exclude` (an index into the
-    /// matrix's samples) as if it had not been drawn.
-    fn task_without(&self, task: &str, c: &super::Cell, exclude: Option<usize>) -> [TaskPolicy; 6] {
+    /// matrix's samples) as if it had not been drawn; `own` is the cell's record with every
+    /// sample.
+    fn task_without(
+        &self,
+        mut own: CellStat,
+        drawn: &[Drawn],
+        exclude: Option<usize>,
+    ) -> [TaskPolicy; 6] {
         let mut out = [TaskPolicy::default(); 6];
-        let mut own = self
-            .stats
-            .get(&(self.name, task))
-            .copied()
-            .unwrap_or_default();
         if let Some(s) = exclude.and_then(|j| self.m.samples.get(j)) {
             own.scored -= u64::from(s.outcome.is_scored());
             own.passes -= u64::from(s.outcome == Outcome::Pass);
         }
-        for &i in &c.samples {
-            if Some(i) == exclude {
+        for d in drawn {
+            if Some(d.i) == exclude {
                 continue;
             }
-            let Some(s) = self.m.samples.get(i) else {
-                continue;
-            };
-            let label = match s.outcome {
-                Outcome::Error => continue,
-                Outcome::Pass => None,
-                Outcome::Fail(l) => Some(l),
-            };
-            let tokens = s
-                .completion_tokens
-                .map(|t| t as f64)
-                .or(own.tokens)
-                .or(self.model_tokens);
-            let latency = s.total_ms.or(own.latency).or(self.model_latency);
-            for (p, policy) in out.iter_mut().zip(Policy::ALL) {
+            let (tokens, latency) = (d.tokens, d.latency);
+            for ((p, _policy), step) in out.iter_mut().zip(Policy::ALL).zip(&d.steps) {
                 p.n += 1;
                 p.requests += 1.0;
                 if let Some(t) = tokens {
@@ -614,11 +666,17 @@ impl RowContext<'_> {
                     p.latency += l;
                     p.latency_known = true;
                 }
-                let Some(label) = label else {
+                if d.pass {
                     p.successes += 1.0;
                     continue;
+                }
+                let a = match step {
+                    Step::Fixed(a) => *a,
+                    // The reroll's chance is the cell's other samples' rate: it moves with the
+                    // sample left out.
+                    Step::Reroll(l) => self.reroll(*l, own),
                 };
-                let Some(a) = self.action(policy, label, i, task, own) else {
+                let Some(a) = a else {
                     continue;
                 };
                 p.successes += a.success;
@@ -637,6 +695,38 @@ impl RowContext<'_> {
         out
     }
 
+    /// The policy that acts after a failure with `label`: `by-label` acts as the label's retry
+    /// semantics say.
+    fn resolve(&self, policy: Policy, label: Label) -> Policy {
+        match policy {
+            Policy::ByLabel => match label.retry() {
+                Retry::Reroll => Policy::Reroll,
+                Retry::Repair => Policy::Repair,
+                Retry::Fallback => Policy::Fallback,
+            },
+            p => p,
+        }
+    }
+
+    /// A reroll after a failure with `label`, from the cell's record `own` (without the sample
+    /// left out, if any).
+    fn reroll(&self, label: Label, own: CellStat) -> Option<Action> {
+        // The cell's other scored samples are the rerolls that were in fact drawn; the
+        // failure itself is not among its passes.
+        let (success, imputed) = if own.scored >= 2 {
+            (own.passes as f64 / (own.scored - 1) as f64, false)
+        } else {
+            ((self.reroll_rate)(label).unwrap_or(0.0), true)
+        };
+        Some(Action {
+            success,
+            requests: 1.0,
+            tokens: own.tokens.or(self.model_tokens),
+            latency: own.latency.or(self.model_latency),
+            imputed,
+        })
+    }
+
     /// What `policy` does after sample `i` failed with `label`; `None` when it does nothing.
     fn action(
         &self,
@@ -646,14 +736,7 @@ impl RowContext<'_> {
         task: &str,
         own: CellStat,
     ) -> Option<Action> {
-        let policy = match policy {
-            Policy::ByLabel => match label.retry() {
-                Retry::Reroll => Policy::Reroll,
-                Retry::Repair => Policy::Repair,
-                Retry::Fallback => Policy::Fallback,
-            },
-            p => p,
-        };
+        let policy = self.resolve(policy, label);
         let cost = |success: f64, tokens: Option<f64>, latency: Option<f64>, imputed: bool| {
             Some(Action {
                 success,
@@ -676,21 +759,7 @@ impl RowContext<'_> {
                 latency: None,
                 imputed: false,
             }),
-            Policy::Reroll => {
-                // The cell's other scored samples are the rerolls that were in fact drawn; the
-                // failure itself is not among its passes.
-                let (success, imputed) = if own.scored >= 2 {
-                    (own.passes as f64 / (own.scored - 1) as f64, false)
-                } else {
-                    ((self.reroll_rate)(label).unwrap_or(0.0), true)
-                };
-                cost(
-                    success,
-                    own.tokens.or(self.model_tokens),
-                    own.latency.or(self.model_latency),
-                    imputed,
-                )
-            }
+            Policy::Reroll => self.reroll(label, own),
             Policy::Feedback => {
                 let st = FeedbackStyle::Error;
                 match self.children.get(&(i, st)).filter(|c| !c.is_empty()) {

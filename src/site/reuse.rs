@@ -2,14 +2,15 @@
 //!
 //! The pages of a model, a task, a tag or a label (with their charts) are drawn in groups, and
 //! each group gets a key: a hash of the code that draws it, of what every page may show (the
-//! models, the tasks' files, the interval method, the comparisons) and of the listings of
-//! exactly the run folders its figures come from (a listing names every file of a run with its
-//! sha256, so it changes whenever a verdict can). A model's group depends on the runs under
-//! `runs/<model>/`, a task's on those under `runs/*/<task>/`, a tag's on those of its tasks, a
-//! label's on the runs of the cells where the label occurs. After one run folder arrives, one
-//! model page, one task page, that task's tag pages and the pages of the labels its samples
-//! carry are drawn again; every other group stays. The index, the exports and the manifest,
-//! which show every cell, are always drawn.
+//! models, the tasks' files, the interval method), of what the page shows of the comparisons
+//! (a model's and a task's "Comparisons" block) and of the listings of exactly the run folders
+//! its figures come from (a listing names every file of a run with its sha256, so it changes
+//! whenever a verdict can). A model's group depends on the runs under `runs/<model>/`, a task's
+//! on those under `runs/*/<task>/`, a tag's on those of its tasks, a label's on the runs of the
+//! cells where the label occurs. After one run folder arrives, one model page, one task page,
+//! that task's tag pages and the pages of the labels its samples carry are drawn again (and the
+//! model and task pages whose comparison verdicts moved); every other group stays. The index,
+//! the exports, the comparison pages and the manifest, which show every cell, are always drawn.
 
 use super::SiteInput;
 use crate::taxonomy::Label;
@@ -59,8 +60,10 @@ impl Keys {
             field(&mut g, id.as_bytes());
             field(&mut g, sha.as_bytes());
         }
-        field(&mut g, b"comparisons");
-        field(&mut g, format!("{:?}", input.comparisons).as_bytes());
+        // The comparisons are not hashed here: what a page shows of them is its "Comparisons"
+        // block, hashed into the keys of the model and task pages that carry one. (Hashing them
+        // whole made every group depend on every sample of a compared row: one new run in such
+        // a row drew every page again.)
         let mut cells: BTreeMap<String, BTreeMap<String, Sha256>> = BTreeMap::new();
         for (path, listing) in input.transcripts {
             let mut parts = path.splitn(3, '/');
@@ -112,18 +115,26 @@ impl Keys {
         }
     }
 
-    /// A model's page and charts: its runs.
+    /// A model's page and charts: its runs, and its block of comparisons.
     pub fn model(&self, input: &SiteInput, model: &str) -> Key {
         let mut h = self.start("model", model);
+        field(
+            &mut h,
+            super::compare::block(input.comparisons, 1, Some(model), None).as_bytes(),
+        );
         for t in &input.matrix.tasks {
             self.cell(&mut h, model, &t.id);
         }
         h.finalize().into()
     }
 
-    /// A task's page: its runs, every model's.
+    /// A task's page: its runs, every model's, and its block of comparisons.
     pub fn task(&self, input: &SiteInput, task: &str) -> Key {
         let mut h = self.start("task", task);
+        field(
+            &mut h,
+            super::compare::block(input.comparisons, 1, None, Some(task)).as_bytes(),
+        );
         for mv in &input.matrix.models {
             self.cell(&mut h, &mv.name, task);
         }
