@@ -323,7 +323,7 @@ pub fn routing(m: &Matrix) -> Routing {
             .collect();
         // Per task of the row, its scored first-round samples: the per-label measures are
         // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
-        let row_samples: Vec<(&str, Vec<usize>)> = row
+        let row_samples: Vec<(&str, &super::Cell, Vec<usize>)> = row
             .iter()
             .map(|(task, c)| {
                 let idx = c
@@ -332,7 +332,7 @@ pub fn routing(m: &Matrix) -> Routing {
                     .copied()
                     .filter(|&i| m.samples.get(i).is_some_and(scored))
                     .collect();
-                (*task, idx)
+                (*task, *c, idx)
             })
             .collect();
         let mut labels = Vec::new();
@@ -343,7 +343,9 @@ pub fn routing(m: &Matrix) -> Routing {
             let measure = |action: Measured, style: Option<FeedbackStyle>, b: Option<&str>| {
                 let tasks: Vec<TaskCounts> = row_samples
                     .iter()
-                    .filter_map(|(task, idx)| {
+                    // Only the tasks that failed with the label have a trial.
+                    .filter(|(_, c, _)| c.labels.get(&label).is_some_and(|n| *n > 0))
+                    .filter_map(|(task, _, idx)| {
                         let a: Vec<after_failure::Sample> = idx
                             .iter()
                             .filter_map(|&i| {
@@ -365,9 +367,6 @@ pub fn routing(m: &Matrix) -> Routing {
                                 })
                             })
                             .collect();
-                        if !a.iter().any(|s| s.failed_with_label) {
-                            return None;
-                        }
                         // The other row's samples of the task; a task it did not run is no
                         // trial of the fallback.
                         let other: Vec<bool> = match b {
