@@ -31,12 +31,14 @@ const SITE_DIRS: [&str; 8] = [
 /// The extensions of the files a build writes.
 const SITE_EXTS: [&str; 6] = ["html", "svg", "json", "csv", "js", "css"];
 
-/// The keys an earlier version's `data/manifest.json` has (`transcripts` before it was `runs`).
-const MANIFEST_KEYS: [&str; 7] = [
+/// The keys an earlier version's `data/manifest.json` has (`transcripts` before it was `runs`;
+/// `reliable_at` since `build --reliable-at`).
+const MANIFEST_KEYS: [&str; 8] = [
     "callcheck_version",
     "scoring_rules_sha256",
     "scoring_rules_files",
     "interval",
+    "reliable_at",
     "tasks",
     "runs",
     "transcripts",
