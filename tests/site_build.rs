@@ -184,9 +184,12 @@ fn cells_count_errors_apart_and_say_when_there_are_too_few_samples() {
         .find(|l| l["label"] == "spurious_call")
         .unwrap();
     assert_eq!(spurious["retry"], "fallback");
+    // Its interval counts the 4 other samples once, not the 20 pairs: Clopper–Pearson on 0/4
+    // (upper 1 − 0.025^(1/4) = 0.6024), where 0/20 would read [0, 0.168].
     assert_eq!(
         spurious["reroll_success"]["beta"],
-        serde_json::json!({"failures": 5, "rerolls": 20, "rerolls_passed": 0, "rate": 0.0})
+        serde_json::json!({"failures": 5, "rerolls": 20, "rerolls_passed": 0, "rate": 0.0,
+            "interval": {"lower": 0.0, "upper": 0.6024}})
     );
     // alpha's type_coercion sits in a cell where 3 of the 4 other samples passed.
     let tc = labels

@@ -223,7 +223,11 @@ impl serde::Serialize for Cells<'_> {
 }
 
 /// `data/matrix.json`.
-pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
+pub fn matrix_json(
+    m: &Matrix,
+    routing: &crate::report::routing::Routing,
+    skipped: &[SkippedInput],
+) -> Vec<u8> {
     let labels: Vec<Value> = Label::ALL
         .iter()
         .map(|l| {
@@ -232,6 +236,12 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                 .iter()
                 .filter_map(|mv| {
                     let r = mv.reroll.get(l)?;
+                    // The interval of routing.json's reroll measure: over these tasks, the
+                    // trials of one failure sharing its cell (docs/data.md).
+                    let interval = routing
+                        .model(&mv.name)
+                        .and_then(|o| o.labels.iter().find(|x| x.label == *l))
+                        .and_then(|x| x.reroll.interval);
                     Some((
                         mv.name.clone(),
                         json!({
@@ -239,6 +249,7 @@ pub fn matrix_json(m: &Matrix, skipped: &[SkippedInput]) -> Vec<u8> {
                             "rerolls": r.trials,
                             "rerolls_passed": r.successes,
                             "rate": opt_num(r.rate()),
+                            "interval": interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
                         }),
                     ))
                 })

@@ -744,7 +744,6 @@ struct LabelPage {
     retry: &'static str,
     retry_meaning: &'static str,
     hitec: String,
-    rerolls: Vec<(String, u64, String)>,
     /// Per row: the label's four measured actions (SPEC §11).
     actions: Vec<routing::LabelView>,
     groups: Vec<LabelGroup>,
@@ -1316,7 +1315,12 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
     Ok(())
 }
 
-fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Result<(), SiteError> {
+fn model_page(
+    input: &SiteInput,
+    mv: &ModelView,
+    routing: &crate::report::routing::Routing,
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
     let mut tasks = Vec::new();
@@ -1383,22 +1387,23 @@ fn model_page(input: &SiteInput, mv: &ModelView, files: &mut Vec<File>) -> Resul
             charts::bars(&format!("{}: outcomes", mv.name), &label_bars(mv)),
         )?,
     ));
+    // The reroll figure with routing's interval (these tasks; the trials of one failure share
+    // its cell), never the bare rate of the pairs.
+    let own = routing.model(&mv.name);
     let rerolls = Label::ALL
         .iter()
         .filter_map(|l| {
             let x = mv.reroll.get(l)?;
+            let measure = own
+                .and_then(|o| o.labels.iter().find(|r| r.label == *l))
+                .map(|r| r.reroll);
             Some(RerollRow {
                 label: l.as_str(),
                 retry: l.retry().as_str(),
                 failures: x.failures,
-                measured: match x.rate() {
-                    Some(p) => format!(
-                        "{} ({}/{} other samples passed)",
-                        percent(p),
-                        x.successes,
-                        x.trials
-                    ),
-                    None => "– (no other sample in those cells)".into(),
+                measured: match measure {
+                    Some(m) if m.n > 0 => routing::measure_text(&m),
+                    _ => "– (no other sample in those cells)".into(),
                 },
             })
         })
@@ -1712,21 +1717,6 @@ fn label_pages(
             .collect();
         let total: u64 = groups.iter().map(|g| g.count).sum();
         let n_cells = groups.iter().map(|g| g.cells.len()).sum();
-        let rerolls = m
-            .models
-            .iter()
-            .filter_map(|mv| {
-                let x = mv.reroll.get(&l)?;
-                Some((
-                    mv.name.clone(),
-                    x.failures,
-                    match x.rate() {
-                        Some(p) => format!("{} ({}/{})", percent(p), x.successes, x.trials),
-                        None => "–".into(),
-                    },
-                ))
-            })
-            .collect();
         let hitec = HitecError::ALL
             .iter()
             .filter(|h| h.labels().contains(l.as_str()))
@@ -1745,7 +1735,6 @@ fn label_pages(
             } else {
                 hitec
             },
-            rerolls,
             actions: actions.remove(&l).unwrap_or_default(),
             groups,
             total,
@@ -1809,7 +1798,7 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     // The router's evidence (SPEC §11): the label pages show it too; its page and export are
     // small (rows × labels) and drawn on every build.
     let r = crate::report::routing::routing(input.matrix);
-    let (data, pages) = rayon::join(|| data_files(input, sink), || pages(input, &r, sink));
+    let (data, pages) = rayon::join(|| data_files(input, &r, sink), || pages(input, &r, sink));
     data.and(pages)?;
     sink((
         routing::JSON.into(),
@@ -1846,7 +1835,11 @@ fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
 
 /// The exports, the index and the manifest: the export with the index (which names the export's
 /// files), beside `data/matrix.json` and the manifest.
-fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+fn data_files(
+    input: &SiteInput,
+    routing: &crate::report::routing::Routing,
+    sink: Sink,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let export_and_index = || {
         let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
@@ -1857,7 +1850,7 @@ fn data_files(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     let matrix = || {
         sink((
             "data/matrix.json".into(),
-            export::matrix_json(m, input.skipped),
+            export::matrix_json(m, routing, input.skipped),
         ))
     };
     let manifest = || {
@@ -1882,7 +1875,7 @@ fn pages(
     for mv in &m.models {
         let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
         group(key, &format!("model {}", mv.name), sink, |files| {
-            model_page(input, mv, files)
+            model_page(input, mv, routing, files)
         })?;
     }
     for t in input.tasks {

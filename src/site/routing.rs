@@ -144,7 +144,7 @@ fn rate_text(rate: Option<f64>, iv: Option<&Interval>) -> String {
     }
 }
 
-fn measure_text(m: &Measure) -> String {
+pub fn measure_text(m: &Measure) -> String {
     if m.n == 0 {
         return "–".into();
     }
