@@ -4,7 +4,6 @@
 //! The pipeline, one direction of data: [`task::Task`] + [`transcript::Transcript`] →
 //! [`score::Verdict`] (the decision procedure) → the matrix and the site.
 
-pub mod build;
 pub mod cli;
 pub mod cmd;
 pub mod collect;
@@ -18,6 +17,7 @@ pub mod import;
 pub mod json;
 pub mod mock;
 pub mod names;
+pub mod pipeline;
 pub mod reply;
 pub mod report;
 pub mod request;

@@ -1,11 +1,11 @@
 //! `callcheck build`: re-score every transcript under runs/ with the current checkers and write
-//! the static site (the pipeline is [`crate::build`]); prints one summary line.
+//! the static site (the pipeline is [`crate::pipeline`]); prints one summary line.
 
 use crate::cli::BuildOpts;
 use crate::site;
 use anyhow::Result;
 
-pub use crate::build::{Summary, build};
+pub use crate::pipeline::{Summary, build};
 
 pub fn run(opts: &BuildOpts) -> Result<()> {
     // The plain command is the incremental one: the cache is `./.callcheck-cache` unless moved

@@ -1,7 +1,7 @@
 //! Where `build` keeps its verdict cache (SPEC §7): `./.callcheck-cache/` unless `--cache DIR`
 //! moves it or `--no-cache` goes without. The folder is marked the way cargo's `target/` and
 //! pytest's `.pytest_cache` are: a `CACHEDIR.TAG`, so backup tools skip it, and a `.gitignore`
-//! of `*`, so nobody commits it by accident. The cache's contents are [`crate::build::cache`]'s.
+//! of `*`, so nobody commits it by accident. The cache's contents are [`crate::pipeline::cache`]'s.
 
 use crate::cli::BuildOpts;
 use anyhow::{Context, Result, bail};
@@ -46,7 +46,7 @@ pub fn choose(opts: &BuildOpts) -> Option<PathBuf> {
 /// and does not write through a symlink at the default place (a link there is someone else's).
 pub fn prepare(dir: &Path, out: &Path, given: bool) -> Result<()> {
     let fix = "pass --cache DIR to put the cache elsewhere, or --no-cache";
-    if crate::build::cache::inside(dir, out) {
+    if crate::pipeline::cache::inside(dir, out) {
         if given {
             // The build refuses it, naming --cache; nothing is made inside the site first.
             return Ok(());

@@ -87,14 +87,14 @@ pub fn run(o: &DemoOpts) -> Result<()> {
     }
     // What the build at the end would refuse is refused before anything is collected: runs/
     // inside the site, or a --out that is not a site a build wrote (SPEC §12).
-    if crate::build::owned::within(&o.runs, &o.out) {
+    if crate::pipeline::owned::within(&o.runs, &o.out) {
         bail!(
             "--runs {} is inside --out {}: a build replaces --out, so the runs must lie outside it",
             o.runs.display(),
             o.out.display()
         );
     }
-    crate::build::owned::inspect(&o.out)?;
+    crate::pipeline::owned::inspect(&o.out)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
