@@ -222,8 +222,9 @@ fn reuse_figures(err: &str) -> [u64; 4] {
 #[test]
 fn one_new_run_in_a_compared_row_redraws_only_the_pages_it_touches() {
     // One run arrives in model-03, compared with model-01: its comparison changes (the task
-    // was missing from B, now it is compared), which redraws model-01's and model-03's pages
-    // (their comparison blocks), the task's, its tags' and its labels' — and no other group.
+    // was missing from B, now it is compared). Drawn again: the model and task pages whose
+    // bytes change (model-03's, the task's, and those whose Comparisons block shows the
+    // changed comparison), the task's tags and the labels of its samples — no other group.
     // Everything is byte for byte what a fresh build without a cache writes.
     let tmp = tempfile::tempdir().unwrap();
     let synth = tmp.path().join("synth");
@@ -255,6 +256,7 @@ fn one_new_run_in_a_compared_row_redraws_only_the_pages_it_touches() {
         "<b>Missing</b> (A has them, B has no sample): <a href=\"../tasks/{task}.html\">{task}</a>."
     )));
 
+    let pages_before = site_support::tree(&out);
     // The previous outcomes, for the fresh build's changes page (the rebuild has them cached).
     let previous = tmp.path().join("previous.csv");
     std::fs::copy(out.join("data/samples.csv"), &previous).unwrap();
@@ -269,12 +271,26 @@ fn one_new_run_in_a_compared_row_redraws_only_the_pages_it_touches() {
         serde_json::from_slice(&std::fs::read(tasks.join(format!("{task}.json"))).unwrap())
             .unwrap();
     let tags = task_json["tags"].as_array().unwrap().len() as u64;
-    // Two models, one task, its tags, and at most k labels.
+    // The model and task pages whose bytes changed (model-03's and the task's among them),
+    // its tags, and at most k labels.
+    let pages_after = site_support::tree(&out);
+    let changed = |dir: &str| {
+        pages_after
+            .iter()
+            .filter(|(p, b)| p.starts_with(dir) && pages_before.get(*p) != Some(*b))
+            .count() as u64
+    };
+    let (models, tasks_changed) = (changed("models/"), changed("tasks/"));
+    assert!(
+        models >= 1 && tasks_changed >= 1,
+        "{models} model and {tasks_changed} task pages changed"
+    );
     let redrawn = groups - kept;
     assert!(
-        redrawn >= 3 + tags && redrawn <= 3 + tags + k as u64,
-        "{redrawn} of {groups} groups drawn again ({tags} tags): {err}"
+        redrawn >= 2 + tags && redrawn <= models + tasks_changed + tags + k as u64,
+        "{redrawn} of {groups} groups drawn again ({models} model and {tasks_changed} task pages changed, {tags} tags): {err}"
     );
+    assert!(kept > 0, "{err}");
     let after = std::fs::read_to_string(out.join("compare/model-01--model-03.html")).unwrap();
     assert!(!after.contains("<b>Missing</b>"));
     assert!(after.contains(&format!("<tr id=\"t~{task}\"")));

@@ -577,7 +577,7 @@ impl RowContext<'_> {
             .iter()
             .filter_map(|&i| self.drawn(task, own, i))
             .collect();
-        let mut out = self.task_without(own, &drawn, None);
+        let mut out = self.task_totals(own, &drawn);
         let scored: Vec<usize> = c
             .samples
             .iter()
@@ -588,14 +588,14 @@ impl RowContext<'_> {
         if n < 2 {
             return out;
         }
-        let leave_one_out: Vec<[TaskPolicy; 6]> = scored
+        let leave_one_out: Vec<[(f64, u64); 6]> = scored
             .iter()
-            .map(|&j| self.task_without(own, &drawn, Some(j)))
+            .map(|&j| self.successes_without(own, &drawn, j))
             .collect();
         for (p, slot) in out.iter_mut().enumerate() {
             let est: Vec<f64> = leave_one_out
                 .iter()
-                .map(|t| t[p].successes / t[p].n.max(1) as f64)
+                .map(|t| t[p].0 / t[p].1.max(1) as f64)
                 .collect();
             let mean = est.iter().sum::<f64>() / n as f64;
             let ss: f64 = est.iter().map(|e| (e - mean) * (e - mean)).sum();
@@ -635,26 +635,13 @@ impl RowContext<'_> {
         })
     }
 
-    /// [`Self::task`] without the variance, leaving out sample `exclude` (an index into the
-    /// matrix's samples) as if it had not been drawn; `own` is the cell's record with every
-    /// sample.
-    fn task_without(
-        &self,
-        mut own: CellStat,
-        drawn: &[Drawn],
-        exclude: Option<usize>,
-    ) -> [TaskPolicy; 6] {
+    /// [`Self::task`] without the variance: every policy over the cell's samples `drawn`;
+    /// `own` is the cell's record.
+    fn task_totals(&self, own: CellStat, drawn: &[Drawn]) -> [TaskPolicy; 6] {
         let mut out = [TaskPolicy::default(); 6];
-        if let Some(s) = exclude.and_then(|j| self.m.samples.get(j)) {
-            own.scored -= u64::from(s.outcome.is_scored());
-            own.passes -= u64::from(s.outcome == Outcome::Pass);
-        }
         for d in drawn {
-            if Some(d.i) == exclude {
-                continue;
-            }
             let (tokens, latency) = (d.tokens, d.latency);
-            for ((p, _policy), step) in out.iter_mut().zip(Policy::ALL).zip(&d.steps) {
+            for (p, step) in out.iter_mut().zip(&d.steps) {
                 p.n += 1;
                 p.requests += 1.0;
                 if let Some(t) = tokens {
@@ -671,8 +658,6 @@ impl RowContext<'_> {
                 }
                 let a = match step {
                     Step::Fixed(a) => *a,
-                    // The reroll's chance is the cell's other samples' rate: it moves with the
-                    // sample left out.
                     Step::Reroll(l) => self.reroll(*l, own),
                 };
                 let Some(a) = a else {
@@ -689,6 +674,43 @@ impl RowContext<'_> {
                     p.latency_known = true;
                 }
                 p.imputed += u64::from(a.imputed);
+            }
+        }
+        out
+    }
+
+    /// Each policy's expected successes and samples counted with sample `exclude` left out:
+    /// what the jackknife reads of [`Self::task_totals`], summed alike (the same values in the
+    /// same order), without the costs it does not read. A reroll's chance is the cell's other
+    /// samples' rate: it moves with the sample left out.
+    fn successes_without(
+        &self,
+        mut own: CellStat,
+        drawn: &[Drawn],
+        exclude: usize,
+    ) -> [(f64, u64); 6] {
+        let mut out = [(0.0, 0u64); 6];
+        if let Some(s) = self.m.samples.get(exclude) {
+            own.scored -= u64::from(s.outcome.is_scored());
+            own.passes -= u64::from(s.outcome == Outcome::Pass);
+        }
+        for d in drawn {
+            if d.i == exclude {
+                continue;
+            }
+            for (p, step) in out.iter_mut().zip(&d.steps) {
+                p.1 += 1;
+                if d.pass {
+                    p.0 += 1.0;
+                    continue;
+                }
+                let success = match step {
+                    Step::Fixed(a) => a.map(|a| a.success),
+                    Step::Reroll(l) => self.reroll(*l, own).map(|a| a.success),
+                };
+                if let Some(x) = success {
+                    p.0 += x;
+                }
             }
         }
         out
