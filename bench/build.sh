@@ -45,7 +45,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin callcheck --example synth --example floor
-bin=${CARGO_TARGET_DIR:-target}/release
+# An absolute path: the builds run in the tree's folder (env -C), and CARGO_TARGET_DIR may be
+# relative or absolute.
+bin=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
 base=${BENCH_DIR:-/tmp/callcheck-bench}
 rounds=${ROUNDS:-2}
 
@@ -90,7 +92,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
   sync
   printf '== %s: %d samples\n' "$name" "$n"
   # The command as a user types it in the collection's folder: the cache is the default one.
-  local cmd=(env -C "$dir" "$PWD/$bin/callcheck" build --tasks tasks --runs runs --out site)
+  local cmd=(env -C "$dir" "$bin/callcheck" build --tasks tasks --runs runs --out site)
   # The floor is read once more before the first round and that reading dropped: the builds
   # read a warm page cache, so the floor must too (a cold first pass measures the disk).
   "$bin/examples/floor" "$dir/runs" >/dev/null 2>&1
@@ -154,7 +156,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
   read -r uw umin umax < <(median "${uns[@]}")
   # The same runs built fresh, without a cache: the incremental site must be the same bytes.
   # (--out site-fresh: the default cache stays untouched, --no-cache neither reads nor writes it.)
-  env -C "$dir" "$PWD/$bin/callcheck" build --tasks tasks --runs runs --out site-fresh --no-cache >/dev/null 2>&1
+  env -C "$dir" "$bin/callcheck" build --tasks tasks --runs runs --out site-fresh --no-cache >/dev/null 2>&1
   local same cached_files
   if diff -r -q "$dir/site" "$dir/site-fresh" >/dev/null 2>&1; then same="byte-identical"; else same="DIFFERENT ($(diff -r -q "$dir/site" "$dir/site-fresh" 2>&1 | wc -l) files differ)"; fi
   cached_files=$(find "$dir/site" \( -name 'CACHEDIR.TAG' -o -name '.callcheck-cache' -o -name '*cache*' \) | wc -l)
