@@ -401,6 +401,30 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// The index in `samples` of the first-round sample a feedback sample follows up: same model
+    /// and task, the run and sample its `meta.json` names. `None` when the parent is not among
+    /// this build's samples (or `of` is not a feedback sample).
+    pub fn parent_index(&self, of: &Scored) -> Option<usize> {
+        let parent = of.feedback.as_deref()?.parent.as_ref()?;
+        self.samples
+            .binary_search_by(|s| {
+                let k = &s.key;
+                (
+                    k.model.as_str(),
+                    k.task.as_str(),
+                    k.run.as_str(),
+                    k.sample.as_str(),
+                )
+                    .cmp(&(
+                        of.key.model.as_str(),
+                        of.key.task.as_str(),
+                        parent.run.as_str(),
+                        parent.sample.as_str(),
+                    ))
+            })
+            .ok()
+    }
+
     pub fn cell(&self, model: &str, task: &str) -> Option<&Cell> {
         self.cells.get(&(model.to_string(), task.to_string()))
     }

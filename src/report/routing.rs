@@ -249,25 +249,7 @@ pub fn routing(m: &Matrix) -> Routing {
             continue;
         };
         let c = counts.entry(f.key.model.as_str()).or_default();
-        let parent = of.parent.as_ref().and_then(|p| {
-            m.samples
-                .binary_search_by(|s| {
-                    let k = &s.key;
-                    (
-                        k.model.as_str(),
-                        k.task.as_str(),
-                        k.run.as_str(),
-                        k.sample.as_str(),
-                    )
-                        .cmp(&(
-                            f.key.model.as_str(),
-                            f.key.task.as_str(),
-                            p.run.as_str(),
-                            p.sample.as_str(),
-                        ))
-                })
-                .ok()
-        });
+        let parent = m.parent_index(f);
         let Some(pi) = parent else {
             c.2 += 1;
             continue;

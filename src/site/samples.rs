@@ -132,31 +132,7 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
     let parents: Vec<i64> = m
         .feedback
         .iter()
-        .map(|x| {
-            x.feedback
-                .as_deref()
-                .and_then(|f| f.parent.as_ref())
-                .and_then(|p| {
-                    m.samples
-                        .binary_search_by(|s| {
-                            let k = &s.key;
-                            (
-                                k.model.as_str(),
-                                k.task.as_str(),
-                                k.run.as_str(),
-                                k.sample.as_str(),
-                            )
-                                .cmp(&(
-                                    x.key.model.as_str(),
-                                    x.key.task.as_str(),
-                                    p.run.as_str(),
-                                    p.sample.as_str(),
-                                ))
-                        })
-                        .ok()
-                })
-                .map_or(-1, |i| i as i64)
-        })
+        .map(|x| m.parent_index(x).map_or(-1, |i| i as i64))
         .collect();
     let doc = json!({
         "outcomes": outcome_names(),
