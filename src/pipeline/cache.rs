@@ -675,24 +675,5 @@ impl Saving {
 
 /// True when `cache` lies inside the site folder `out` (it would be published).
 pub fn inside(cache: &Path, out: &Path) -> bool {
-    let abs = |p: &Path| {
-        std::path::absolute(p)
-            .map(|a| normalise(&a))
-            .unwrap_or_else(|_| p.to_path_buf())
-    };
-    abs(cache).starts_with(abs(out))
-}
-
-fn normalise(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+    super::owned::lexically_within(cache, out)
 }

@@ -427,18 +427,25 @@ fn leftover_is_a_build(path: &Path, is_tmp: bool) -> std::result::Result<(), Str
 /// Whether `inner` is `outer` or lies inside it, however either is spelt (relative, with `..`,
 /// through a symlink).
 pub fn within(inner: &Path, outer: &Path) -> bool {
-    let lexical = |p: &Path| {
-        std::path::absolute(p)
-            .map(|a| normalise(&a))
-            .unwrap_or_else(|_| p.to_path_buf())
-    };
-    if lexical(inner).starts_with(lexical(outer)) {
+    if lexically_within(inner, outer) {
         return true;
     }
     match (std::fs::canonicalize(inner), std::fs::canonicalize(outer)) {
         (Ok(i), Ok(o)) => i.starts_with(o),
         _ => false,
     }
+}
+
+/// Whether `inner` is `outer` or lies inside it as spelt: both made absolute and their `.` and
+/// `..` resolved without touching the file system (either may not exist yet). A symlink is not
+/// followed; [`within`] also compares the canonical paths.
+pub fn lexically_within(inner: &Path, outer: &Path) -> bool {
+    let lexical = |p: &Path| {
+        std::path::absolute(p)
+            .map(|a| normalise(&a))
+            .unwrap_or_else(|_| p.to_path_buf())
+    };
+    lexical(inner).starts_with(lexical(outer))
 }
 
 fn normalise(p: &Path) -> PathBuf {
