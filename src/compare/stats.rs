@@ -133,19 +133,22 @@ impl Pooled {
     }
 }
 
-/// The pooled comparison of paired tasks: the mean per-task difference, its stratified score
-/// interval and the gate's one-sided p-value. `None` without a task that both rows scored.
-/// Closed-form and exact: no resampling, so no seed and no floor under the p-value other than
-/// the data's own.
-pub fn pooled(pairs: &[TaskPair]) -> Option<Pooled> {
+/// The tasks both rows scored: the only ones a difference is about. `None` when there is none.
+fn both_scored(pairs: &[TaskPair]) -> Option<Vec<TaskPair>> {
     let pairs: Vec<TaskPair> = pairs
         .iter()
         .copied()
         .filter(|p| p.a_scored > 0 && p.b_scored > 0)
         .collect();
-    if pairs.is_empty() {
-        return None;
-    }
+    (!pairs.is_empty()).then_some(pairs)
+}
+
+/// The pooled comparison of paired tasks: the mean per-task difference, its stratified score
+/// interval and the gate's one-sided p-value. `None` without a task that both rows scored.
+/// Closed-form and exact: no resampling, so no seed and no floor under the p-value other than
+/// the data's own.
+pub fn pooled(pairs: &[TaskPair]) -> Option<Pooled> {
+    let pairs = both_scored(pairs)?;
     let n = pairs.len() as f64;
     let a_rate = pairs.iter().map(|p| p.a_rate()).sum::<f64>() / n;
     let b_rate = pairs.iter().map(|p| p.b_rate()).sum::<f64>() / n;
@@ -269,14 +272,7 @@ fn score(pairs: &[TaskPair], observed: f64, delta: f64) -> f64 {
 /// rises); never zero-width, since the variance under a `delta` other than the observed one is
 /// positive. `None` without a task both rows scored.
 pub fn difference_interval(pairs: &[TaskPair]) -> Option<Interval> {
-    let pairs: Vec<TaskPair> = pairs
-        .iter()
-        .copied()
-        .filter(|p| p.a_scored > 0 && p.b_scored > 0)
-        .collect();
-    if pairs.is_empty() {
-        return None;
-    }
+    let pairs = both_scored(pairs)?;
     let c = pairs.len() as f64;
     let observed = pairs.iter().map(|p| p.b_rate() - p.a_rate()).sum::<f64>() / c;
     let z = z95();
