@@ -1064,11 +1064,11 @@ fn marked_rows<'a>(
 
 fn index_page(
     input: &SiteInput,
+    rep: &repeats::Repeats,
     samples_csvs: &[String],
     files: &mut Vec<File>,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
-    let rep = repeats::Repeats::of(input.models);
     // Tasks down the side, grouped under their first tag (tag order, then id); models across.
     let mut by_group: BTreeMap<&str, Vec<&crate::report::TaskInfo>> = BTreeMap::new();
     for t in &m.tasks {
@@ -1101,7 +1101,7 @@ fn index_page(
             .into_iter()
             .map(|t| {
                 let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
-                matrix_row(m, t, "", also.join(", "), &rep)
+                matrix_row(m, t, "", also.join(", "), rep)
             })
             .collect();
         groups.push(MatrixGroup {
@@ -1175,7 +1175,7 @@ fn index_page(
         skipped: input.skipped,
         has_changes: input.changes.is_some(),
         models: m.models.iter().map(|mv| mv.name.clone()).collect(),
-        shapes: shape_rows(m, "", &rep),
+        shapes: shape_rows(m, "", rep),
         groups,
         n_cells,
         matrix_cells: MATRIX_CELLS,
@@ -1187,13 +1187,13 @@ fn index_page(
         max_marks: MAX_MARKS,
         rules: export::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
-        answers: answers::block(m, &rep),
+        answers: answers::block(m, rep),
         // The rows marked in the shape table and the answers (tagged tasks), and in the
         // matrix when the index draws it (every task).
         repeats: repeats::note(
             marked_rows(
                 m,
-                &rep,
+                rep,
                 m.tasks
                     .iter()
                     .filter(|t| n_cells <= MATRIX_CELLS || !t.tags.is_empty()),
@@ -1215,10 +1215,14 @@ fn index_page(
 
 /// `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, and its
 /// tasks × models with every sample linked.
-fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), SiteError> {
+fn tag_page(
+    input: &SiteInput,
+    rep: &repeats::Repeats,
+    tag: &str,
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
-    let rep = repeats::Repeats::of(input.models);
     let tasks: Vec<&crate::report::TaskInfo> = m
         .tasks
         .iter()
@@ -1234,7 +1238,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
                 .filter(|x| *x != tag)
                 .cloned()
                 .collect::<Vec<_>>();
-            matrix_row(m, t, &r, also.join(", "), &rep)
+            matrix_row(m, t, &r, also.join(", "), rep)
         })
         .collect();
     let mut pooled = String::new();
@@ -1243,7 +1247,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             Some(p) => pooled_td(
                 m.thresholds,
                 p,
-                &shape_mark(m, &rep, &mv.name, tag),
+                &shape_mark(m, rep, &mv.name, tag),
                 &mut pooled,
             ),
             None => pooled.push_str("<td class=\"none\">not run</td>"),
@@ -1287,7 +1291,7 @@ fn tag_page(input: &SiteInput, tag: &str, files: &mut Vec<File>) -> Result<(), S
             ))
         })
         .collect();
-    let repeats = repeats::note(marked_rows(m, &rep, tasks.iter().copied()), &r);
+    let repeats = repeats::note(marked_rows(m, rep, tasks.iter().copied()), &r);
     let page = TagPage {
         repeats,
         value_rows,
@@ -1798,7 +1802,13 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     // The router's evidence (SPEC §11): the label pages show it too; its page and export are
     // small (rows × labels) and drawn on every build.
     let r = crate::report::routing::routing(input.matrix);
-    let (data, pages) = rayon::join(|| data_files(input, &r, sink), || pages(input, &r, sink));
+    // Which rows ask for temperature 0: the identical-samples marks of the index, the tag and
+    // the comparison pages.
+    let rep = repeats::Repeats::of(input.models);
+    let (data, pages) = rayon::join(
+        || data_files(input, &r, &rep, sink),
+        || pages(input, &r, &rep, sink),
+    );
     data.and(pages)?;
     sink((
         routing::JSON.into(),
@@ -1838,13 +1848,14 @@ fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
 fn data_files(
     input: &SiteInput,
     routing: &crate::report::routing::Routing,
+    rep: &repeats::Repeats,
     sink: Sink,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
     let export_and_index = || {
         let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
         let mut files: Vec<File> = Vec::new();
-        index_page(input, &samples_csvs, &mut files)?;
+        index_page(input, rep, &samples_csvs, &mut files)?;
         flush(&mut files, sink)
     };
     let matrix = || {
@@ -1867,6 +1878,7 @@ fn data_files(
 fn pages(
     input: &SiteInput,
     routing: &crate::report::routing::Routing,
+    rep: &repeats::Repeats,
     sink: Sink,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
@@ -1887,17 +1899,12 @@ fn pages(
     for tag in &m.tags {
         let key = keys.map(|(g, k)| (*g, k.tag(input, tag)));
         group(key, &format!("tag {tag}"), sink, |files| {
-            tag_page(input, tag, files)
+            tag_page(input, rep, tag, files)
         })?;
     }
     label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
-    compare::files(
-        input.comparisons,
-        input.matrix,
-        &repeats::Repeats::of(input.models),
-        &mut files,
-    )?;
+    compare::files(input.comparisons, input.matrix, rep, &mut files)?;
     flush(&mut files, sink)?;
     if let Some(c) = input.changes {
         let moves = c
@@ -2043,9 +2050,10 @@ mod tests {
             site_url: None,
         };
         let mut files = Vec::new();
-        index_page(&input, &["data/samples.csv".to_string()], &mut files).unwrap();
+        let rep = repeats::Repeats::of(input.models);
+        index_page(&input, &rep, &["data/samples.csv".to_string()], &mut files).unwrap();
         for tag in &m.tags {
-            tag_page(&input, tag, &mut files).unwrap();
+            tag_page(&input, &rep, tag, &mut files).unwrap();
         }
         files
             .into_iter()
