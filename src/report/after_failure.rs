@@ -80,24 +80,15 @@ struct Counts {
 }
 
 impl Counts {
-    fn of(a: &[Sample], b: &[bool]) -> Counts {
-        let mut c = Counts::default();
-        for s in a {
-            c.add(s, 1.0);
-        }
-        c.n_b = b.len() as f64;
-        c.x_b = b.iter().filter(|p| **p).count() as f64;
-        c
-    }
-
-    fn add(&mut self, s: &Sample, sign: f64) {
-        self.n += sign;
-        self.x += sign * f64::from(u8::from(s.pass));
+    /// Adds `times` samples like `s` (removes them when negative).
+    fn add(&mut self, s: &Sample, times: f64) {
+        self.n += times;
+        self.x += times * f64::from(u8::from(s.pass));
         if s.failed_with_label {
-            self.f += sign;
-            self.repaired += sign * f64::from(u8::from(s.repaired));
-            self.children += sign * s.children as f64;
-            self.child_passes += sign * s.child_passes as f64;
+            self.f += times;
+            self.repaired += times * f64::from(u8::from(s.repaired));
+            self.children += times * s.children as f64;
+            self.child_passes += times * s.child_passes as f64;
         }
     }
 
@@ -137,9 +128,51 @@ pub struct TaskCounts {
     pub trials: f64,
     /// Trials of this task that are independent of each other (the conservative sample size).
     pub distinct: f64,
-    /// Per group (the row's samples; for a fallback also the other row's), per sample left out:
-    /// `(passes, trials)` of this task without it.
-    pub leave_one_out: Vec<Vec<(f64, f64)>>,
+    /// Per group (the row's samples; for a fallback also the other row's): `(passes, trials)`
+    /// of this task with each sample left out in turn.
+    pub leave_one_out: Vec<LeaveOneOut>,
+}
+
+/// One group's leave-one-out trials. Samples that count alike leave the same trials behind, and
+/// a group has few kinds of sample (passed, failed with the label and repaired or not, …), so
+/// each distinct `(passes, trials)` is kept once with the number of samples that leave it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LeaveOneOut {
+    /// Samples in the group.
+    pub size: f64,
+    /// `(passes, trials, samples)`: the task's trials without one such sample, and how many
+    /// samples of the group leave exactly these.
+    pub values: Vec<(f64, f64, f64)>,
+}
+
+impl LeaveOneOut {
+    fn add(&mut self, (passes, trials): (f64, f64), samples: f64) {
+        if samples <= 0.0 {
+            return;
+        }
+        self.size += samples;
+        match self
+            .values
+            .iter_mut()
+            .find(|v| v.0.to_bits() == passes.to_bits() && v.1.to_bits() == trials.to_bits())
+        {
+            Some(v) => v.2 += samples,
+            None => self.values.push((passes, trials, samples)),
+        }
+    }
+}
+
+/// The distinct samples of `a`, each with how many times it occurs (in order of first
+/// occurrence): what [`TaskCounts::of_kinds`] reads.
+pub fn kinds(a: &[Sample]) -> Vec<(Sample, u64)> {
+    let mut out: Vec<(Sample, u64)> = Vec::new();
+    for s in a {
+        match out.iter_mut().find(|(k, _)| k == s) {
+            Some((_, n)) => *n += 1,
+            None => out.push((*s, 1)),
+        }
+    }
+    out
 }
 
 impl TaskCounts {
@@ -147,28 +180,38 @@ impl TaskCounts {
     /// task (`a`) and, for a fallback, whether each scored sample of the other row passed
     /// (`b`; ignored by the other actions).
     pub fn new(action: Action, a: &[Sample], b: &[bool]) -> TaskCounts {
-        let all = Counts::of(a, b);
+        let passes = b.iter().filter(|p| **p).count() as u64;
+        TaskCounts::of_kinds(action, &kinds(a), (b.len() as u64, passes))
+    }
+
+    /// [`TaskCounts::new`] from the row's samples counted by kind ([`kinds`]) and the other
+    /// row's samples as counts, `(scored, passed)`: the same measure, each kind of sample left
+    /// out once and weighed by its count. A row's samples are counted once per task and label,
+    /// then read by every action and every other row's fallback.
+    pub fn of_kinds(action: Action, a: &[(Sample, u64)], (n_b, x_b): (u64, u64)) -> TaskCounts {
+        let mut all = Counts::default();
+        for (s, n) in a {
+            all.add(s, *n as f64);
+        }
+        all.n_b = n_b as f64;
+        all.x_b = x_b as f64;
         let (passes, trials) = all.trials(action);
-        let mut groups = vec![
-            a.iter()
-                .map(|s| {
-                    let mut c = all;
-                    c.add(s, -1.0);
-                    c.trials(action)
-                })
-                .collect::<Vec<_>>(),
-        ];
+        let mut own = LeaveOneOut::default();
+        for (s, n) in a {
+            let mut c = all;
+            c.add(s, -1.0);
+            own.add(c.trials(action), *n as f64);
+        }
+        let mut groups = vec![own];
         if action == Action::Fallback {
-            groups.push(
-                b.iter()
-                    .map(|&p| {
-                        let mut c = all;
-                        c.n_b -= 1.0;
-                        c.x_b -= f64::from(u8::from(p));
-                        c.trials(action)
-                    })
-                    .collect(),
-            );
+            let mut other = LeaveOneOut::default();
+            for (passed, n) in [(true, x_b), (false, n_b.saturating_sub(x_b))] {
+                let mut c = all;
+                c.n_b -= 1.0;
+                c.x_b -= f64::from(u8::from(passed));
+                other.add(c.trials(action), n as f64);
+            }
+            groups.push(other);
         }
         TaskCounts {
             passes,
@@ -208,21 +251,31 @@ fn jackknife(tasks: &[TaskCounts], y: f64, x: f64) -> Option<f64> {
     let mut v = 0.0;
     for t in tasks {
         for group in &t.leave_one_out {
-            let m = group.len();
-            if m < 2 {
+            let m = group.size;
+            if m < 2.0 {
                 continue;
             }
-            let mut est = Vec::with_capacity(m);
-            for &(yj, xj) in group {
-                let xr = x - t.trials + xj;
-                if xr <= 0.0 {
+            // Each distinct estimate once, weighed by the samples that give it.
+            let mut sum = 0.0;
+            for &(_, xj, _) in &group.values {
+                if x - t.trials + xj <= 0.0 {
                     return None;
                 }
-                est.push((y - t.passes + yj) / xr);
             }
-            let mf = m as f64;
-            let mean = est.iter().sum::<f64>() / mf;
-            v += (mf - 1.0) / mf * est.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>();
+            let est = |yj: f64, xj: f64| (y - t.passes + yj) / (x - t.trials + xj);
+            for &(yj, xj, c) in &group.values {
+                sum += c * est(yj, xj);
+            }
+            let mean = sum / m;
+            let ss: f64 = group
+                .values
+                .iter()
+                .map(|&(yj, xj, c)| {
+                    let d = est(yj, xj) - mean;
+                    c * d * d
+                })
+                .sum();
+            v += (m - 1.0) / m * ss;
         }
     }
     Some(v)

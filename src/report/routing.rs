@@ -13,7 +13,8 @@ use super::interval::Interval;
 use super::{Matrix, Scored};
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::{Label, Outcome, Retry};
-use std::collections::BTreeMap;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
 
 /// One measured action: `passes` of `n` trials.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -222,7 +223,8 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
 pub fn routing(m: &Matrix) -> Routing {
     let scored = |s: &Scored| s.outcome.is_scored();
     // Per cell, what the policies and the fallback measure read.
-    let mut stats: BTreeMap<(&str, &str), CellStat> = BTreeMap::new();
+    // Looked up, never iterated: no order of it reaches the output.
+    let mut stats: HashMap<(&str, &str), CellStat> = HashMap::with_capacity(m.cells.len());
     for ((model, task), c) in &m.cells {
         let of = || {
             c.samples
@@ -288,194 +290,255 @@ pub fn routing(m: &Matrix) -> Routing {
         .map(|t| (t.id.as_str(), t.tags.as_slice()))
         .collect();
 
-    let mut models = Vec::with_capacity(m.models.len());
-    for mv in &m.models {
-        let name = mv.name.as_str();
-        let row: Vec<(&str, &super::Cell)> = m
-            .cells
-            .range((name.to_string(), String::new())..)
-            .take_while(|(k, _)| k.0 == name)
-            .map(|(k, c)| (k.1.as_str(), c))
-            .collect();
-        let others: Vec<&str> = m
-            .models
-            .iter()
-            .map(|o| o.name.as_str())
-            .filter(|o| *o != name)
-            .collect();
-        // Per task of the row, its scored first-round samples: the per-label measures are
-        // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
-        let row_samples: Vec<(&str, &super::Cell, Vec<usize>)> = row
-            .iter()
-            .map(|(task, c)| {
-                let idx = c
-                    .samples
+    // Each row's evidence is computed on its own (the rows' fallbacks read the others' cell
+    // records only), in the rows' order.
+    let models: Vec<ModelRouting> = m
+        .models
+        .par_iter()
+        .map(|mv| {
+            let name = mv.name.as_str();
+            let row: Vec<(&str, &super::Cell)> = m
+                .cells
+                .range((name.to_string(), String::new())..)
+                .take_while(|(k, _)| k.0 == name)
+                .map(|(k, c)| (k.1.as_str(), c))
+                .collect();
+            let others: Vec<&str> = m
+                .models
+                .iter()
+                .map(|o| o.name.as_str())
+                .filter(|o| *o != name)
+                .collect();
+            // Per task of the row, its scored first-round samples: the per-label measures are
+            // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
+            let row_samples: Vec<(&str, &super::Cell, Vec<usize>)> = row
+                .iter()
+                .map(|(task, c)| {
+                    let idx = c
+                        .samples
+                        .iter()
+                        .copied()
+                        .filter(|&i| m.samples.get(i).is_some_and(scored))
+                        .collect();
+                    (*task, *c, idx)
+                })
+                .collect();
+            // Per task, the other rows' scored samples and passes (a fallback's trials), in
+            // `others`' order: looked up once per row, not once per label and action.
+            let other_cells: Vec<Vec<Option<(u64, u64)>>> = row_samples
+                .iter()
+                .map(|(task, _, _)| {
+                    others
+                        .iter()
+                        .map(|&b| {
+                            stats
+                                .get(&(b, *task))
+                                .filter(|s| s.scored > 0)
+                                .map(|s| (s.scored, s.passes))
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut labels = Vec::new();
+            for (&label, &failures) in &mv.labels {
+                if failures == 0 {
+                    continue;
+                }
+                // Only the tasks that failed with the label have a trial: their index in the row,
+                // and each scored first-round sample as the measures read it (feedback children
+                // counted per style below).
+                type Failed = (usize, Vec<(usize, after_failure::Sample)>);
+                let failed: Vec<Failed> = row_samples
                     .iter()
-                    .copied()
-                    .filter(|&i| m.samples.get(i).is_some_and(scored))
-                    .collect();
-                (*task, *c, idx)
-            })
-            .collect();
-        let mut labels = Vec::new();
-        for (&label, &failures) in &mv.labels {
-            if failures == 0 {
-                continue;
-            }
-            let measure = |action: Measured, style: Option<FeedbackStyle>, b: Option<&str>| {
-                let tasks: Vec<TaskCounts> = row_samples
-                    .iter()
-                    // Only the tasks that failed with the label have a trial.
-                    .filter(|(_, c, _)| c.labels.get(&label).is_some_and(|n| *n > 0))
-                    .filter_map(|(task, _, idx)| {
-                        let a: Vec<after_failure::Sample> = idx
+                    .enumerate()
+                    .filter(|(_, (_, c, _))| c.labels.get(&label).is_some_and(|n| *n > 0))
+                    .map(|(t, (_, _, idx))| {
+                        let a = idx
                             .iter()
                             .filter_map(|&i| {
                                 let s = m.samples.get(i)?;
-                                let (children, child_passes) = style
-                                    .and_then(|st| children.get(&(i, st)))
-                                    .map_or((0, 0), |cs| {
-                                        (
-                                            cs.len() as u64,
-                                            cs.iter().filter(|c| c.pass).count() as u64,
-                                        )
-                                    });
-                                Some(after_failure::Sample {
+                                let sample = after_failure::Sample {
                                     failed_with_label: s.outcome == Outcome::Fail(label),
                                     pass: s.outcome == Outcome::Pass,
                                     repaired: s.repaired == Some(Outcome::Pass),
-                                    children,
-                                    child_passes,
-                                })
+                                    children: 0,
+                                    child_passes: 0,
+                                };
+                                Some((i, sample))
                             })
                             .collect();
-                        // The other row's samples of the task; a task it did not run is no
-                        // trial of the fallback.
-                        let other: Vec<bool> = match b {
-                            Some(b) => {
-                                let sb = stats.get(&(b, *task)).filter(|s| s.scored > 0)?;
-                                (0..sb.scored).map(|j| j < sb.passes).collect()
-                            }
-                            None => Vec::new(),
-                        };
-                        Some(TaskCounts::new(action, &a, &other))
+                        (t, a)
                     })
                     .collect();
-                Measure::over_tasks(&tasks)
-            };
-            let repair = crate::score::mend::Mend::for_label(label)
-                .map(|_| measure(Measured::Repair, None, None));
-            let feedback = FeedbackStyle::ALL
-                .into_iter()
-                .map(|st| (st, measure(Measured::Feedback, Some(st), None)))
-                .collect();
-            let fallback = others
-                .iter()
-                .map(|&b| (b.to_string(), measure(Measured::Fallback, None, Some(b))))
-                .collect();
-            labels.push(LabelRouting {
-                label,
-                failures,
-                reroll: measure(Measured::Reroll, None, None),
-                repair,
-                feedback,
-                fallback,
-            });
-        }
-        // The best other row: the most expected successes over this row's failures.
-        let fallback_to = others
-            .iter()
-            .map(|&b| {
-                let gain: f64 = row
+                // Each task's samples counted by kind: what every action but feedback reads.
+                let plain: Vec<Vec<(after_failure::Sample, u64)>> = failed
                     .iter()
-                    .map(|(task, c)| {
-                        let fails = (c.scored - c.passes) as f64;
-                        fails
-                            * stats
-                                .get(&(b, *task))
-                                .and_then(CellStat::rate)
-                                .unwrap_or(0.0)
+                    .map(|(_, a)| {
+                        let a: Vec<after_failure::Sample> = a.iter().map(|(_, s)| *s).collect();
+                        after_failure::kinds(&a)
                     })
-                    .sum();
-                (b, gain)
-            })
-            .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)))
-            .map(|(b, _)| b);
-        let label_rate = |l: Label, st: FeedbackStyle| {
-            feedback_measure
-                .get(&(name, l, st))
-                .filter(|(n, _)| *n > 0)
-                .map(|(n, p)| *p as f64 / *n as f64)
-        };
-        let reroll_rate = |l: Label| mv.reroll.get(&l).and_then(|r| r.rate());
-        let model_tokens = mean(
-            row.iter()
-                .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.tokens)),
-        );
-        let model_latency = mean(
-            row.iter()
-                .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.latency)),
-        );
-        let ctx = RowContext {
-            m,
-            name,
-            stats: &stats,
-            children: &children,
-            fallback_to,
-            label_rate: &label_rate,
-            reroll_rate: &reroll_rate,
-            model_tokens,
-            model_latency,
-        };
-        // Each task's per-policy outcome, then pooled over all tasks and per tag.
-        let per_task: Vec<(&str, [TaskPolicy; 6])> = row
-            .iter()
-            .filter(|(_, c)| c.scored > 0)
-            .map(|(task, c)| (*task, ctx.task(task, c)))
-            .collect();
-        // Without a single error-style feedback sample of the row, the feedback policy is not
-        // measured at all: it is shown as such, not as "every failure stays failed".
-        let feedback_measured = feedback_measure
-            .iter()
-            .any(|((m, _, st), (n, _))| *m == name && *st == FeedbackStyle::Error && *n > 0);
-        let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
-            Policy::ALL
-                .iter()
-                .enumerate()
-                .map(|(i, &policy)| {
-                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
-                    let mut p = pool_policy(policy, &ts, fallback_to);
-                    if policy == Policy::Feedback && !feedback_measured {
-                        (p.rate, p.interval) = (None, None);
-                    }
-                    p
-                })
-                .collect()
-        };
-        let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
-        let policies = pool(&all);
-        let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
-        for (task, t) in &per_task {
-            for tag in tags_of.get(task).copied().unwrap_or_default() {
-                tag_tasks.entry(tag.as_str()).or_default().push(t);
+                    .collect();
+                let measure = |action: Measured| {
+                    let tasks: Vec<TaskCounts> = plain
+                        .iter()
+                        .map(|a| TaskCounts::of_kinds(action, a, (0, 0)))
+                        .collect();
+                    Measure::over_tasks(&tasks)
+                };
+                let repair =
+                    crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
+                let feedback = FeedbackStyle::ALL
+                    .into_iter()
+                    .map(|st| {
+                        let tasks: Vec<TaskCounts> = failed
+                            .iter()
+                            .map(|(_, a)| {
+                                let a: Vec<after_failure::Sample> = a
+                                    .iter()
+                                    .map(|(i, s)| {
+                                        let (children, child_passes) =
+                                            children.get(&(*i, st)).map_or((0, 0), |cs| {
+                                                (
+                                                    cs.len() as u64,
+                                                    cs.iter().filter(|c| c.pass).count() as u64,
+                                                )
+                                            });
+                                        after_failure::Sample {
+                                            children,
+                                            child_passes,
+                                            ..*s
+                                        }
+                                    })
+                                    .collect();
+                                TaskCounts::new(Measured::Feedback, &a, &[])
+                            })
+                            .collect();
+                        (st, Measure::over_tasks(&tasks))
+                    })
+                    .collect();
+                // The other row's samples of each task; a task it did not run is no trial of the
+                // fallback.
+                let fallback = others
+                    .iter()
+                    .enumerate()
+                    .map(|(o, &b)| {
+                        let tasks: Vec<TaskCounts> = failed
+                            .iter()
+                            .zip(&plain)
+                            .filter_map(|((t, _), a)| {
+                                let other = other_cells[*t][o]?;
+                                Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
+                            })
+                            .collect();
+                        (b.to_string(), Measure::over_tasks(&tasks))
+                    })
+                    .collect();
+                labels.push(LabelRouting {
+                    label,
+                    failures,
+                    reroll: measure(Measured::Reroll),
+                    repair,
+                    feedback,
+                    fallback,
+                });
             }
-        }
-        let by_tag = tag_tasks
-            .into_iter()
-            .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
-            .collect();
-        let (fs, pp, orphans, errors) = counts.get(name).copied().unwrap_or_default();
-        models.push(ModelRouting {
-            model: name.to_string(),
-            feedback_samples: fs,
-            parent_passes: pp,
-            orphans,
-            feedback_errors: errors,
-            labels,
-            policies,
-            by_tag,
-        });
-    }
+            // The best other row: the most expected successes over this row's failures.
+            let fallback_to = others
+                .iter()
+                .map(|&b| {
+                    let gain: f64 = row
+                        .iter()
+                        .map(|(task, c)| {
+                            let fails = (c.scored - c.passes) as f64;
+                            fails
+                                * stats
+                                    .get(&(b, *task))
+                                    .and_then(CellStat::rate)
+                                    .unwrap_or(0.0)
+                        })
+                        .sum();
+                    (b, gain)
+                })
+                .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)))
+                .map(|(b, _)| b);
+            // The row's feedback rate per label and style, looked up for every failure that has
+            // no follow-up of its own.
+            let row_rates: BTreeMap<(Label, FeedbackStyle), f64> = feedback_measure
+                .iter()
+                .filter(|((m, _, _), (n, _))| *m == name && *n > 0)
+                .map(|((_, l, st), (n, p))| ((*l, *st), *p as f64 / *n as f64))
+                .collect();
+            let label_rate = |l: Label, st: FeedbackStyle| row_rates.get(&(l, st)).copied();
+            let reroll_rate = |l: Label| mv.reroll.get(&l).and_then(|r| r.rate());
+            let model_tokens = mean(
+                row.iter()
+                    .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.tokens)),
+            );
+            let model_latency = mean(
+                row.iter()
+                    .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.latency)),
+            );
+            let ctx = RowContext {
+                m,
+                name,
+                stats: &stats,
+                children: &children,
+                fallback_to,
+                label_rate: &label_rate,
+                reroll_rate: &reroll_rate,
+                model_tokens,
+                model_latency,
+            };
+            // Each task's per-policy outcome, then pooled over all tasks and per tag.
+            let per_task: Vec<(&str, [TaskPolicy; 6])> = row
+                .iter()
+                .filter(|(_, c)| c.scored > 0)
+                .map(|(task, c)| (*task, ctx.task(task, c)))
+                .collect();
+            // Without a single error-style feedback sample of the row, the feedback policy is not
+            // measured at all: it is shown as such, not as "every failure stays failed".
+            let feedback_measured = feedback_measure
+                .iter()
+                .any(|((m, _, st), (n, _))| *m == name && *st == FeedbackStyle::Error && *n > 0);
+            let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
+                Policy::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &policy)| {
+                        let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
+                        let mut p = pool_policy(policy, &ts, fallback_to);
+                        if policy == Policy::Feedback && !feedback_measured {
+                            (p.rate, p.interval) = (None, None);
+                        }
+                        p
+                    })
+                    .collect()
+            };
+            let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
+            let policies = pool(&all);
+            let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
+            for (task, t) in &per_task {
+                for tag in tags_of.get(task).copied().unwrap_or_default() {
+                    tag_tasks.entry(tag.as_str()).or_default().push(t);
+                }
+            }
+            let by_tag = tag_tasks
+                .into_iter()
+                .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
+                .collect();
+            let (fs, pp, orphans, errors) = counts.get(name).copied().unwrap_or_default();
+            ModelRouting {
+                model: name.to_string(),
+                feedback_samples: fs,
+                parent_passes: pp,
+                orphans,
+                feedback_errors: errors,
+                labels,
+                policies,
+                by_tag,
+            }
+        })
+        .collect();
     // Rows with only feedback samples (no first-round sample) have nothing to route.
     Routing { models }
 }
@@ -519,7 +582,7 @@ enum Step {
 struct RowContext<'a> {
     m: &'a Matrix,
     name: &'a str,
-    stats: &'a BTreeMap<(&'a str, &'a str), CellStat>,
+    stats: &'a HashMap<(&'a str, &'a str), CellStat>,
     children: &'a BTreeMap<(usize, FeedbackStyle), Vec<Child>>,
     fallback_to: Option<&'a str>,
     label_rate: &'a dyn Fn(Label, FeedbackStyle) -> Option<f64>,
@@ -554,10 +617,12 @@ impl RowContext<'_> {
             .get(&(self.name, task))
             .copied()
             .unwrap_or_default();
+        // The fallback row's record of the task, looked up once for every failure of the cell.
+        let fallback = self.fallback_to.and_then(|b| self.stats.get(&(b, task)));
         let drawn: Vec<Drawn> = c
             .samples
             .iter()
-            .filter_map(|&i| self.drawn(task, own, i))
+            .filter_map(|&i| self.drawn(fallback, own, i))
             .collect();
         let mut out = self.task_totals(own, &drawn);
         let scored: Vec<usize> = c
@@ -588,7 +653,7 @@ impl RowContext<'_> {
 
     /// What sample `i` of the cell contributes to every policy, whichever sample is left out;
     /// `None` for a transport error (or a sample not in the matrix), which counts nowhere.
-    fn drawn(&self, task: &str, own: CellStat, i: usize) -> Option<Drawn> {
+    fn drawn(&self, fallback: Option<&CellStat>, own: CellStat, i: usize) -> Option<Drawn> {
         let s = self.m.samples.get(i)?;
         let label = match s.outcome {
             Outcome::Error => return None,
@@ -606,7 +671,7 @@ impl RowContext<'_> {
         let steps = Policy::ALL.map(|policy| match label {
             None => Step::Fixed(None),
             Some(l) if self.resolve(policy, l) == Policy::Reroll => Step::Reroll(l),
-            Some(l) => Step::Fixed(self.action(policy, l, i, task, own)),
+            Some(l) => Step::Fixed(self.action(policy, l, i, fallback, own)),
         });
         Some(Drawn {
             i,
@@ -736,7 +801,7 @@ impl RowContext<'_> {
         policy: Policy,
         label: Label,
         i: usize,
-        task: &str,
+        fallback: Option<&CellStat>,
         own: CellStat,
     ) -> Option<Action> {
         let policy = self.resolve(policy, label);
@@ -784,8 +849,9 @@ impl RowContext<'_> {
                 }
             }
             Policy::Fallback => {
-                let b = self.fallback_to?;
-                let sb = self.stats.get(&(b, task)).filter(|s| s.scored > 0);
+                // No other row, no fallback.
+                self.fallback_to?;
+                let sb = fallback.filter(|s| s.scored > 0);
                 cost(
                     sb.and_then(CellStat::rate).unwrap_or(0.0),
                     sb.and_then(|s| s.tokens),
