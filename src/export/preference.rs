@@ -620,7 +620,7 @@ fn cap(h: &mut Harvest, max: usize) {
             )
             .as_bytes(),
         );
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::task::hex(&digest);
         by_label.entry(label).or_default().push((hex, e));
     }
     for (label, mut list) in by_label {

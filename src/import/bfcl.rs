@@ -257,10 +257,7 @@ pub fn assign_ids(sources: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
         if n > 0 {
             h.update(n.to_string().as_bytes());
         }
-        h.finalize()[..4]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
+        crate::task::hex(&h.finalize()[..4])
     };
     // `stem` with `-<suffix>` at its end, cut so that the whole fits.
     let with_suffix = |stem: &str, suffix: &str| {

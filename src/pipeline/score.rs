@@ -46,7 +46,8 @@ pub fn score_read(
         response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
         // Set by the caller, which knows the run: a sample does not know its round.
         feedback: None,
-        repaired: crate::score::mend::repaired(task, t, &verdict).map(|v| v.outcome),
+        repaired: crate::score::mend::repaired_parsed(task, t, parsed.as_ref().ok(), &verdict)
+            .map(|v| v.outcome),
     };
     (verdict, scored, parsed)
 }

@@ -54,9 +54,18 @@ impl Mend {
 /// label has no mechanical repair, or the repair finds nothing to change (then the answer is
 /// what it was: still failing).
 pub fn repaired(task: &Task, t: &Transcript, verdict: &Verdict) -> Option<Verdict> {
+    repaired_parsed(task, t, parse(t).as_ref().ok(), verdict)
+}
+
+/// [`repaired`] of a response already parsed (`completion`, `None` when it did not parse).
+pub fn repaired_parsed(
+    task: &Task,
+    t: &Transcript,
+    completion: Option<&Completion>,
+    verdict: &Verdict,
+) -> Option<Verdict> {
     let mend = Mend::for_label(verdict.label()?)?;
-    let completion = parse(t).ok()?;
-    let fixed = mend_completion(task, t.request.as_ref(), &completion, mend)?;
+    let fixed = mend_completion(task, t.request.as_ref(), completion?, mend)?;
     Some(score_parsed(task, t, &Ok(fixed)))
 }
 

@@ -68,12 +68,16 @@ pub fn sse_events(body: &[u8]) -> (Vec<SseEvent>, Option<SseEvent>) {
     let mut data: Option<String> = None;
     let mut start = 0usize;
     let mut pos = 0usize;
+    // A body that is valid UTF-8 as a whole (nearly every one) is validated once; its lines,
+    // cut at ASCII separators, are then slices of it.
+    let text = std::str::from_utf8(body).ok();
     while pos < body.len() {
         let line_start = pos;
-        while pos < body.len() && body[pos] != b'\n' && body[pos] != b'\r' {
-            pos += 1;
-        }
-        let line = String::from_utf8_lossy(&body[line_start..pos]);
+        pos = memchr::memchr2(b'\n', b'\r', &body[pos..]).map_or(body.len(), |i| pos + i);
+        let line: std::borrow::Cow<'_, str> = match text.and_then(|t| t.get(line_start..pos)) {
+            Some(t) => t.into(),
+            None => String::from_utf8_lossy(&body[line_start..pos]),
+        };
         match body.get(pos) {
             Some(b'\r') if body.get(pos + 1) == Some(&b'\n') => pos += 2,
             Some(_) => pos += 1,

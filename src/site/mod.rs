@@ -28,6 +28,7 @@ use crate::taxonomy::{Label, Outcome};
 use askama::Template;
 use export::{Changes, SkippedInput};
 use html::{cell_id, escape, json_html, root, slug};
+use rayon::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -1884,24 +1885,40 @@ fn pages(
     let m = input.matrix;
     let keys = input.groups.map(|g| (g, reuse::Keys::of(input)));
     let keys = keys.as_ref();
-    for mv in &m.models {
-        let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
-        group(key, &format!("model {}", mv.name), sink, |files| {
-            model_page(input, mv, routing, files)
-        })?;
+    // The groups of a model's, a task's and a tag's pages are drawn on every core: each is
+    // drawn from the aggregates alone, and the files it writes are its own.
+    enum Job<'a> {
+        Model(&'a ModelView),
+        Task(&'a Task),
+        Tag(&'a String),
     }
-    for t in input.tasks {
-        let key = keys.map(|(g, k)| (*g, k.task(input, &t.id)));
-        group(key, &format!("task {}", t.id), sink, |files| {
-            task_page(input, t, files)
-        })?;
-    }
-    for tag in &m.tags {
-        let key = keys.map(|(g, k)| (*g, k.tag(input, tag)));
-        group(key, &format!("tag {tag}"), sink, |files| {
-            tag_page(input, rep, tag, files)
-        })?;
-    }
+    let jobs: Vec<Job> = m
+        .models
+        .iter()
+        .map(Job::Model)
+        .chain(input.tasks.iter().map(Job::Task))
+        .chain(m.tags.iter().map(Job::Tag))
+        .collect();
+    jobs.par_iter().try_for_each(|job| match job {
+        Job::Model(mv) => {
+            let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
+            group(key, &format!("model {}", mv.name), sink, |files| {
+                model_page(input, mv, routing, files)
+            })
+        }
+        Job::Task(t) => {
+            let key = keys.map(|(g, k)| (*g, k.task(input, &t.id)));
+            group(key, &format!("task {}", t.id), sink, |files| {
+                task_page(input, t, files)
+            })
+        }
+        Job::Tag(tag) => {
+            let key = keys.map(|(g, k)| (*g, k.tag(input, tag)));
+            group(key, &format!("tag {tag}"), sink, |files| {
+                tag_page(input, rep, tag, files)
+            })
+        }
+    })?;
     label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
     compare::files(input.comparisons, input.matrix, rep, &mut files)?;

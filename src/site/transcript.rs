@@ -20,6 +20,7 @@ use crate::taxonomy::{Outcome, Stage};
 use crate::transcript::{Meta, Transcript};
 use askama::Template;
 use serde_json::Value;
+use std::fmt::Write as _;
 
 /// The most response bytes shown on one page; beyond it the page says how much was left out.
 /// A runaway generation can be megabytes, and the raw file is in runs/ anyway.
@@ -442,7 +443,7 @@ fn response_view(t: &Transcript) -> (String, Option<String>, bool) {
             s.push_str("\n\n offset  data\n");
         }
         for e in &events {
-            s.push_str(&format!("{:>7}  ", e.offset));
+            let _ = write!(s, "{:>7}  ", e.offset);
             match e.data.strip_prefix(prefix) {
                 Some(rest) if !prefix.is_empty() => {
                     s.push('…');
@@ -884,12 +885,15 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     };
     // The one mark the scorer's view placed gets the sample's own anchor: a run's page holds
     // several samples. Model text is escaped, so this markup can only be ours.
-    let html = section.render()?;
-    Ok(html.replacen(
-        "<mark id=\"fail\">",
-        &format!("<mark id=\"fail-{}\">", key.sample),
-        1,
-    ))
+    let mut html = section.render()?;
+    const MARK: &str = "<mark id=\"fail\">";
+    if let Some(at) = html.find(MARK) {
+        html.replace_range(
+            at..at + MARK.len(),
+            &format!("<mark id=\"fail-{}\">", key.sample),
+        );
+    }
+    Ok(html)
 }
 
 #[cfg(test)]

@@ -366,10 +366,17 @@ pub fn is_path_safe(s: &str) -> bool {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
+    hex(&Sha256::digest(bytes))
+}
+
+/// `bytes` in lower-case hexadecimal. (Formatting each byte with `format!` took as long as
+/// hashing the transcripts it names.)
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     out
 }
@@ -1033,6 +1040,16 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hex_is_lower_case_and_two_digits_a_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        assert_eq!(hex(&[]), "");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 
     fn task_with(expect: Value, source: Option<Value>) -> Result<Task, Vec<TaskError>> {
         let mut t = json!({
