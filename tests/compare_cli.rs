@@ -155,6 +155,34 @@ fn the_demo_comparison_and_the_compare_gate() {
             assert!(t["holm_p"].as_f64().unwrap() < 0.05, "{t}");
         }
     }
+    // Each side's identical-samples flag is the one `data/matrix.json` gives its cell, and the
+    // demo's scripted mock repeats one answer in most cells, so some flags are set.
+    let matrix: Value =
+        serde_json::from_slice(&std::fs::read(site.join("data/matrix.json")).unwrap()).unwrap();
+    let identical = |model: &str, task: &str| {
+        matrix["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["model"] == model && x["task"] == task)
+            .map(|x| x["identical"].as_bool().unwrap())
+            .unwrap()
+    };
+    let mut flagged = 0;
+    for cell in c["cells"].as_array().unwrap() {
+        let task = cell["task"].as_str().unwrap();
+        for (side, row) in [
+            ("a_identical", "mock-good"),
+            ("b_identical", "mock-good-stream"),
+        ] {
+            let flag = cell[side]
+                .as_bool()
+                .unwrap_or_else(|| panic!("{side}: {cell}"));
+            assert_eq!(flag, identical(row, task), "{side} of {task}");
+            flagged += usize::from(flag);
+        }
+    }
+    assert!(flagged > 0, "no identical cell flagged in {}", c["cells"]);
     for cell in c["cells"].as_array().unwrap() {
         let task = cell["task"].as_str().unwrap();
         let want = if parallel.contains(task) {

@@ -65,10 +65,9 @@ pub struct CellDiff {
     #[serde(skip)]
     pub b_marks: Vec<Mark>,
     /// A's (B's) cell has two or more scored samples, all one answer ([`crate::report::Cell::identical`]):
-    /// one observation, which the pages mark.
-    #[serde(skip)]
+    /// one observation, which the pages mark and `data/compare.json` carries (as
+    /// `data/matrix.json` carries `identical` for each cell of this site).
     pub a_identical: bool,
-    #[serde(skip)]
     pub b_identical: bool,
 }
 
