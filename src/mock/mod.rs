@@ -466,12 +466,7 @@ async fn chat(
                                 }
                                 None => {
                                     if let Some(mut r) = rec.take() {
-                                        r.sha256 = sha
-                                            .clone()
-                                            .finalize()
-                                            .iter()
-                                            .map(|b| format!("{b:02x}"))
-                                            .collect();
+                                        r.sha256 = crate::task::hex(&sha.clone().finalize());
                                         r.bytes = n;
                                         state.record(&r);
                                     }

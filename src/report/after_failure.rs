@@ -164,12 +164,12 @@ impl LeaveOneOut {
 
 /// The distinct samples of `a`, each with how many times it occurs (in order of first
 /// occurrence): what [`TaskCounts::of_kinds`] reads.
-pub fn kinds(a: &[Sample]) -> Vec<(Sample, u64)> {
+pub fn kinds(a: impl IntoIterator<Item = Sample>) -> Vec<(Sample, u64)> {
     let mut out: Vec<(Sample, u64)> = Vec::new();
     for s in a {
-        match out.iter_mut().find(|(k, _)| k == s) {
+        match out.iter_mut().find(|(k, _)| *k == s) {
             Some((_, n)) => *n += 1,
-            None => out.push((*s, 1)),
+            None => out.push((s, 1)),
         }
     }
     out
@@ -181,7 +181,7 @@ impl TaskCounts {
     /// (`b`; ignored by the other actions).
     pub fn new(action: Action, a: &[Sample], b: &[bool]) -> TaskCounts {
         let passes = b.iter().filter(|p| **p).count() as u64;
-        TaskCounts::of_kinds(action, &kinds(a), (b.len() as u64, passes))
+        TaskCounts::of_kinds(action, &kinds(a.iter().copied()), (b.len() as u64, passes))
     }
 
     /// [`TaskCounts::new`] from the row's samples counted by kind ([`kinds`]) and the other
@@ -255,18 +255,21 @@ fn jackknife(tasks: &[TaskCounts], y: f64, x: f64) -> Option<f64> {
             if m < 2.0 {
                 continue;
             }
+            if group
+                .values
+                .iter()
+                .any(|&(_, xj, _)| x - t.trials + xj <= 0.0)
+            {
+                return None;
+            }
             // Each distinct estimate once, weighed by the samples that give it.
-            let mut sum = 0.0;
-            for &(_, xj, _) in &group.values {
-                if x - t.trials + xj <= 0.0 {
-                    return None;
-                }
-            }
             let est = |yj: f64, xj: f64| (y - t.passes + yj) / (x - t.trials + xj);
-            for &(yj, xj, c) in &group.values {
-                sum += c * est(yj, xj);
-            }
-            let mean = sum / m;
+            let mean = group
+                .values
+                .iter()
+                .map(|&(yj, xj, c)| c * est(yj, xj))
+                .sum::<f64>()
+                / m;
             let ss: f64 = group
                 .values
                 .iter()

@@ -373,10 +373,7 @@ pub fn routing(m: &Matrix) -> Routing {
                 // Each task's samples counted by kind: what every action but feedback reads.
                 let plain: Vec<Vec<(after_failure::Sample, u64)>> = failed
                     .iter()
-                    .map(|(_, a)| {
-                        let a: Vec<after_failure::Sample> = a.iter().map(|(_, s)| *s).collect();
-                        after_failure::kinds(&a)
-                    })
+                    .map(|(_, a)| after_failure::kinds(a.iter().map(|(_, s)| *s)))
                     .collect();
                 let measure = |action: Measured| {
                     let tasks: Vec<TaskCounts> = plain
@@ -497,9 +494,7 @@ pub fn routing(m: &Matrix) -> Routing {
                 .collect();
             // Without a single error-style feedback sample of the row, the feedback policy is not
             // measured at all: it is shown as such, not as "every failure stays failed".
-            let feedback_measured = feedback_measure
-                .iter()
-                .any(|((m, _, st), (n, _))| *m == name && *st == FeedbackStyle::Error && *n > 0);
+            let feedback_measured = row_rates.keys().any(|(_, st)| *st == FeedbackStyle::Error);
             let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
                 Policy::ALL
                     .iter()
