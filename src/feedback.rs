@@ -476,7 +476,7 @@ mod tests {
             render_json(reply, "m", 100, 3)
         };
         let t = Transcript {
-            request: Some(request.clone()),
+            request: Some(std::sync::Arc::new(request.clone())),
             body,
             streamed: stream,
             meta: None,
@@ -619,7 +619,7 @@ mod tests {
             {"id": "abc123XYZ", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Tokyo\"}"}}
         ]}}]});
         let tr = Transcript {
-            request: Some(request.clone()),
+            request: Some(std::sync::Arc::new(request.clone())),
             body: serde_json::to_vec(&body).unwrap(),
             streamed: false,
             meta: None,

@@ -627,15 +627,28 @@ impl SampleFiles {
     /// to the task's tools; without meta the HTTP status is unknown), never an error: the sample
     /// is still scored, and the build reports it like a skipped input so nobody mistakes it
     /// for intact.
-    pub fn parse(&self) -> (Option<Value>, Option<Meta>, Vec<String>) {
+    pub fn parse(&self) -> (Option<Arc<Value>>, Option<Meta>, Vec<String>) {
+        self.parse_with(None)
+    }
+
+    /// [`SampleFiles::parse`], given the request already parsed from the same bytes (the
+    /// samples of a run usually send the same request).
+    pub fn parse_with(
+        &self,
+        request: Option<Arc<Value>>,
+    ) -> (Option<Arc<Value>>, Option<Meta>, Vec<String>) {
         let mut damage = Vec::new();
-        let request = serde_json::from_slice::<Value>(&self.request)
-            .map_err(|e| {
-                damage.push(format!(
-                    "request.json is not JSON ({e}): scored anyway, against the task's tools as they are now"
-                ))
-            })
-            .ok();
+        let request = match request {
+            Some(v) => Some(v),
+            None => serde_json::from_slice::<Value>(&self.request)
+                .map(Arc::new)
+                .map_err(|e| {
+                    damage.push(format!(
+                        "request.json is not JSON ({e}): scored anyway, against the task's tools as they are now"
+                    ))
+                })
+                .ok(),
+        };
         if let Some(e) = &self.meta_error {
             damage.push(format!(
                 "meta.json is not readable ({e}): scored anyway, without the HTTP status and transport error it holds"

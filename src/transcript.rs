@@ -75,7 +75,8 @@ pub struct ParentRef {
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     /// The exact request body sent, when known (gives `max_tokens` and the tools as sent).
-    pub request: Option<Value>,
+    /// Shared: the samples of a run usually send the same request, which is parsed once.
+    pub request: Option<std::sync::Arc<Value>>,
     /// The response bytes exactly as received.
     pub body: Vec<u8>,
     /// Whether `body` is an SSE stream (`response.sse`) rather than a JSON body.

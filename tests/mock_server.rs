@@ -388,7 +388,7 @@ async fn mock_good_streams_only_the_first_of_parallel_calls() {
         let (status, bytes) = ask(&c, &mock.base_url(), &body, Some(h)).await.unwrap();
         assert_eq!(status, 200);
         let t = callcheck::transcript::Transcript {
-            request: Some(request),
+            request: Some(std::sync::Arc::new(request)),
             body: bytes,
             streamed: stream,
             meta: None,

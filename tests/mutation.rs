@@ -48,7 +48,7 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
             let v = score(
                 task,
                 &Transcript {
-                    request: Some(request.clone()),
+                    request: Some(std::sync::Arc::new(request.clone())),
                     body: render(&gold(task)),
                     streamed: stream,
                     meta: None,
@@ -71,7 +71,7 @@ fn every_applicable_label_is_produced_and_recovered_for_every_task() {
                     let v = score(
                         task,
                         &Transcript {
-                            request: Some(request.clone()),
+                            request: Some(std::sync::Arc::new(request.clone())),
                             body: render(&c.reply),
                             streamed: stream,
                             meta: None,
@@ -150,7 +150,7 @@ fn appended_and_different_texts_are_not_escaping_errors() {
                 let v = score(
                     task,
                     &Transcript {
-                        request: Some(request.clone()),
+                        request: Some(std::sync::Arc::new(request.clone())),
                         body,
                         streamed: stream,
                         meta: None,

@@ -612,7 +612,7 @@ fn llama_server_end_to_end() {
                 info.style,
             )
             .unwrap();
-            assert_eq!(t.request.as_ref(), Some(&want), "{}", r.dir.display());
+            assert_eq!(t.request.as_deref(), Some(&want), "{}", r.dir.display());
             let v = callcheck::score::score(task, &t);
             let outcome = v
                 .label()

@@ -75,7 +75,7 @@ fn run(t: &Task, body: Vec<u8>, streamed: bool, request: Option<Value>) -> Verdi
     let v = score(
         t,
         &Transcript {
-            request,
+            request: request.map(std::sync::Arc::new),
             body,
             streamed,
             meta: None,
@@ -510,7 +510,7 @@ fn hostile_request_schemas_do_not_break_scoring() {
         let v = score(
             t,
             &Transcript {
-                request: Some(request),
+                request: Some(std::sync::Arc::new(request)),
                 body: body.clone(),
                 streamed: false,
                 meta: Some(meta),

@@ -45,7 +45,7 @@ pub fn run(opts: &CheckOpts) -> Result<()> {
     let verdict = score(
         &task,
         &Transcript {
-            request,
+            request: request.map(std::sync::Arc::new),
             body,
             streamed,
             meta,

@@ -165,7 +165,7 @@ pub fn plan_cell(
         };
         let fit = t
             .request
-            .as_ref()
+            .as_deref()
             .ok_or(NoFollowUp::BadRequest)
             .and_then(feedback::check_request);
         for plan in &mut plans {

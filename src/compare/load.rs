@@ -66,7 +66,7 @@ pub fn load_runs(root: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Coll
             // The build's own read and score stages, so a baseline is scored exactly as a build
             // scores its runs.
             let files = r.read_sample(sample).ok()?;
-            let parsed = crate::pipeline::read::parse_sample(r, sample, files);
+            let parsed = crate::pipeline::read::parse_sample(r, sample, files, None);
             let task_changed = r.cell.task.sha256 != task.sha256;
             Some(crate::pipeline::score::score_sample(task, task_changed, &parsed).1)
         })

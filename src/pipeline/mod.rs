@@ -185,7 +185,8 @@ pub fn run_samples(
     // or, when nothing in the run changed, not at all.
     let mut samples: Vec<(read::Sample, cache::CachedSample)> = Vec::new();
     for name in &run.samples {
-        let sample = match read::read_sample(runs_root, run, name) {
+        let previous = samples.last().map(|(s, _)| s);
+        let sample = match read::read_sample(runs_root, run, name, previous) {
             Ok(s) => s,
             Err(skipped) => {
                 out.skipped.push(skipped);
@@ -288,9 +289,9 @@ pub fn run_samples(
         }
         let request_changes = reference.as_ref().map_or(Vec::new(), |r| {
             crate::site::transcript::request_changes(
-                r.value.as_ref(),
+                r.value.as_deref(),
                 &r.bytes,
-                sample.transcript.request.as_ref(),
+                sample.transcript.request.as_deref(),
                 &sample.request_raw,
             )
         });

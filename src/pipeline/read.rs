@@ -212,22 +212,36 @@ pub struct Sample {
 }
 
 /// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
+/// `previous`, a sample of the same run read before it: when its request is the same bytes, its
+/// parse and digest are taken rather than made again.
 pub fn read_sample(
     runs_root: &Path,
     run: &RunDir,
     name: &str,
+    previous: Option<&Sample>,
 ) -> std::result::Result<Sample, SkippedInput> {
     let files = run.read_sample(name).map_err(|e| SkippedInput {
         path: rel(runs_root, &run.sample_dir(name)),
         reason: format!("sample not readable: {e}"),
     })?;
-    Ok(parse_sample(run, name, files))
+    Ok(parse_sample(run, name, files, previous))
 }
 
 /// Parses the files of one sample. A request or meta that does not parse is left out (scoring
-/// then falls back to the task), never an error: the sample is still data.
-pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
-    let (request_parsed, meta_parsed, damage) = files.parse();
+/// then falls back to the task), never an error: the sample is still data. The request of
+/// `previous` is reused when it is the same bytes and parsed.
+pub fn parse_sample(
+    run: &RunDir,
+    name: &str,
+    files: SampleFiles,
+    previous: Option<&Sample>,
+) -> Sample {
+    let same = previous.filter(|p| p.request_raw == files.request);
+    let (request_parsed, meta_parsed, damage) =
+        files.parse_with(same.and_then(|p| p.transcript.request.clone()));
+    let request_sha = same
+        .and_then(|p| p.files.first())
+        .map(|(_, sha)| sha.clone());
     let SampleFiles {
         request,
         response,
@@ -237,7 +251,9 @@ pub fn parse_sample(run: &RunDir, name: &str, files: SampleFiles) -> Sample {
     } = files;
     let base = format!("samples/{name}");
     let sha = crate::task::sha256_hex;
-    let mut listed = vec![(format!("{base}/request.json"), sha(&request))];
+    // The listing's first entry is the request's, in every sample.
+    let request_sha = request_sha.unwrap_or_else(|| sha(&request));
+    let mut listed = vec![(format!("{base}/request.json"), request_sha)];
     let response_name = if streamed {
         "response.sse"
     } else {

@@ -49,7 +49,7 @@ pub struct RunRequest {
     pub sample: String,
     pub bytes: Vec<u8>,
     /// The bytes parsed, when they parse: what another sample's request is compared with.
-    pub value: Option<serde_json::Value>,
+    pub value: Option<std::sync::Arc<serde_json::Value>>,
     pub streamed: bool,
 }
 

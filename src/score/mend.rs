@@ -65,7 +65,7 @@ pub fn repaired_parsed(
     verdict: &Verdict,
 ) -> Option<Verdict> {
     let mend = Mend::for_label(verdict.label()?)?;
-    let fixed = mend_completion(task, t.request.as_ref(), completion?, mend)?;
+    let fixed = mend_completion(task, t.request.as_deref(), completion?, mend)?;
     Some(score_parsed(task, t, &Ok(fixed)))
 }
 

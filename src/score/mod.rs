@@ -6,6 +6,7 @@
 //! rule is tried against every call before the next rule, so the outcome never depends on the
 //! order in which the calls were emitted.
 
+pub mod chunk;
 pub mod extract;
 pub mod mend;
 pub mod repair;
@@ -150,17 +151,23 @@ fn offered(task: &Task, request: Option<&Value>) -> Offered {
                 .into_iter()
                 .flatten()
             {
-                let Some(name) = t.pointer("/function/name").and_then(Value::as_str) else {
+                let function = t.get("function");
+                let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
+                else {
                     continue;
                 };
-                let params = t
-                    .pointer("/function/parameters")
-                    .cloned()
-                    .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+                let no_parameters;
+                let params = match function.and_then(|f| f.get("parameters")) {
+                    Some(p) => p,
+                    None => {
+                        no_parameters = serde_json::json!({"type": "object", "properties": {}});
+                        &no_parameters
+                    }
+                };
                 // The common case: the tools sent are the task's; reuse its compiled schema.
                 let schema = match task.tool(name) {
-                    Some(tt) if tt.schema.raw == params => tt.schema.clone(),
-                    fallback => match Schema::compile(&params) {
+                    Some(tt) if tt.schema.raw == *params => tt.schema.clone(),
+                    fallback => match Schema::compile(params) {
                         Ok(s) => Arc::new(s),
                         Err(e) => match fallback {
                             Some(tt) => {
@@ -182,7 +189,7 @@ fn offered(task: &Task, request: Option<&Value>) -> Offered {
     let sent_schema = request.and_then(|r| {
         r.get("response_format")
             .and_then(crate::task::response_format_schema)
-            .or_else(|| r.pointer("/structured_outputs/json"))
+            .or_else(|| r.get("structured_outputs").and_then(|s| s.get("json")))
             .or_else(|| r.get("guided_json"))
     });
     let structured_schema = match (sent_schema, &task_schema) {
@@ -298,7 +305,7 @@ pub fn score_parsed(
         );
     }
 
-    let offered = offered(task, t.request.as_ref());
+    let offered = offered(task, t.request.as_deref());
     let max_tokens = t.max_tokens();
     let cut_reason = if completion.finish_reason.as_deref() == Some("length") {
         Some("finish_reason is \"length\"".to_string())

@@ -170,8 +170,11 @@ fn coercions(v: &Value) -> Vec<(Value, &'static str)> {
     let mut out = Vec::new();
     match v {
         Value::String(s) => {
-            let canonical = Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$").ok();
-            if canonical.is_some_and(|re| re.is_match(s))
+            // A JSON number, written as JSON writes one (compiled once, not per string).
+            static CANONICAL: std::sync::LazyLock<Option<Regex>> = std::sync::LazyLock::new(|| {
+                Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$").ok()
+            });
+            if CANONICAL.as_ref().is_some_and(|re| re.is_match(s))
                 && let Ok(n) = serde_json::from_str::<serde_json::Number>(s)
             {
                 out.push((Value::Number(n), "a string holding a number"));

@@ -4,6 +4,7 @@
 //! is what its clients see). Anything that is not a complete model response is a
 //! [`TransportFailure`].
 
+use super::chunk::{ArgsView, ChunkView, error_message};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -120,28 +121,6 @@ pub fn sse_events(body: &[u8]) -> (Vec<SseEvent>, Option<SseEvent>) {
     (events, partial)
 }
 
-fn error_message(v: &Value) -> Option<String> {
-    if let Some(e) = v.get("error") {
-        if e.is_null() {
-            return None;
-        }
-        let msg = e
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| crate::json::preview(e, 200));
-        return Some(msg);
-    }
-    if v.get("object").and_then(Value::as_str) == Some("error") {
-        let msg = v
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("(no message)");
-        return Some(msg.to_string());
-    }
-    None
-}
-
 fn wire_call(
     v: &Value,
     notes: &mut Vec<String>,
@@ -189,16 +168,16 @@ fn wire_call(
     }
 }
 
+const CALLS_OBJECT: &str = "tool_calls is a JSON object, not a list: read as the one call it holds";
+
 /// The `tool_calls` value of a message or a delta as a list: a JSON object (TGI has streamed
 /// one) is read as the one call it holds, and the deviation recorded.
 fn tool_call_list<'a>(v: Option<&'a Value>, deviations: &mut Vec<String>) -> &'a [Value] {
     match v {
         Some(Value::Array(items)) => items,
         Some(one @ Value::Object(_)) => {
-            const WHAT: &str =
-                "tool_calls is a JSON object, not a list: read as the one call it holds";
-            if !deviations.iter().any(|d| d == WHAT) {
-                deviations.push(WHAT.to_string());
+            if !deviations.iter().any(|d| d == CALLS_OBJECT) {
+                deviations.push(CALLS_OBJECT.to_string());
             }
             std::slice::from_ref(one)
         }
@@ -281,6 +260,19 @@ fn append(slot: &mut Option<String>, piece: &str) {
 
 /// Reads an SSE stream of chat-completion chunks.
 pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
+    read_stream(body, Read::Fast)
+}
+
+/// How a stream's chunks are read: the fast way where it can ([`ChunkView::fast`]), or every
+/// chunk the reference way (for the tests that hold the two to the same answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Fast,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Reference,
+}
+
+fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(TransportFailure(
             "empty response body (the stream sent nothing)".into(),
@@ -309,65 +301,63 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
         if data.is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(data).map_err(|e| {
-            TransportFailure(format!(
-                "SSE event {} (byte {}) is not JSON: {e}",
-                n + 1,
-                ev.offset
-            ))
-        })?;
-        if let Some(msg) = error_message(&v) {
+        // The fast reading where it can, the reference where it cannot ([`super::chunk`]).
+        let parsed: Value;
+        let chunk = match ChunkView::fast(data).filter(|_| read == Read::Fast) {
+            Some(chunk) => chunk,
+            None => {
+                parsed = serde_json::from_str(data).map_err(|e| {
+                    TransportFailure(format!(
+                        "SSE event {} (byte {}) is not JSON: {e}",
+                        n + 1,
+                        ev.offset
+                    ))
+                })?;
+                ChunkView::of_value(&parsed)
+            }
+        };
+        if let Some(msg) = chunk.error {
             return Err(TransportFailure(format!(
                 "the stream carried an error event at byte {}: {}",
                 ev.offset,
                 crate::json::clip(&msg, 300)
             )));
         }
-        if let Some(t) = v
-            .get("usage")
-            .and_then(|u| u.get("completion_tokens"))
-            .and_then(Value::as_u64)
-        {
+        if let Some(t) = chunk.completion_tokens {
             completion_tokens = Some(t);
         }
-        let Some(choices) = v.get("choices").and_then(Value::as_array) else {
-            continue;
-        };
-        for choice in choices {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+        for choice in chunk.choices {
+            if !choice.first {
                 continue;
             }
             saw_choice = true;
-            if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
-                finish_reason = Some(fr.to_string());
+            if let Some(fr) = choice.finish_reason {
+                finish_reason = Some(fr.into_owned());
             }
-            let Some(delta) = choice.get("delta") else {
-                continue;
-            };
-            if let Some(s) = delta.get("content").and_then(Value::as_str) {
+            if let Some(s) = &choice.content {
                 append(&mut content, s);
             }
-            let tcs = tool_call_list(delta.get("tool_calls"), &mut deviations);
-            for (pos, tc) in tcs.iter().enumerate() {
-                let index = tc.get("index").and_then(Value::as_u64);
-                let idx = index.unwrap_or(pos as u64);
+            if choice.calls_object && !deviations.iter().any(|d| d == CALLS_OBJECT) {
+                deviations.push(CALLS_OBJECT.to_string());
+            }
+            for (pos, tc) in choice.calls.into_iter().enumerate() {
+                let idx = tc.index.unwrap_or(pos as u64);
                 let p = calls.entry(idx).or_default();
-                p.unindexed |= index.is_none();
-                if let Some(id) = tc.get("id").and_then(Value::as_str) {
+                p.unindexed |= tc.index.is_none();
+                if let Some(id) = &tc.id {
                     append(&mut p.id, id);
                 }
-                let func = tc.get("function").unwrap_or(&Value::Null);
-                p.null_name |= func.get("name").is_some_and(Value::is_null);
-                if let Some(name) = func.get("name").and_then(Value::as_str) {
+                p.null_name |= tc.name_null;
+                if let Some(name) = &tc.name {
                     if !name.is_empty() {
                         p.name_deltas += 1;
                     }
                     append(&mut p.name, name);
                 }
-                match func.get("arguments") {
-                    Some(Value::String(s)) => append(&mut p.args_text, s),
-                    Some(Value::Null) | None => {}
-                    Some(other) => p.args_json = Some(other.clone()),
+                match tc.arguments {
+                    ArgsView::Text(s) => append(&mut p.args_text, &s),
+                    ArgsView::Missing => {}
+                    ArgsView::Json(other) => p.args_json = Some(other),
                 }
             }
         }
@@ -445,6 +435,26 @@ pub fn parse_stream(body: &[u8]) -> Result<Completion, TransportFailure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_fixture_stream_reads_the_same_fast_and_the_reference_way() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut streams = 0;
+        for e in walkdir::WalkDir::new(&root).sort_by_file_name() {
+            let e = e.unwrap();
+            if e.path().extension().is_some_and(|x| x == "sse") {
+                let body = std::fs::read(e.path()).unwrap();
+                assert_eq!(
+                    read_stream(&body, Read::Fast),
+                    read_stream(&body, Read::Reference),
+                    "{}",
+                    e.path().display()
+                );
+                streams += 1;
+            }
+        }
+        assert!(streams > 100, "only {streams} streams");
+    }
 
     #[test]
     fn sse_events_split_on_blank_lines_and_discard_a_cut_event() {

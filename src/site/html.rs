@@ -8,15 +8,70 @@ use std::fmt::Write;
 /// leaving them alone keeps JSON-heavy transcript pages a third smaller. Never use it for
 /// attribute values. Control characters are written visibly ([`is_hidden`]).
 pub fn text_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c if is_hidden(c) => visible(out, c),
-            c => out.push(c),
-        }
+    escape_with(out, s, &TEXT);
+}
+
+/// The bytes that end a run of text copied as it is: `&`, `<`, `>`, the ASCII control
+/// characters but newline and tab, DEL, and 0xC2, which leads the UTF-8 of a C1 control
+/// (U+0080–U+009F); with `quotes`, `"` and `'` as well.
+const fn stops(quotes: bool) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b != b'\n' as usize && b != b'\t' as usize;
+        b += 1;
     }
+    t[0x7f] = true;
+    t[0xc2] = true;
+    t[b'&' as usize] = true;
+    t[b'<' as usize] = true;
+    t[b'>' as usize] = true;
+    t[b'"' as usize] = quotes;
+    t[b'\'' as usize] = quotes;
+    t
+}
+
+const TEXT: [bool; 256] = stops(false);
+const ATTRIBUTE: [bool; 256] = stops(true);
+
+/// Copies `s` onto `out` in runs, escaping what `stop` marks (a lone 0xC2 byte leads an
+/// ordinary character, and is copied).
+fn escape_with(out: &mut String, s: &str, stop: &[bool; 256]) {
+    let bytes = s.as_bytes();
+    out.reserve(s.len());
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !stop[b as usize] {
+            i += 1;
+            continue;
+        }
+        let (len, with): (usize, &str) = match b {
+            b'&' => (1, "&amp;"),
+            b'<' => (1, "&lt;"),
+            b'>' => (1, "&gt;"),
+            b'"' => (1, "&quot;"),
+            b'\'' => (1, "&#39;"),
+            0xc2 if matches!(bytes.get(i + 1), Some(0x80..=0x9f)) => (2, ""),
+            0xc2 => {
+                i += 1;
+                continue;
+            }
+            _ => (1, ""),
+        };
+        out.push_str(&s[run..i]);
+        if with.is_empty() {
+            // A control character: ASCII, or the C1 one whose UTF-8 is C2 xx.
+            let c = s[i..].chars().next().unwrap_or_default();
+            visible(out, c);
+        } else {
+            out.push_str(with);
+        }
+        i += len;
+        run = i;
+    }
+    out.push_str(&s[run..]);
 }
 
 /// A control character other than a newline or a tab: a terminal escape, a NUL, a carriage
@@ -84,17 +139,7 @@ pub fn escape(s: &str) -> String {
 
 /// Escapes `s` onto `out`.
 pub fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if is_hidden(c) => visible(out, c),
-            c => out.push(c),
-        }
-    }
+    escape_with(out, s, &ATTRIBUTE);
 }
 
 /// The prefix that leads from a page at `depth` folders below the site root back to the root:
@@ -339,7 +384,44 @@ pub fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// Escaping character by character, as the runs must.
+    fn escaped_by_char(s: &str, quotes: bool) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '"' if quotes => out.push_str("&quot;"),
+                '\'' if quotes => out.push_str("&#39;"),
+                c if c.is_control() && c != '\n' && c != '\t' => {
+                    out.push_str(&format!("\\u{:04x}", c as u32))
+                }
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Text mixing what is escaped, the C1 controls and the characters whose UTF-8 starts
+        /// with the same byte (U+00A0–U+00BF: C2 A0–BF), and any character.
+        #[test]
+        fn escaping_in_runs_is_escaping_by_character(
+            s in "([&<>\"'\n\t\u{0}-\u{1f}\u{7f}-\u{bf}a-zé中]|\\PC){0,40}"
+        ) {
+            let (mut text, mut attribute) = (String::from("x"), String::from("x"));
+            text_into(&mut text, &s);
+            escape_into(&mut attribute, &s);
+            prop_assert_eq!(text, format!("x{}", escaped_by_char(&s, false)));
+            prop_assert_eq!(attribute, format!("x{}", escaped_by_char(&s, true)));
+        }
+    }
 
     #[test]
     fn pretty_json_matches_serde_layout_when_nothing_is_marked() {

@@ -1806,16 +1806,18 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     // Which rows ask for temperature 0: the identical-samples marks of the index, the tag and
     // the comparison pages.
     let rep = repeats::Repeats::of(input.models);
-    let (data, pages) = rayon::join(
+    let routing_files = || {
+        sink((
+            routing::JSON.into(),
+            routing::routing_json(input.matrix, &r),
+        ))?;
+        sink(routing::routing_page(&r)?)
+    };
+    let (data, (pages, routing)) = rayon::join(
         || data_files(input, &r, &rep, sink),
-        || pages(input, &r, &rep, sink),
+        || rayon::join(|| pages(input, &r, &rep, sink), routing_files),
     );
-    data.and(pages)?;
-    sink((
-        routing::JSON.into(),
-        routing::routing_json(input.matrix, &r),
-    ))?;
-    sink(routing::routing_page(&r)?)
+    data.and(pages).and(routing)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated

@@ -834,7 +834,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let sent = if same_request {
         Sent::default()
     } else {
-        sent_view(cx.task, cx.transcript.request.as_ref())
+        sent_view(cx.task, cx.transcript.request.as_deref())
     };
     let (response, response_note, laid_out) = response_view(cx.transcript);
 
@@ -868,7 +868,7 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         meta_rows: {
             let mut rows = meta_rows(cx.transcript.meta.as_ref());
             // Each sample's own seed (the run's request shows the first's): what replays it.
-            if let Some(seed) = cx.transcript.request.as_ref().and_then(|r| r.get("seed")) {
+            if let Some(seed) = cx.transcript.request.as_deref().and_then(|r| r.get("seed")) {
                 rows.push(("seed".into(), seed.to_string()));
             }
             rows
@@ -887,7 +887,10 @@ pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     // several samples. Model text is escaped, so this markup can only be ours.
     let mut html = section.render()?;
     const MARK: &str = "<mark id=\"fail\">";
-    if let Some(at) = html.find(MARK) {
+    if let Some(at) = (call_anchor || output_anchor || content_anchor)
+        .then(|| html.find(MARK))
+        .flatten()
+    {
         html.replace_range(
             at..at + MARK.len(),
             &format!("<mark id=\"fail-{}\">", key.sample),

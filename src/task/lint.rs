@@ -44,7 +44,7 @@ pub fn lint_task(task: &Task) -> Vec<String> {
         let v = score(
             task,
             &Transcript {
-                request: Some(request),
+                request: Some(std::sync::Arc::new(request)),
                 body,
                 streamed: stream,
                 meta: None,

@@ -109,7 +109,7 @@ pub fn load_case(dir: &Path, name: String, unparsed_request: UnparsedRequest) ->
         dir: dir.to_path_buf(),
         expect,
         transcript: Transcript {
-            request,
+            request: request.map(std::sync::Arc::new),
             body,
             streamed,
             meta,
