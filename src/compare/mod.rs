@@ -24,6 +24,7 @@ use crate::report::interval::Interval;
 use crate::report::{Matrix, SampleKey, TaskInfo};
 use crate::taxonomy::{Label, Outcome};
 use anyhow::{Result, bail};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -422,8 +423,9 @@ pub fn comparisons(
             )
         })
         .collect();
+    // Each pair on its own core: `compare` reads the matrix only, and the order is the pairs'.
     let mut out: Vec<Comparison> = pairs(&rows, explicit)
-        .iter()
+        .par_iter()
         .map(|p: &Pair| {
             compare(
                 Side {

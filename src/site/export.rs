@@ -548,8 +548,12 @@ fn samples_csv_rows<'a>(
                 k.model, k.task, p.run, p.sample
             );
         }
+        for part in [
+            "t/", &k.model, "/", &k.task, "/", &k.run, "/", &k.sample, ".html",
+        ] {
+            link.push_str(part);
+        }
         // Writing to a String cannot fail.
-        let _ = write!(link, "t/{}/{}/{}/{}.html", k.model, k.task, k.run, k.sample);
         if let Some(x) = s.ttfb_ms {
             let _ = write!(ttfb, "{x:.1}");
         }
