@@ -657,7 +657,10 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // of a rebuild's wall time (BFCL-shaped, 35,000 runs), after the site was done. They are
     // freed on a thread of their own: a caller that goes on gets the memory back, and a
     // process that exits does not wait for it.
-    let state = (agg, runs, tasks, transcripts, skipped, files);
+    let state = (
+        (agg, runs, tasks, transcripts, skipped, files),
+        (comparisons, next, prior_site),
+    );
     let _ = std::thread::Builder::new()
         .name("free".into())
         .spawn(move || drop(state));
