@@ -32,6 +32,7 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         &explicit,
         baseline.as_ref(),
         &infos,
+        &crate::compare::Memo::default(),
     )?;
     // `compare A B` shows that pair only (the build shows every pair); Holm then runs over the
     // comparisons shown, which is the family the gate decides on.

@@ -16,7 +16,7 @@ pub mod verdict;
 pub use load::{Collection, infos, load_baseline, load_runs};
 pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
 pub use stats::{
-    ALPHA, CELL_METHOD, GATE_METHOD, POOLED_METHOD, Pooled, TaskPair, holm, newcombe, pooled,
+    ALPHA, CELL_METHOD, GATE_METHOD, Memo, POOLED_METHOD, Pooled, TaskPair, holm, newcombe, pooled,
 };
 pub use verdict::Direction;
 
@@ -214,8 +214,8 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
-fn pooled_row(scope: &str, pairs: &[TaskPair]) -> Option<PooledRow> {
-    let p = pooled(pairs)?;
+fn pooled_row(scope: &str, pairs: &[TaskPair], memo: &stats::Memo) -> Option<PooledRow> {
+    let p = memo.pooled(pairs)?;
     Some(PooledRow {
         scope: scope.to_string(),
         direction: p.direction(),
@@ -231,7 +231,8 @@ fn pooled_row(scope: &str, pairs: &[TaskPair]) -> Option<PooledRow> {
 }
 
 /// Compares row B against row A over the tasks of `tasks` (the corpus, sorted by id). The
-/// pooled rows are filled with their own p-values; [`correct`] applies Holm over a family.
+/// pooled rows are filled with their own p-values (taken from `memo` where it has them);
+/// [`correct`] applies Holm over a family.
 pub fn compare(
     a: Side,
     b: Side,
@@ -239,6 +240,7 @@ pub fn compare(
     page: String,
     why: &str,
     settings: Option<Vec<SettingDiff>>,
+    memo: &stats::Memo,
 ) -> Comparison {
     let mut cells = Vec::new();
     let mut by_tag: BTreeMap<&str, Vec<TaskPair>> = BTreeMap::new();
@@ -324,16 +326,16 @@ pub fn compare(
         why: why.to_string(),
         settings_known: settings.is_some(),
         settings: settings.unwrap_or_default(),
-        overall: pooled_row("overall", &all),
+        overall: pooled_row("overall", &all, memo),
         tags: by_tag
             .iter()
-            .filter_map(|(tag, pairs)| pooled_row(tag, pairs))
+            .filter_map(|(tag, pairs)| pooled_row(tag, pairs, memo))
             // A rise in transport errors is a regression of its own (SPEC §9): the same test
             // with "the request got an answer" as the event. Only shown when either side had
             // an error, so comparisons without any keep their family.
             .chain(
                 any_error
-                    .then(|| pooled_row("errors", &transport))
+                    .then(|| pooled_row("errors", &transport, memo))
                     .flatten(),
             )
             .collect(),
@@ -395,6 +397,7 @@ pub fn comparisons(
     explicit: &[(String, String)],
     baseline: Option<&Collection>,
     tasks: &[TaskInfo],
+    memo: &stats::Memo,
 ) -> Result<Vec<Comparison>> {
     let known = |r: &str| current.models.iter().any(|m| m.name == r);
     for (a, b) in explicit {
@@ -442,6 +445,7 @@ pub fn comparisons(
                 p.page(),
                 p.why,
                 settings_diff(rows.get(&p.a), rows.get(&p.b)),
+                memo,
             )
         })
         .collect();
@@ -465,6 +469,7 @@ pub fn comparisons(
                 format!("compare/baseline/{}.html", m.name),
                 "baseline",
                 settings_diff(base.rows.get(&m.name), rows.get(&m.name)),
+                memo,
             );
             c.a = format!("{} (baseline)", m.name);
             out.push(c);

@@ -8,9 +8,10 @@
 use super::verdict::Direction;
 use crate::cli::IntervalKind;
 use crate::report::interval::{self, CONFIDENCE, Interval};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 use statrs::function::factorial::ln_factorial;
+use std::collections::BTreeMap;
 
 /// The significance level of the CI gate (family-wise, after Holm).
 pub const ALPHA: f64 = 1.0 - CONFIDENCE;
@@ -89,7 +90,7 @@ pub fn fnv1a(text: &str) -> u64 {
 }
 
 /// One task both rows have: A's and B's passes over scored samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TaskPair {
     pub a_passes: u64,
     pub a_scored: u64,
@@ -110,7 +111,7 @@ impl TaskPair {
 }
 
 /// A pooled difference over the tasks both rows have: about these tasks, each weighing the same.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pooled {
     /// Tasks in the comparison (scored in both rows).
     pub tasks: usize,
@@ -160,6 +161,73 @@ pub fn pooled(pairs: &[TaskPair]) -> Option<Pooled> {
         interval: difference_interval(&pairs)?,
         p_value: drop_p_value(&pairs),
     })
+}
+
+/// Pooled comparisons remembered by their tasks' counts. [`pooled`] is a pure function of the
+/// counts of the tasks both rows scored, and its exact test and score interval are most of a
+/// comparison's time; a rebuild after one new run changes the counts of the pairs with that
+/// row only, so the others are taken from the previous build (its cache) rather than computed
+/// again. The results are the bits computed then, so a rebuild's pages are the same bytes as a
+/// build from nothing.
+#[derive(Debug, Default)]
+pub struct Memo {
+    known: BTreeMap<Vec<TaskPair>, Pooled>,
+    /// Every pooled comparison asked for in this build, for the next one.
+    asked: std::sync::Mutex<BTreeMap<Vec<TaskPair>, Pooled>>,
+}
+
+/// What a [`Memo`] keeps between builds: the code it was computed with ([`memo_code`]) and the
+/// results.
+pub type Remembered = (String, Vec<(Vec<TaskPair>, Pooled)>);
+
+/// What [`pooled`] is computed with: this file, the interval module it takes its level from,
+/// and the versions of the crates it calls (statrs). A remembered result is used only under
+/// the same.
+pub fn memo_code() -> String {
+    let mut all = Vec::new();
+    for s in [
+        env!("CARGO_PKG_VERSION"),
+        include_str!("stats.rs"),
+        include_str!("../report/interval.rs"),
+        include_str!("../../Cargo.lock"),
+    ] {
+        all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());
+    }
+    crate::task::sha256_hex(&all)
+}
+
+impl Memo {
+    /// From what a previous build remembered; empty when it was computed with other code.
+    pub fn new(remembered: Option<Remembered>) -> Memo {
+        let known = remembered
+            .filter(|(code, _)| *code == memo_code())
+            .map(|(_, results)| results.into_iter().collect())
+            .unwrap_or_default();
+        Memo {
+            known,
+            asked: Default::default(),
+        }
+    }
+
+    /// [`pooled`] of `pairs`, remembered.
+    pub fn pooled(&self, pairs: &[TaskPair]) -> Option<Pooled> {
+        let pairs = both_scored(pairs)?;
+        let p = match self.known.get(&pairs) {
+            Some(p) => *p,
+            None => pooled(&pairs)?,
+        };
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.insert(pairs, p);
+        }
+        Some(p)
+    }
+
+    /// What this build asked for, to remember for the next (what it did not ask for is
+    /// forgotten).
+    pub fn remembered(self) -> Remembered {
+        let asked = self.asked.into_inner().unwrap_or_else(|e| e.into_inner());
+        (memo_code(), asked.into_iter().collect())
+    }
 }
 
 /// The two-sided 95 % critical value of the standard normal.
@@ -486,6 +554,50 @@ mod tests {
 
     fn close(x: f64, y: f64) -> bool {
         (x - y).abs() < 5e-5
+    }
+
+    #[test]
+    fn a_memo_gives_the_bits_it_was_given_and_only_under_the_same_code() {
+        let pairs = |shift: u64| -> Vec<TaskPair> {
+            (0..6)
+                .map(|i| TaskPair {
+                    a_passes: (i * 3 + shift) % 9,
+                    a_scored: 9,
+                    b_passes: (i * 5) % 9,
+                    b_scored: 9,
+                })
+                .collect()
+        };
+        let (x, y) = (pairs(0), pairs(1));
+        let fresh = Memo::default();
+        assert_eq!(fresh.pooled(&x), pooled(&x));
+        // A task one side did not score changes nothing: it is not part of the key.
+        let mut with_unscored = x.clone();
+        with_unscored.insert(
+            2,
+            TaskPair {
+                a_passes: 0,
+                a_scored: 0,
+                b_passes: 1,
+                b_scored: 3,
+            },
+        );
+        assert_eq!(fresh.pooled(&with_unscored), pooled(&x));
+        assert_eq!(fresh.pooled(&[]), None);
+        let (code, mut results) = fresh.remembered();
+        assert_eq!(code, memo_code());
+        assert_eq!(results.len(), 1);
+        // What was remembered is what the next build gets, whatever it would compute now: here
+        // a p-value nobody computes, to see that it is taken and not recomputed.
+        results[0].1.p_value = 0.123;
+        let next = Memo::new(Some((code, results.clone())));
+        assert_eq!(next.pooled(&x).map(|p| p.p_value), Some(0.123));
+        // A pair it had not seen is computed, and both are remembered for the one after.
+        assert_eq!(next.pooled(&y), pooled(&y));
+        assert_eq!(next.remembered().1.len(), 2);
+        // Computed with other code: forgotten.
+        let other = Memo::new(Some(("another build".into(), results)));
+        assert_eq!(other.pooled(&x), pooled(&x));
     }
 
     /// Newcombe (1998), Table II, method 10: the published worked examples (θ = p1 − p2, so

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 11\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 12\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -92,6 +92,8 @@ pub struct CachedSite {
     pub groups: BTreeMap<String, CachedGroup>,
     /// The samples of its matrix (the rows of its samples.csv).
     pub samples: u64,
+    /// Its pooled comparisons ([`crate::compare::Memo`]).
+    pub pooled: crate::compare::stats::Remembered,
 }
 
 /// A group of summary files ([`crate::site::reuse`]) as the previous build drew them.

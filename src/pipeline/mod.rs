@@ -402,7 +402,11 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // The previous build as its cache tells it, when the site in --out is still the one it
     // wrote (nobody rebuilt or replaced it since): that build's outcomes, for the changes page,
     // are then the cache's, and the 'previous' samples.csv in the site need not be read.
-    let prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    // The previous build's pooled comparisons, whatever becomes of the rest of its cache: they
+    // are functions of their counts alone.
+    let memo =
+        crate::compare::Memo::new(prior.site.as_mut().map(|s| std::mem::take(&mut s.pooled)));
     let out_identity = write::canonical_out(&opts.out);
     // A site this build may update in place carries its marker (then nothing else is looked
     // at: the cache vouches that the site is the one it wrote); any other --out is looked at
@@ -589,7 +593,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         &explicit,
         baseline.as_ref(),
         &agg.matrix.tasks,
+        &memo,
     )?;
+    let pooled = memo.remembered();
     let (mut files, manifest, saving) = write_summary(
         opts,
         &site,
@@ -635,6 +641,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
             site_url: site_url.clone(),
             groups,
             samples: n_samples as u64,
+            pooled,
         }))?;
     }
     let (passes, fails, errors) = agg.matrix.outcome_counts();

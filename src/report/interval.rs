@@ -4,14 +4,14 @@
 //! one of these, so "3/3" reads as "somewhere between 44 % and 100 %", never as "100 %".
 
 use crate::cli::IntervalKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
 /// The confidence level of every interval on the site.
 pub const CONFIDENCE: f64 = 0.95;
 
 /// A two-sided interval for a proportion, both bounds in [0, 1].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub lower: f64,
     pub upper: f64,

@@ -12,9 +12,9 @@ pub struct Spread {
 
 /// The nearest-rank `q` quantile (0 < q ≤ 1) of sorted values: the smallest value with at
 /// least a share `q` of the values at or below it.
-fn rank(sorted: &[f64], q: f64) -> f64 {
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
+/// The nearest-rank index of quantile `q` among `n` values.
+fn rank(n: usize, q: f64) -> usize {
+    ((q * n as f64).ceil() as usize).clamp(1, n) - 1
 }
 
 impl Spread {
@@ -24,11 +24,18 @@ impl Spread {
         if values.is_empty() {
             return None;
         }
-        values.sort_by(f64::total_cmp);
+        // The two ranks are selected, not sorted for: the values a whole sort puts there.
+        let (m, p) = (rank(values.len(), 0.5), rank(values.len(), 0.95));
+        let (_, &mut median, above) = values.select_nth_unstable_by(m, f64::total_cmp);
+        let p95 = if p == m {
+            median
+        } else {
+            *above.select_nth_unstable_by(p - m - 1, f64::total_cmp).1
+        };
         Some(Spread {
             n: values.len() as u64,
-            median: rank(&values, 0.5),
-            p95: rank(&values, 0.95),
+            median,
+            p95,
         })
     }
 }
@@ -85,5 +92,30 @@ mod tests {
         assert_eq!(Spread::of(vec![]), None);
         let one = Spread::of(vec![7.0]).unwrap();
         assert_eq!((one.median, one.p95), (7.0, 7.0));
+    }
+
+    #[test]
+    fn selected_ranks_are_the_sorted_ones() {
+        let mut rng = crate::compare::stats::SplitMix64::new(7);
+        for n in 1..200 {
+            // Ties, signed zeros and a spread of magnitudes.
+            let values: Vec<f64> = (0..n)
+                .map(|_| match (rng.unit() * 4.0) as u32 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => (rng.unit() * 10.0).floor(),
+                    _ => rng.unit() * 1e4,
+                })
+                .collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let s = Spread::of(values).unwrap();
+            let at = |q: f64| sorted[rank(n, q)].to_bits();
+            assert_eq!(
+                (s.median.to_bits(), s.p95.to_bits()),
+                (at(0.5), at(0.95)),
+                "{n}"
+            );
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::cli::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
 use crate::taxonomy::{Label, Outcome, Stage};
 use interval::Interval;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 pub use thresholds::{BROKEN_UPPER, Thresholds};
 
@@ -455,6 +456,51 @@ pub fn aggregate(samples: Vec<Scored>, tasks: Vec<TaskInfo>, kind: IntervalKind)
     aggregate_at(samples, tasks, kind, Thresholds::default())
 }
 
+/// What [`aggregate_at`] sums over one row's samples, apart from its cells.
+struct RowTotals {
+    latency: latency::Latency,
+    latency_by_tag: BTreeMap<String, latency::Latency>,
+    hitec: [u64; 8],
+    metrics: Metrics,
+}
+
+impl RowTotals {
+    /// From one row's samples, in key order (each task's are consecutive).
+    fn of(row: &[Scored], tags_of: &BTreeMap<&str, &[String]>) -> RowTotals {
+        let mut all = latency::Accumulator::default();
+        let mut by_tag: BTreeMap<&str, latency::Accumulator> = BTreeMap::new();
+        let (mut hitec, mut metrics) = ([0u64; 8], Metrics::default());
+        for cell in row.chunk_by(|a, b| a.key.task == b.key.task) {
+            let tags = tags_of
+                .get(cell[0].key.task.as_str())
+                .copied()
+                .unwrap_or_default();
+            for s in cell {
+                all.add(s);
+                for tag in tags {
+                    by_tag.entry(tag.as_str()).or_default().add(s);
+                }
+                if let Some(h) = s.hitec {
+                    hitec[h.number() as usize] += 1;
+                }
+                if s.extra_prose && s.outcome.is_scored() {
+                    hitec[HitecError::RedundantInformation.number() as usize] += 1;
+                }
+                metrics = hitec::total([&metrics, &s.metrics]);
+            }
+        }
+        RowTotals {
+            latency: all.finish(),
+            latency_by_tag: by_tag
+                .into_iter()
+                .map(|(t, a)| (t.to_string(), a.finish()))
+                .collect(),
+            hitec,
+            metrics,
+        }
+    }
+}
+
 /// Builds the matrix, judging every verdict at `thresholds`. The order of `samples` does not
 /// matter: they are sorted by key first, so the result does not depend on how scoring was
 /// scheduled.
@@ -538,14 +584,16 @@ pub fn aggregate_at(
         start += cell.len();
     }
     for c in cells.values_mut() {
-        c.distinct_responses = c
+        let mut responses: Vec<u128> = c
             .samples
             .iter()
             .filter_map(|&i| samples.get(i))
             .filter(|s| s.outcome != Outcome::Error)
             .map(|s| s.response)
-            .collect::<BTreeSet<_>>()
-            .len() as u64;
+            .collect();
+        responses.sort_unstable();
+        responses.dedup();
+        c.distinct_responses = responses.len() as u64;
         c.interval = interval::interval(kind, c.passes, c.scored);
         c.reliability = thresholds.verdict(c.interval.as_ref());
     }
@@ -590,37 +638,20 @@ pub fn aggregate_at(
             r.successes += n * c.passes;
         }
     }
-    let mut lat: BTreeMap<&str, (latency::Accumulator, BTreeMap<&str, latency::Accumulator>)> =
-        BTreeMap::new();
-    for s in &samples {
-        let (all, by_tag) = lat.entry(s.key.model.as_str()).or_default();
-        all.add(s);
-        for tag in tags_of
-            .get(s.key.task.as_str())
-            .copied()
-            .unwrap_or_default()
-        {
-            by_tag.entry(tag.as_str()).or_default().add(s);
-        }
-    }
-    for (model, (all, by_tag)) in lat {
+    // Each row's latency, HiTEC counts and metrics, from its samples (consecutive: they are
+    // sorted by key), one row per core.
+    let rows: Vec<(&str, RowTotals)> = samples
+        .chunk_by(|a, b| a.key.model == b.key.model)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|row| (row[0].key.model.as_str(), RowTotals::of(row, &tags_of)))
+        .collect();
+    for (model, t) in rows {
         if let Some(m) = models.get_mut(model) {
-            m.latency = all.finish();
-            m.latency_by_tag = by_tag
-                .into_iter()
-                .map(|(t, a)| (t.to_string(), a.finish()))
-                .collect();
-        }
-    }
-    for s in &samples {
-        if let Some(m) = models.get_mut(&s.key.model) {
-            if let Some(h) = s.hitec {
-                m.hitec[h.number() as usize] += 1;
-            }
-            if s.extra_prose && s.outcome.is_scored() {
-                m.hitec[HitecError::RedundantInformation.number() as usize] += 1;
-            }
-            m.metrics = hitec::total([&m.metrics, &s.metrics]);
+            m.latency = t.latency;
+            m.latency_by_tag = t.latency_by_tag;
+            m.hitec = t.hitec;
+            m.metrics = t.metrics;
         }
     }
     for m in models.values_mut() {

@@ -219,18 +219,16 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
-/// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
-pub fn routing(m: &Matrix) -> Routing {
-    let scored = |s: &Scored| s.outcome.is_scored();
-    // Per cell, what the policies and the fallback measure read.
-    // Looked up, never iterated: no order of it reaches the output.
-    let mut stats: HashMap<(&str, &str), CellStat> = HashMap::with_capacity(m.cells.len());
+/// Per cell, what the policies and the fallback measure read. Looked up, never iterated: no
+/// order of it reaches the output.
+fn cell_stats(m: &Matrix) -> HashMap<(&str, &str), CellStat> {
+    let mut stats = HashMap::with_capacity(m.cells.len());
     for ((model, task), c) in &m.cells {
         let of = || {
             c.samples
                 .iter()
                 .filter_map(|&i| m.samples.get(i))
-                .filter(|s| scored(s))
+                .filter(|s| s.outcome.is_scored())
         };
         stats.insert(
             (model.as_str(), task.as_str()),
@@ -242,6 +240,13 @@ pub fn routing(m: &Matrix) -> Routing {
             },
         );
     }
+    stats
+}
+
+/// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
+pub fn routing(m: &Matrix) -> Routing {
+    let scored = |s: &Scored| s.outcome.is_scored();
+    let stats = cell_stats(m);
     // Each feedback sample to its parent (an index into the first-round samples).
     let mut children: BTreeMap<(usize, FeedbackStyle), Vec<Child>> = BTreeMap::new();
     let mut counts: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
@@ -620,20 +625,12 @@ impl RowContext<'_> {
             .filter_map(|&i| self.drawn(fallback, own, i))
             .collect();
         let mut out = self.task_totals(own, &drawn);
-        let scored: Vec<usize> = c
-            .samples
-            .iter()
-            .copied()
-            .filter(|&i| self.m.samples.get(i).is_some_and(|s| s.outcome.is_scored()))
-            .collect();
-        let n = scored.len();
+        // The cell's scored samples are those drawn (a transport error is not).
+        let n = drawn.len();
         if n < 2 {
             return out;
         }
-        let leave_one_out: Vec<[(f64, u64); 6]> = scored
-            .iter()
-            .map(|&j| self.successes_without(own, &drawn, j))
-            .collect();
+        let leave_one_out = self.leave_one_out(own, &drawn);
         for (p, slot) in out.iter_mut().enumerate() {
             let est: Vec<f64> = leave_one_out
                 .iter()
@@ -719,6 +716,46 @@ impl RowContext<'_> {
             }
         }
         out
+    }
+
+    /// [`Self::successes_without`] of each sample drawn, in one pass over the cell (k, not k²,
+    /// at k samples): leaving a sample out takes away its own part, and moves only a reroll's
+    /// chance, the cell's rate without it. Below three scored samples a reroll's chance is the
+    /// row's rate for each label, and the sums are taken sample by sample.
+    fn leave_one_out(&self, own: CellStat, drawn: &[Drawn]) -> Vec<[(f64, u64); 6]> {
+        if own.scored < 3 || own.scored != drawn.len() as u64 {
+            return drawn
+                .iter()
+                .map(|d| self.successes_without(own, drawn, d.i))
+                .collect();
+        }
+        // A sample's part under one policy apart from rerolls, and whether it is a reroll.
+        let part = |d: &Drawn, step: &Step| match step {
+            _ if d.pass => (1.0, false),
+            Step::Fixed(a) => (a.map_or(0.0, |a| a.success), false),
+            Step::Reroll(_) => (0.0, true),
+        };
+        let (mut sums, mut rerolls) = ([0.0f64; 6], [0u64; 6]);
+        for d in drawn {
+            for (p, step) in d.steps.iter().enumerate() {
+                let (x, reroll) = part(d, step);
+                sums[p] += x;
+                rerolls[p] += u64::from(reroll);
+            }
+        }
+        let left = drawn.len() as u64 - 1;
+        drawn
+            .iter()
+            .map(|d| {
+                // The cell's other samples without this one: its rerolls' chance.
+                let chance = (own.passes - u64::from(d.pass)) as f64 / (own.scored - 2) as f64;
+                std::array::from_fn(|p| {
+                    let (x, reroll) = part(d, &d.steps[p]);
+                    let others = rerolls[p] - u64::from(reroll);
+                    (sums[p] - x + others as f64 * chance, left)
+                })
+            })
+            .collect()
     }
 
     /// Each policy's expected successes and samples counted with sample `exclude` left out:
@@ -1163,6 +1200,111 @@ mod tests {
     /// Coverage of the policies' interval over these tasks, by simulation: tasks with fixed pass
     /// probabilities, k samples each; `single` counts passes, `reroll` its estimate from the
     /// cell's other samples (truth p + (1 − p)·p). Prints the worst cell of the grid.
+    #[test]
+    fn leave_one_out_in_one_pass_is_each_sample_left_out_in_turn() {
+        // Random cells (k from 1 to 12, every kind of outcome, some repaired, some feedback
+        // children), every row and task: the one-pass leave-one-out against the sums taken
+        // with each sample left out.
+        let mut rng = crate::compare::stats::SplitMix64::new(41);
+        let labels = [
+            Label::TypeCoercion,
+            Label::NoCall,
+            Label::MalformedJson,
+            Label::WrongTool,
+        ];
+        let (mut cells, mut fast_cells) = (0, 0);
+        for _ in 0..300 {
+            let mut s = Vec::new();
+            for model in ["a", "b", "c"] {
+                for task in ["t1", "t2"] {
+                    let k = 1 + (rng.unit() * 12.0) as usize;
+                    for n in 0..k {
+                        let u = rng.unit();
+                        let o = if u < 0.4 {
+                            Outcome::Pass
+                        } else if u < 0.5 {
+                            Outcome::Error
+                        } else {
+                            Outcome::Fail(labels[(rng.unit() * 4.0) as usize % 4])
+                        };
+                        s.push(Scored {
+                            repaired: (rng.unit() < 0.5).then_some(Outcome::Pass),
+                            ..first(model, task, n, o)
+                        });
+                        if rng.unit() < 0.3 {
+                            let pass = rng.unit() < 0.5;
+                            s.push(child(model, task, n, n, FeedbackStyle::Error, pass));
+                        }
+                    }
+                }
+            }
+            let m = aggregate(s, tasks(), IntervalKind::Wilson);
+            let stats = cell_stats(&m);
+            let mut children: BTreeMap<(usize, FeedbackStyle), Vec<Child>> = BTreeMap::new();
+            for f in &m.feedback {
+                if let Some(pi) = m.parent_index(f) {
+                    children
+                        .entry((pi, FeedbackStyle::Error))
+                        .or_default()
+                        .push(Child {
+                            pass: f.outcome == Outcome::Pass,
+                            tokens: None,
+                            latency: f.total_ms,
+                        });
+                }
+            }
+            let label_rate = |l: Label, _| (l != Label::NoCall).then_some(0.25);
+            let reroll_rate = |l: Label| (l != Label::WrongTool).then_some(0.5);
+            for name in ["a", "b", "c"] {
+                let ctx = RowContext {
+                    m: &m,
+                    name,
+                    stats: &stats,
+                    children: &children,
+                    fallback_to: Some(if name == "a" { "b" } else { "a" }),
+                    label_rate: &label_rate,
+                    reroll_rate: &reroll_rate,
+                    model_tokens: Some(10.0),
+                    model_latency: None,
+                };
+                for task in ["t1", "t2"] {
+                    let Some(c) = m.cells.get(&(name.to_string(), task.to_string())) else {
+                        continue;
+                    };
+                    let own = stats[&(name, task)];
+                    let fallback = stats.get(&(ctx.fallback_to.unwrap_or(""), task));
+                    let drawn: Vec<Drawn> = c
+                        .samples
+                        .iter()
+                        .filter_map(|&i| ctx.drawn(fallback, own, i))
+                        .collect();
+                    let fast = ctx.leave_one_out(own, &drawn);
+                    assert_eq!(fast.len(), drawn.len());
+                    cells += 1;
+                    fast_cells += usize::from(own.scored >= 3);
+                    for (d, got) in drawn.iter().zip(&fast) {
+                        let want = ctx.successes_without(own, &drawn, d.i);
+                        for (g, w) in got.iter().zip(&want) {
+                            assert_eq!(g.1, w.1);
+                            assert!(
+                                (g.0 - w.0).abs() <= 1e-9 * w.0.abs().max(1.0),
+                                "{name} {task} sample {}: {} against {}",
+                                d.i,
+                                g.0,
+                                w.0
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Both ways are exercised: the one pass, and the per-sample sums below three samples.
+        assert!(
+            fast_cells > 1000 && cells - fast_cells > 100,
+            "{fast_cells} of {cells}"
+        );
+    }
+
     #[test]
     fn these_tasks_interval_holds_its_level_on_a_grid() {
         let mut rng = crate::compare::stats::SplitMix64::new(29);

@@ -569,12 +569,11 @@ fn samples_csv_rows<'a>(
         ] {
             link.push_str(part);
         }
-        // Writing to a String cannot fail.
         if let Some(x) = s.ttfb_ms {
-            let _ = write!(ttfb, "{x:.1}");
+            push_tenths(&mut ttfb, x);
         }
         if let Some(x) = s.total_ms {
-            let _ = write!(total, "{x:.1}");
+            push_tenths(&mut total, x);
         }
         if let Some(x) = s.completion_tokens {
             let _ = write!(tokens, "{x}");
@@ -603,6 +602,44 @@ fn samples_csv_rows<'a>(
         ])?;
     }
     Ok(w.flush()?)
+}
+
+/// Appends `x` as `format!("{x:.1}")` does: the exact binary value rounded to tenths, half to
+/// even, with its sign (`-0.0` included). The export's times are milliseconds, and the
+/// formatter's exact mode (big-number arithmetic for most values) was a tenth of a rebuild's
+/// time: a value under 10^15 is rounded here in integers, from its bits; anything else is left
+/// to the formatter.
+fn push_tenths(out: &mut String, x: f64) {
+    use std::fmt::Write as _;
+    if !x.is_finite() || x.abs() >= 1e15 {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{x:.1}");
+        return;
+    }
+    let bits = x.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    // |x| = mantissa × 2^-shift, with shift > 0 below 10^15 < 2^50.
+    let (mantissa, shift) = if exponent == 0 {
+        (fraction, 1074)
+    } else {
+        (fraction | 1 << 52, (1075 - exponent) as u32)
+    };
+    // 10|x| = scaled × 2^-shift, and scaled < 2^57.
+    let scaled = mantissa * 10;
+    let tenths = if shift >= 64 {
+        // 10|x| < 2^57 / 2^64: under half a tenth.
+        0
+    } else {
+        let whole = scaled >> shift;
+        let rest = scaled & ((1u64 << shift) - 1);
+        let half = 1u64 << (shift - 1);
+        whole + u64::from(rest > half || (rest == half && whole & 1 == 1))
+    };
+    if bits >> 63 == 1 {
+        out.push('-');
+    }
+    let _ = write!(out, "{}.{}", tenths / 10, tenths % 10);
 }
 
 /// `data/manifest.json`: what made this site. `runs` maps every run folder read (relative to the
@@ -868,5 +905,67 @@ mod split_tests {
         };
         assert_eq!(cells(&back.matrix), cells(&m));
         assert_eq!(back.matrix.samples.len(), 60);
+    }
+}
+
+#[cfg(test)]
+mod tenths_tests {
+    use super::push_tenths;
+    use proptest::prelude::*;
+
+    fn tenths(x: f64) -> String {
+        let mut s = String::new();
+        push_tenths(&mut s, x);
+        s
+    }
+
+    #[test]
+    fn ties_signs_and_limits_are_the_formatters() {
+        for x in [
+            0.0,
+            -0.0,
+            0.05,
+            0.15,
+            0.25,
+            0.35,
+            0.45,
+            0.95,
+            2.25,
+            9.95,
+            99.95,
+            1e-320,
+            -1e-320,
+            -0.01,
+            -0.05,
+            5e-324,
+            1e15 - 0.5,
+            1e15,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1234.5678,
+            0.049999999999999996,
+        ] {
+            assert_eq!(tenths(x), format!("{x:.1}"), "{x:e}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20000))]
+
+        /// Any bit pattern, milliseconds as a server's clock gives them, and exact halves.
+        #[test]
+        fn tenths_are_the_formatters(
+            bits in any::<u64>(),
+            ms in 0.0f64..1e7,
+            half in 0u64..100_000_000,
+        ) {
+            for x in [f64::from_bits(bits), ms, -ms, (half as f64 + 0.5) / 10.0, half as f64 / 20.0] {
+                prop_assert_eq!(tenths(x), format!("{x:.1}"), "{:e}", x);
+            }
+        }
     }
 }

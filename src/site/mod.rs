@@ -1813,11 +1813,20 @@ pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
         ))?;
         sink(routing::routing_page(&r)?)
     };
-    let (data, (pages, routing)) = rayon::join(
+    // The samples table's data is one pass over every sample, drawn beside the rest (at the
+    // end of `pages` it was the last thing a rebuild waited for).
+    let samples =
+        || samples_page(input.matrix).and_then(|files| files.into_iter().try_for_each(sink));
+    let (data, (pages, (routing, samples))) = rayon::join(
         || data_files(input, &r, &rep, sink),
-        || rayon::join(|| pages(input, &r, &rep, sink), routing_files),
+        || {
+            rayon::join(
+                || pages(input, &r, &rep, sink),
+                || rayon::join(routing_files, samples),
+            )
+        },
     );
-    data.and(pages).and(routing)
+    data.and(pages).and(routing).and(samples)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
@@ -1978,7 +1987,6 @@ fn pages(
     ));
     files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
-    files.extend(samples_page(m)?);
     files.push((".nojekyll".into(), Vec::new()));
     flush(&mut files, sink)
 }

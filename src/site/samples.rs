@@ -15,7 +15,7 @@ use crate::report::Matrix;
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::{Label, Outcome};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Details longer than this are clipped in the index (the transcript page has the whole text).
 pub const DETAIL_CHARS: usize = 200;
@@ -40,7 +40,8 @@ fn outcome_code(o: Outcome) -> char {
 /// Interns strings in first-seen order (deterministic: samples come in key order).
 #[derive(Default)]
 struct Table {
-    index: BTreeMap<String, usize>,
+    /// Looked up, never iterated: the ids are in `list`'s order.
+    index: HashMap<String, usize>,
     list: Vec<String>,
 }
 
@@ -122,10 +123,13 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
         s.push(names.id(&x.key.sample));
         o.push(outcome_code(x.outcome));
         // Shown by the page's script as text: its control characters visibly, as on the pages.
-        d.push(details.id(&super::html::visible_text(&crate::json::clip(
-            &x.detail,
-            DETAIL_CHARS,
-        ))));
+        // (A detail of no more bytes than the clip's characters is never clipped.)
+        let clipped = if x.detail.len() <= DETAIL_CHARS {
+            std::borrow::Cow::Borrowed(x.detail.as_str())
+        } else {
+            std::borrow::Cow::Owned(crate::json::clip(&x.detail, DETAIL_CHARS))
+        };
+        d.push(details.id(&super::html::visible_text(&clipped)));
     }
     // Per feedback sample: the index of the sample it follows up, or -1 when that is not a
     // first-round sample of this build.
