@@ -383,3 +383,37 @@ fn the_same_site_named_another_way_is_still_updated_in_place() {
         assert_eq!(tree(&out), fresh, "{spelling}: the site differs");
     }
 }
+
+#[test]
+fn a_rebuild_with_comparisons_equals_a_fresh_build_byte_for_byte() {
+    // Two comparisons: alpha against beta does not change when gamma's run arrives, so its
+    // pooled statistics come from the cache; alpha against gamma is computed again.
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let later = "gamma/weather-parallel-3/r0001";
+    let held = tmp.path().join("held");
+    std::fs::rename(runs.join(later), &held).unwrap();
+    let (out, cache) = (tmp.path().join("site"), tmp.path().join("cache"));
+    let pairs = ["--compare", "alpha:beta", "--compare", "alpha:gamma"];
+    let with_cache = [&["--cache", cache.to_str().unwrap()][..], &pairs[..]].concat();
+    build_ok(&fixture_tasks(), &runs, &out, &with_cache, &[]);
+    let before = tree(&out);
+    let previous = keep_csv(&out, &tmp.path().join("previous.csv"));
+    std::fs::rename(&held, runs.join(later)).unwrap();
+    build_ok(&fixture_tasks(), &runs, &out, &with_cache, &[]);
+    let fresh = tmp.path().join("fresh");
+    let fresh_args = [&["--previous", previous.to_str().unwrap()][..], &pairs[..]].concat();
+    build_ok(&fixture_tasks(), &runs, &fresh, &fresh_args, &[]);
+    let (a, b) = (tree(&out), tree(&fresh));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(differ.is_empty(), "the rebuild differs: {differ:?}");
+    // Both comparisons are there, and the one with gamma changed with gamma's new samples.
+    let page = "compare/alpha--gamma.html";
+    assert!(a.contains_key("compare/alpha--beta.html") && a.contains_key(page));
+    assert_ne!(before.get(page), a.get(page));
+}
