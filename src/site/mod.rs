@@ -31,6 +31,7 @@ use html::{cell_id, escape, json_html, root, slug};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// A page or asset failed to render (a template or chart bug, never bad input).
 #[derive(Debug, thiserror::Error)]
@@ -159,11 +160,11 @@ fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
         out.push_str(s.outcome.kind());
         out.push_str("\" href=\"");
         out.push_str(root);
-        out.push_str(&escape(&s.key.section(s.outcome != Outcome::Pass)));
+        section_into(out, &s.key, s.outcome != Outcome::Pass);
         out.push_str("\" title=\"");
-        out.push_str(&escape(&s.key.run));
+        html::escape_into(out, &s.key.run);
         out.push('/');
-        out.push_str(&escape(&s.key.sample));
+        html::escape_into(out, &s.key.sample);
         out.push_str(": ");
         out.push_str(s.outcome.name());
         out.push_str("\">");
@@ -171,6 +172,23 @@ fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
         out.push_str("</a>");
     }
     out.push_str("</span>");
+}
+
+/// `escape(&key.section(fail))` onto `out`, without making either string (a matrix cell links
+/// each of its samples).
+fn section_into(out: &mut String, key: &crate::report::SampleKey, fail: bool) {
+    out.push_str("t/");
+    html::escape_into(out, &key.model);
+    out.push('/');
+    html::escape_into(out, &key.task);
+    out.push('/');
+    html::escape_into(out, &key.run);
+    out.push_str(if fail {
+        "/index.html#fail-"
+    } else {
+        "/index.html#s-"
+    });
+    html::escape_into(out, &key.sample);
 }
 
 /// A cell's samples as one mark per outcome group, unlinked: passes, then each label in
@@ -307,28 +325,30 @@ fn cell_td(
     out.push_str(&fill(c.interval.as_ref()));
     if with_id {
         out.push_str(" id=\"");
-        out.push_str(&escape(&cell_id(&c.model, &c.task)));
+        html::escape_into(out, &cell_id(&c.model, &c.task));
         out.push('"');
     }
-    out.push_str(" data-v=\"");
-    out.push_str(&format!("{:.4}", c.rate().unwrap_or(-1.0)));
+    // Writing to a String cannot fail.
+    let _ = write!(out, " data-v=\"{:.4}", c.rate().unwrap_or(-1.0));
     out.push_str("\"><b class=\"vt\">");
     out.push_str(v);
     out.push_str("</b> <span class=\"rt\">");
-    out.push_str(&escape(&rate_text(c.passes, c.scored, c.interval.as_ref())));
+    html::escape_into(out, &rate_text(c.passes, c.scored, c.interval.as_ref()));
     out.push_str("</span>");
     if c.too_few() {
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             " <small class=\"few\">only {} scored</small>",
             c.scored
-        ));
+        );
     }
     if c.errors > 0 {
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             " <small>+{} error{}</small>",
             c.errors,
             if c.errors == 1 { "" } else { "s" }
-        ));
+        );
     }
     if c.task_changed {
         out.push_str(" <small class=\"warn\">task changed</small>");
