@@ -30,6 +30,7 @@
 //! k and heterogeneous per-task rates.
 
 use super::interval::{CONFIDENCE, Interval};
+use smallvec::SmallVec;
 use statrs::distribution::{Beta, ContinuousCDF};
 
 /// The action whose rate is measured.
@@ -129,8 +130,9 @@ pub struct TaskCounts {
     /// Trials of this task that are independent of each other (the conservative sample size).
     pub distinct: f64,
     /// Per group (the row's samples; for a fallback also the other row's): `(passes, trials)`
-    /// of this task with each sample left out in turn.
-    pub leave_one_out: Vec<LeaveOneOut>,
+    /// of this task with each sample left out in turn. (Held in place: a routing page makes
+    /// hundreds of thousands of these, one per task, label, action and fallback row.)
+    pub leave_one_out: SmallVec<[LeaveOneOut; 2]>,
 }
 
 /// One group's leave-one-out trials. Samples that count alike leave the same trials behind, and
@@ -142,7 +144,7 @@ pub struct LeaveOneOut {
     pub size: f64,
     /// `(passes, trials, samples)`: the task's trials without one such sample, and how many
     /// samples of the group leave exactly these.
-    pub values: Vec<(f64, f64, f64)>,
+    pub values: SmallVec<[(f64, f64, f64); 4]>,
 }
 
 impl LeaveOneOut {
@@ -202,7 +204,8 @@ impl TaskCounts {
             c.add(s, -1.0);
             own.add(c.trials(action), *n as f64);
         }
-        let mut groups = vec![own];
+        let mut groups: SmallVec<[LeaveOneOut; 2]> = SmallVec::new();
+        groups.push(own);
         if action == Action::Fallback {
             let mut other = LeaveOneOut::default();
             for (passed, n) in [(true, x_b), (false, n_b.saturating_sub(x_b))] {

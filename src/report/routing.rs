@@ -344,6 +344,9 @@ pub fn routing(m: &Matrix) -> Routing {
                         .collect()
                 })
                 .collect();
+            // Feedback samples are counted (and become `children`) exactly where they enter
+            // `feedback_measure`.
+            let has_feedback = feedback_measure.keys().any(|(m, _, _)| *m == name);
             let mut labels = Vec::new();
             for (&label, &failures) in &mv.labels {
                 if failures == 0 {
@@ -389,9 +392,14 @@ pub fn routing(m: &Matrix) -> Routing {
                 };
                 let repair =
                     crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
+                // A row without a counted feedback sample has no feedback trial: every style's
+                // measure is empty.
                 let feedback = FeedbackStyle::ALL
                     .into_iter()
                     .map(|st| {
+                        if !has_feedback {
+                            return (st, Measure::default());
+                        }
                         let tasks: Vec<TaskCounts> = failed
                             .iter()
                             .map(|(_, a)| {
