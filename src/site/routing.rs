@@ -9,6 +9,7 @@ use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, Policy
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::Label;
 use askama::Template;
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 /// The page's path, from the site root.
@@ -54,9 +55,11 @@ fn policy_json(p: &PolicyResult) -> Value {
 
 /// `data/routing.json` (docs/data.md).
 pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+    // Each row's part is made on its own core (a row of many labels holds a fallback measure
+    // per label and other row), and they are taken in the rows' order.
     let models: Vec<Value> = r
         .models
-        .iter()
+        .par_iter()
         .map(|mr| {
             let labels: Vec<Value> = mr
                 .labels
