@@ -1,7 +1,8 @@
 //! The verdict cache (`build --cache DIR`): what the previous build learnt about each sample, so
 //! that a rebuild after a collect re-reads, re-scores and re-renders only the samples that are
 //! new or changed, draws again only the summary pages whose inputs changed
-//! ([`crate::site::reuse`]), and rewrites only the pages whose bytes changed.
+//! ([`crate::site::reuse`]), takes the comparisons' pooled statistics whose counts did not
+//! change ([`crate::compare::Memo`]), and rewrites only the pages whose bytes changed.
 //!
 //! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
 //! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
