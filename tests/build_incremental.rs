@@ -32,25 +32,20 @@ fn cached_fixture_build(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, 
     (out, cache, err)
 }
 
-/// Asserts that the site in `out` is byte for byte what a fresh build of `runs` writes against
-/// the same previous samples.csv (`previous`), so that both write the same changes page, and
-/// that there is one when some sample `moved`.
+/// Asserts that the site in `out`, built with the flags `extra`, is byte for byte what a fresh
+/// build of `runs` with them writes against the same previous samples.csv (`previous`), so that
+/// both write the same changes page, and that there is one when some sample `moved`.
 fn assert_as_fresh(
     tasks: &Path,
     runs: &Path,
     out: &Path,
     previous: &Path,
-    moved: bool,
-    what: &str,
+    (moved, what): (bool, &str),
+    extra: &[&str],
 ) {
     let fresh = previous.with_extension("fresh");
-    build_ok(
-        tasks,
-        runs,
-        &fresh,
-        &["--previous", previous.to_str().unwrap()],
-        &[],
-    );
+    let args = [&["--previous", previous.to_str().unwrap()][..], extra].concat();
+    build_ok(tasks, runs, &fresh, &args, &[]);
     let (a, b) = (tree(out), tree(&fresh));
     let differ: Vec<&String> = a
         .keys()
@@ -71,15 +66,24 @@ fn keep_csv(out: &Path, to: &Path) -> std::path::PathBuf {
     to.to_path_buf()
 }
 
+/// The run folder that arrives later in these tests, as a collect would add it.
+const LATER: &str = "gamma/weather-parallel-3/r0001";
+
+/// A copy of the fixture runs in `tmp` with [`LATER`] held back: the runs and where the held
+/// run waits.
+fn runs_before_later(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let runs = tmp.join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let held = tmp.join("held");
+    std::fs::rename(runs.join(LATER), &held).unwrap();
+    (runs, held)
+}
+
 #[test]
 fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = tmp.path().join("runs");
-    copy_tree(&fixture_runs(), &runs);
-    // The run folder that arrives later, as a collect would add it.
-    let later = "gamma/weather-parallel-3/r0001";
-    let held = tmp.path().join("held");
-    std::fs::rename(runs.join(later), &held).unwrap();
+    let (runs, held) = runs_before_later(tmp.path());
+    let later = LATER;
 
     let out = tmp.path().join("site");
     let cache = tmp.path().join("cache");
@@ -108,8 +112,8 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &runs,
         &out,
         &previous_csv,
-        true,
-        "after a run folder arrived",
+        (true, "after a run folder arrived"),
+        &[],
     );
 
     // The unchanged samples' pages were not rewritten; the new run's were written.
@@ -151,8 +155,8 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &runs,
         &out,
         &previous_csv2,
-        false,
-        "over a touched run",
+        (false, "over a touched run"),
+        &[],
     );
 
     // A transcript and the cell.json edited inside the finished run: unseen (the run's folders
@@ -212,8 +216,8 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &runs,
         &out,
         &previous_csv3,
-        true,
-        "over an edited file",
+        (true, "over an edited file"),
+        &[],
     );
 
     // A removed run folder disappears from an in-place rebuild too, and its three samples are
@@ -231,8 +235,8 @@ fn an_incremental_rebuild_equals_a_fresh_build_byte_for_byte() {
         &runs,
         &out,
         &previous_csv4,
-        true,
-        "after a run folder left",
+        (true, "after a run folder left"),
+        &[],
     );
 }
 
@@ -281,8 +285,8 @@ fn a_rebuild_over_a_site_whose_matrix_moved_is_a_fresh_one() {
         &runs,
         &out,
         &previous,
-        true,
-        "after the matrix moved",
+        (true, "after the matrix moved"),
+        &[],
     );
 }
 
@@ -389,31 +393,26 @@ fn a_rebuild_with_comparisons_equals_a_fresh_build_byte_for_byte() {
     // Two comparisons: alpha against beta does not change when gamma's run arrives, so its
     // pooled statistics come from the cache; alpha against gamma is computed again.
     let tmp = tempfile::tempdir().unwrap();
-    let runs = tmp.path().join("runs");
-    copy_tree(&fixture_runs(), &runs);
-    let later = "gamma/weather-parallel-3/r0001";
-    let held = tmp.path().join("held");
-    std::fs::rename(runs.join(later), &held).unwrap();
+    let (runs, held) = runs_before_later(tmp.path());
     let (out, cache) = (tmp.path().join("site"), tmp.path().join("cache"));
     let pairs = ["--compare", "alpha:beta", "--compare", "alpha:gamma"];
     let with_cache = [&["--cache", cache.to_str().unwrap()][..], &pairs[..]].concat();
     build_ok(&fixture_tasks(), &runs, &out, &with_cache, &[]);
     let before = tree(&out);
     let previous = keep_csv(&out, &tmp.path().join("previous.csv"));
-    std::fs::rename(&held, runs.join(later)).unwrap();
+    std::fs::rename(&held, runs.join(LATER)).unwrap();
     build_ok(&fixture_tasks(), &runs, &out, &with_cache, &[]);
-    let fresh = tmp.path().join("fresh");
-    let fresh_args = [&["--previous", previous.to_str().unwrap()][..], &pairs[..]].concat();
-    build_ok(&fixture_tasks(), &runs, &fresh, &fresh_args, &[]);
-    let (a, b) = (tree(&out), tree(&fresh));
-    let differ: Vec<&String> = a
-        .keys()
-        .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
-        .collect();
-    assert!(differ.is_empty(), "the rebuild differs: {differ:?}");
+    assert_as_fresh(
+        &fixture_tasks(),
+        &runs,
+        &out,
+        &previous,
+        (true, "with comparisons"),
+        &pairs,
+    );
     // Both comparisons are there, and the one with gamma changed with gamma's new samples.
+    let after = tree(&out);
     let page = "compare/alpha--gamma.html";
-    assert!(a.contains_key("compare/alpha--beta.html") && a.contains_key(page));
-    assert_ne!(before.get(page), a.get(page));
+    assert!(after.contains_key("compare/alpha--beta.html") && after.contains_key(page));
+    assert_ne!(before.get(page), after.get(page));
 }
