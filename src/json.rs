@@ -128,12 +128,18 @@ pub fn preview(v: &Value, max: usize) -> String {
 
 /// Cuts a string to at most `max` characters, marking the cut with an ellipsis.
 pub fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
+    clip_cow(s, max).into_owned()
+}
+
+/// [`clip`], borrowing `s` when it is short enough (no more bytes than `max`: then no more
+/// characters either, and nothing is counted).
+pub fn clip_cow(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max || s.chars().count() <= max {
+        return s.into();
     }
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
-    out
+    out.into()
 }
 
 /// The JSON type name of a value, as JSON Schema spells it.

@@ -10,9 +10,8 @@ pub struct Spread {
     pub p95: f64,
 }
 
-/// The nearest-rank `q` quantile (0 < q ≤ 1) of sorted values: the smallest value with at
-/// least a share `q` of the values at or below it.
-/// The nearest-rank index of quantile `q` among `n` values.
+/// Where the nearest-rank `q` quantile (0 < q ≤ 1) of `n` values sits once they are sorted: the
+/// smallest value with at least a share `q` of the values at or below it.
 fn rank(n: usize, q: f64) -> usize {
     ((q * n as f64).ceil() as usize).clamp(1, n) - 1
 }

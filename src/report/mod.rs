@@ -38,23 +38,32 @@ impl SampleKey {
     /// The permalink, relative to the site root: `t/<model>/<task>/<run>/<NNN>.html`. It is made
     /// of the four path segments only, so it never changes for the same sample.
     pub fn permalink(&self) -> String {
-        format!(
-            "t/{}/{}/{}/{}.html",
-            self.model, self.task, self.run, self.sample
-        )
+        self.permalink_parts().concat()
+    }
+
+    /// [`Self::permalink`] in pieces, for a writer that copies (or escapes) them in place.
+    pub fn permalink_parts(&self) -> [&str; 9] {
+        let k = self;
+        [
+            "t/", &k.model, "/", &k.task, "/", &k.run, "/", &k.sample, ".html",
+        ]
     }
 
     /// Where the sample is shown: its section of its run's page, or with `fail`, its failure
     /// there. Links inside the site go here directly; the permalink redirects to the same place.
     pub fn section(&self, fail: bool) -> String {
-        format!(
-            "t/{}/{}/{}/index.html#{}-{}",
-            self.model,
-            self.task,
-            self.run,
-            if fail { "fail" } else { "s" },
-            self.sample
-        )
+        self.section_parts(fail).concat()
+    }
+
+    /// [`Self::section`] in pieces, for a writer that copies (or escapes) them in place.
+    pub fn section_parts(&self, fail: bool) -> [&str; 8] {
+        let k = self;
+        let anchor = if fail {
+            "/index.html#fail-"
+        } else {
+            "/index.html#s-"
+        };
+        ["t/", &k.model, "/", &k.task, "/", &k.run, anchor, &k.sample]
     }
 }
 

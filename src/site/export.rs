@@ -564,9 +564,7 @@ fn samples_csv_rows<'a>(
                 k.model, k.task, p.run, p.sample
             );
         }
-        for part in [
-            "t/", &k.model, "/", &k.task, "/", &k.run, "/", &k.sample, ".html",
-        ] {
+        for part in k.permalink_parts() {
             link.push_str(part);
         }
         if let Some(x) = s.ttfb_ms {

@@ -177,18 +177,9 @@ fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
 /// `escape(&key.section(fail))` onto `out`, without making either string (a matrix cell links
 /// each of its samples).
 fn section_into(out: &mut String, key: &crate::report::SampleKey, fail: bool) {
-    out.push_str("t/");
-    html::escape_into(out, &key.model);
-    out.push('/');
-    html::escape_into(out, &key.task);
-    out.push('/');
-    html::escape_into(out, &key.run);
-    out.push_str(if fail {
-        "/index.html#fail-"
-    } else {
-        "/index.html#s-"
-    });
-    html::escape_into(out, &key.sample);
+    for part in key.section_parts(fail) {
+        html::escape_into(out, part);
+    }
 }
 
 /// A cell's samples as one mark per outcome group, unlinked: passes, then each label in

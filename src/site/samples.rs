@@ -123,12 +123,7 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
         s.push(names.id(&x.key.sample));
         o.push(outcome_code(x.outcome));
         // Shown by the page's script as text: its control characters visibly, as on the pages.
-        // (A detail of no more bytes than the clip's characters is never clipped.)
-        let clipped = if x.detail.len() <= DETAIL_CHARS {
-            std::borrow::Cow::Borrowed(x.detail.as_str())
-        } else {
-            std::borrow::Cow::Owned(crate::json::clip(&x.detail, DETAIL_CHARS))
-        };
+        let clipped = crate::json::clip_cow(&x.detail, DETAIL_CHARS);
         d.push(details.id(&super::html::visible_text(&clipped)));
     }
     // Per feedback sample: the index of the sample it follows up, or -1 when that is not a
