@@ -14,7 +14,6 @@
 use crate::transcript::{Meta, Transcript};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,14 +28,16 @@ pub struct CellInfo {
     pub callcheck_version: String,
     /// The model entry used, secrets redacted (it names the key's variable, never its value).
     /// Shared: every run of a model carries the same entry, and a build holds one copy of it
-    /// ([`scan`] interns them).
+    /// ([`shared_value`]).
+    #[serde(deserialize_with = "shared_value")]
     pub model: Arc<Value>,
     pub task: TaskRef,
     /// Samples in this run directory.
     pub k: u32,
     pub run_id: String,
     /// What the server said about itself: `/v1/models`, a version if it has one, preflight.
-    #[serde(default)]
+    /// Shared like `model`.
+    #[serde(default, deserialize_with = "shared_value")]
     pub server: Arc<Value>,
     /// UTC timestamps, RFC 3339.
     #[serde(default)]
@@ -50,6 +51,35 @@ pub struct CellInfo {
     /// For a feedback run: how the feedback was worded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<FeedbackInfo>,
+}
+
+/// A model entry or server description of a `cell.json`, parsed once per distinct text: the
+/// tens of thousands of run folders of a collection share a handful of them, and parsing each
+/// copy again (then dropping it for the one kept) was a tenth of a rebuild's scan. One copy is
+/// shared while anything holds it; the text is checked as JSON either way.
+fn shared_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, Weak};
+    /// The values parsed, by their text; entries no longer held are dropped as it grows.
+    static SHARED: Mutex<Option<HashMap<Box<str>, Weak<Value>>>> = Mutex::new(None);
+    const PRUNE_AT: usize = 4096;
+    let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    let text = raw.get();
+    let held = |shared: &mut HashMap<Box<str>, Weak<Value>>| shared.get(text)?.upgrade();
+    if let Ok(mut shared) = SHARED.lock()
+        && let Some(v) = held(shared.get_or_insert_default())
+    {
+        return Ok(v);
+    }
+    let value: Arc<Value> = Arc::new(serde_json::from_str(text).map_err(serde::de::Error::custom)?);
+    if let Ok(mut guard) = SHARED.lock() {
+        let shared = guard.get_or_insert_default();
+        if shared.len() >= PRUNE_AT {
+            shared.retain(|_, v| v.strong_count() > 0);
+        }
+        shared.insert(text.into(), Arc::downgrade(&value));
+    }
+    Ok(value)
 }
 
 /// The kind of a run folder (`cell.json`'s `kind`).
@@ -294,7 +324,7 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
     }
     // Each task folder's runs are listed and read on all cores (a BFCL-sized `runs/` has tens
     // of thousands of task folders); the results keep the folders' order.
-    type Read = (Option<(RunDir, String, String)>, Vec<Skipped>);
+    type Read = (Option<RunDir>, Vec<Skipped>);
     let read: Vec<(Vec<Read>, Option<Listing>)> = found
         .into_par_iter()
         .map(|f| match f {
@@ -352,12 +382,7 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
                                 .all(|n| !n.starts_with('.') && is_path_safe(n))
                         });
                     match read_run(&model, &task_id, &run_id, &rdir, look, seen, &mut skipped) {
-                        Ok(r) => {
-                            // The keys the model entry and server description are shared by.
-                            let (model_key, server_key) =
-                                (r.cell.model.to_string(), r.cell.server.to_string());
-                            out.push((Some((r, model_key, server_key)), skipped));
-                        }
+                        Ok(r) => out.push((Some(r), skipped)),
                         Err(reason) => {
                             skipped.push(Skipped { path: rdir, reason });
                             out.push((None, skipped));
@@ -374,20 +399,10 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
     scan.runs
         .reserve(read.iter().map(|(runs, _)| runs.len()).sum());
     scan.listings.reserve(read.len());
-    // One copy of each model entry and server description: tens of thousands of runs share a
-    // handful (a parsed entry costs kilobytes).
-    let mut shared: BTreeMap<String, Arc<Value>> = BTreeMap::new();
-    let mut intern = |v: &mut Arc<Value>, key: String| {
-        *v = shared.entry(key).or_insert_with(|| v.clone()).clone();
-    };
     for (runs, listing) in read {
         scan.listings.extend(listing);
         for (run, skipped) in runs {
-            if let Some((mut run, model, server)) = run {
-                intern(&mut run.cell.model, model);
-                intern(&mut run.cell.server, server);
-                scan.runs.push(run);
-            }
+            scan.runs.extend(run);
             scan.skipped.extend(skipped);
         }
     }
@@ -1014,6 +1029,7 @@ impl RunWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// A Known that serves what a first scan saw (or what a test makes it claim).
     #[derive(Default)]
@@ -1044,6 +1060,54 @@ mod tests {
         for s in samples {
             std::fs::create_dir_all(dir.join("samples").join(s)).unwrap();
         }
+    }
+
+    /// The model entries and server descriptions of many cell.json files are one parsed copy
+    /// per distinct text, each the value its text parses to; a malformed one is an error.
+    #[test]
+    fn cell_files_share_one_copy_of_each_model_entry_and_server() {
+        let cell = |model: &str, server: &str, run: &str| {
+            format!(
+                r#"{{"format_version": 1, "callcheck_version": "0.1.0", "model": {model},
+                "task": {{"id": "t", "sha256": "00"}}, "k": 3, "run_id": "{run}", "server": {server}}}"#
+            )
+        };
+        let parse = |text: String| serde_json::from_str::<CellInfo>(&text);
+        let entry =
+            r#"{"name": "shared-m", "temperature": 0.70, "z": 1, "a": [12345678901234567890]}"#;
+        let server = r#"{"models": ["org/m"], "kind": "vllm"}"#;
+        let a = parse(cell(entry, server, "r1")).unwrap();
+        let b = parse(cell(entry, server, "r2")).unwrap();
+        let c = parse(cell(r#"{"name": "other-m"}"#, server, "r3")).unwrap();
+        assert!(Arc::ptr_eq(&a.model, &b.model));
+        assert!(Arc::ptr_eq(&a.server, &b.server));
+        assert!(Arc::ptr_eq(&a.server, &c.server));
+        assert!(!Arc::ptr_eq(&a.model, &c.model));
+        assert_eq!(c.model["name"], "other-m");
+        // The value its own text parses to: key order and the numbers' text kept.
+        let direct: Value = serde_json::from_str(entry).unwrap();
+        assert_eq!(*a.model, direct);
+        assert_eq!(
+            a.model.to_string(),
+            r#"{"name":"shared-m","temperature":0.70,"z":1,"a":[12345678901234567890]}"#
+        );
+        assert_eq!((a.run_id.as_str(), b.run_id.as_str()), ("r1", "r2"));
+        // Without a server, the default; a model entry that is not JSON fails the file.
+        let none = r#"{"format_version": 1, "callcheck_version": "0.1.0", "model": {"name": "m"},
+            "task": {"id": "t", "sha256": "00"}, "k": 3, "run_id": "r"}"#;
+        assert!(
+            serde_json::from_str::<CellInfo>(none)
+                .unwrap()
+                .server
+                .is_null()
+        );
+        assert!(parse(cell(r#"{"name": }"#, server, "r4")).is_err());
+        // Once nothing holds a value, the next file with its text gets a fresh copy.
+        let held = Arc::downgrade(&c.model);
+        drop(c);
+        assert!(held.upgrade().is_none());
+        let again = parse(cell(r#"{"name": "other-m"}"#, server, "r5")).unwrap();
+        assert_eq!(again.model["name"], "other-m");
     }
 
     fn remember(scan: &Scan) -> Seen {

@@ -27,7 +27,13 @@ pub struct Measure {
 impl Measure {
     /// The measure over the tasks' parts: `passes` of `n` trials, and the interval of
     /// [`after_failure::over_tasks`] (these tasks, the samples within a task the random part).
-    fn over_tasks(tasks: &[TaskCounts]) -> Measure {
+    /// The parts are gathered in `buf` (emptied first): a row measures thousands of label,
+    /// action and fallback row combinations, each over up to every task, and one buffer serves
+    /// them all.
+    fn over(buf: &mut Vec<TaskCounts>, tasks: impl Iterator<Item = TaskCounts>) -> Measure {
+        buf.clear();
+        buf.extend(tasks);
+        let tasks = &buf[..];
         match after_failure::over_tasks(tasks) {
             Some((passes, n, _, interval)) => Measure {
                 n,
@@ -348,6 +354,7 @@ pub fn routing(m: &Matrix) -> Routing {
             // `feedback_measure`.
             let has_feedback = feedback_measure.keys().any(|(m, _, _)| *m == name);
             let mut labels = Vec::new();
+            let mut counts_buf: Vec<TaskCounts> = Vec::new();
             for (&label, &failures) in &mv.labels {
                 if failures == 0 {
                     continue;
@@ -383,13 +390,15 @@ pub fn routing(m: &Matrix) -> Routing {
                     .iter()
                     .map(|(_, a)| after_failure::kinds(a.iter().map(|(_, s)| *s)))
                     .collect();
-                let measure = |action: Measured| {
-                    let tasks: Vec<TaskCounts> = plain
-                        .iter()
-                        .map(|a| TaskCounts::of_kinds(action, a, (0, 0)))
-                        .collect();
-                    Measure::over_tasks(&tasks)
+                let mut measure = |action: Measured| {
+                    Measure::over(
+                        &mut counts_buf,
+                        plain
+                            .iter()
+                            .map(|a| TaskCounts::of_kinds(action, a, (0, 0))),
+                    )
                 };
+                let reroll = measure(Measured::Reroll);
                 let repair =
                     crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
                 // A row without a counted feedback sample has no feedback trial: every style's
@@ -400,30 +409,27 @@ pub fn routing(m: &Matrix) -> Routing {
                         if !has_feedback {
                             return (st, Measure::default());
                         }
-                        let tasks: Vec<TaskCounts> = failed
-                            .iter()
-                            .map(|(_, a)| {
-                                let a: Vec<after_failure::Sample> = a
-                                    .iter()
-                                    .map(|(i, s)| {
-                                        let (children, child_passes) =
-                                            children.get(&(*i, st)).map_or((0, 0), |cs| {
-                                                (
-                                                    cs.len() as u64,
-                                                    cs.iter().filter(|c| c.pass).count() as u64,
-                                                )
-                                            });
-                                        after_failure::Sample {
-                                            children,
-                                            child_passes,
-                                            ..*s
-                                        }
-                                    })
-                                    .collect();
-                                TaskCounts::new(Measured::Feedback, &a, &[])
-                            })
-                            .collect();
-                        (st, Measure::over_tasks(&tasks))
+                        let tasks = failed.iter().map(|(_, a)| {
+                            let a: Vec<after_failure::Sample> = a
+                                .iter()
+                                .map(|(i, s)| {
+                                    let (children, child_passes) =
+                                        children.get(&(*i, st)).map_or((0, 0), |cs| {
+                                            (
+                                                cs.len() as u64,
+                                                cs.iter().filter(|c| c.pass).count() as u64,
+                                            )
+                                        });
+                                    after_failure::Sample {
+                                        children,
+                                        child_passes,
+                                        ..*s
+                                    }
+                                })
+                                .collect();
+                            TaskCounts::new(Measured::Feedback, &a, &[])
+                        });
+                        (st, Measure::over(&mut counts_buf, tasks))
                     })
                     .collect();
                 // The other row's samples of each task; a task it did not run is no trial of the
@@ -432,21 +438,17 @@ pub fn routing(m: &Matrix) -> Routing {
                     .iter()
                     .enumerate()
                     .map(|(o, &b)| {
-                        let tasks: Vec<TaskCounts> = failed
-                            .iter()
-                            .zip(&plain)
-                            .filter_map(|((t, _), a)| {
-                                let other = other_cells[*t][o]?;
-                                Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
-                            })
-                            .collect();
-                        (b.to_string(), Measure::over_tasks(&tasks))
+                        let tasks = failed.iter().zip(&plain).filter_map(|((t, _), a)| {
+                            let other = other_cells[*t][o]?;
+                            Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
+                        });
+                        (b.to_string(), Measure::over(&mut counts_buf, tasks))
                     })
                     .collect();
                 labels.push(LabelRouting {
                     label,
                     failures,
-                    reroll: measure(Measured::Reroll),
+                    reroll,
                     repair,
                     feedback,
                     fallback,

@@ -1645,7 +1645,7 @@ fn task_page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<()
 /// their index.
 fn label_pages(
     input: &SiteInput,
-    keys: Option<&(&dyn reuse::Groups, reuse::Keys)>,
+    keys: GroupKeys,
     routing_of: &crate::report::routing::Routing,
     sink: Sink,
 ) -> Result<(), SiteError> {
@@ -1806,38 +1806,68 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
 pub type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
 
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
-/// it scores, so that no more than a handful of verdicts are alive at once), on two threads: the
-/// data files with the index (which names the export's files), and every other page. Each file
-/// is handed to `sink` as soon as it is drawn: a BFCL-sized site's summary files are hundreds of
-/// megabytes, never held at once.
+/// it scores, so that no more than a handful of verdicts are alive at once), on every core: the
+/// router's evidence is computed beside the files that do not read it, and each group of files
+/// is drawn on its own. Each file is handed to `sink` as soon as it is drawn: a BFCL-sized
+/// site's summary files are hundreds of megabytes, never held at once.
 pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
-    // The router's evidence (SPEC §11): the label pages show it too; its page and export are
-    // small (rows × labels) and drawn on every build.
-    let r = crate::report::routing::routing(input.matrix);
     // Which rows ask for temperature 0: the identical-samples marks of the index, the tag and
     // the comparison pages.
     let rep = repeats::Repeats::of(input.models);
-    let routing_files = || {
-        sink((
-            routing::JSON.into(),
-            routing::routing_json(input.matrix, &r),
-        ))?;
-        sink(routing::routing_page(&r)?)
-    };
-    // The samples table's data is one pass over every sample, drawn beside the rest (at the
-    // end of `pages` it was the last thing a rebuild waited for).
-    let samples =
-        || samples_page(input.matrix).and_then(|files| files.into_iter().try_for_each(sink));
-    let (data, (pages, (routing, samples))) = rayon::join(
-        || data_files(input, &r, &rep, sink),
+    // What tells whether a group of pages the site being updated holds can stay.
+    let keys = input.groups.map(|g| (g, reuse::Keys::of(input)));
+    let keys = keys.as_ref();
+    // The router's evidence (SPEC §11) is a pass over every sample and its follow-ups, and only
+    // the model and label pages, `data/matrix.json` and its own page and export read it.
+    let (routed, rest) = rayon::join(
         || {
-            rayon::join(
-                || pages(input, &r, &rep, sink),
-                || rayon::join(routing_files, samples),
-            )
+            let r = crate::report::routing::routing(input.matrix);
+            routed_files(input, &r, keys, sink)
+        },
+        || {
+            let (data, pages) = rayon::join(
+                || data_files(input, &rep, sink),
+                || pages(input, &rep, keys, sink),
+            );
+            data.and(pages)
         },
     );
-    data.and(pages).and(routing).and(samples)
+    routed.and(rest)
+}
+
+/// The keys of the site's groups of pages, with the record of the site being updated.
+type GroupKeys<'a> = Option<&'a (&'a dyn reuse::Groups, reuse::Keys)>;
+
+/// The files that read the router's evidence `r`: the model and label pages,
+/// `data/matrix.json`, the routing page and its export.
+fn routed_files(
+    input: &SiteInput,
+    r: &crate::report::routing::Routing,
+    keys: GroupKeys,
+    sink: Sink,
+) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let matrix = || {
+        sink((
+            "data/matrix.json".into(),
+            export::matrix_json(m, r, input.skipped),
+        ))
+    };
+    let routing = || {
+        sink((routing::JSON.into(), routing::routing_json(m, r)))?;
+        sink(routing::routing_page(r)?)
+    };
+    let pages = || {
+        m.models.par_iter().try_for_each(|mv| {
+            let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
+            group(key, &format!("model {}", mv.name), sink, |files| {
+                model_page(input, mv, r, files)
+            })
+        })?;
+        label_pages(input, keys, r, sink)
+    };
+    let (a, (b, c)) = rayon::join(matrix, || rayon::join(routing, pages));
+    a.and(b).and(c)
 }
 
 /// Draws one group of files ([`reuse`]) and hands them to `sink`, unless the site being updated
@@ -1866,14 +1896,10 @@ fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
     files.drain(..).try_for_each(sink)
 }
 
-/// The exports, the index and the manifest: the export with the index (which names the export's
-/// files), beside `data/matrix.json` and the manifest.
-fn data_files(
-    input: &SiteInput,
-    routing: &crate::report::routing::Routing,
-    rep: &repeats::Repeats,
-    sink: Sink,
-) -> Result<(), SiteError> {
+/// The exports that do not read the router's evidence, the index and the manifest: the samples'
+/// export with the index (which names the export's files), beside the samples table's data and
+/// the manifest.
+fn data_files(input: &SiteInput, rep: &repeats::Repeats, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
     let export_and_index = || {
         let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
@@ -1881,53 +1907,39 @@ fn data_files(
         index_page(input, rep, &samples_csvs, &mut files)?;
         flush(&mut files, sink)
     };
-    let matrix = || {
-        sink((
-            "data/matrix.json".into(),
-            export::matrix_json(m, routing, input.skipped),
-        ))
-    };
+    // The samples table's data is one pass over every sample.
+    let samples = || samples_page(m).and_then(|files| files.into_iter().try_for_each(sink));
     let manifest = || {
         sink((
             "data/manifest.json".into(),
             export::manifest_json(m, input.task_hashes, input.transcripts),
         ))
     };
-    let (a, (b, c)) = rayon::join(export_and_index, || rayon::join(matrix, manifest));
+    let (a, (b, c)) = rayon::join(export_and_index, || rayon::join(samples, manifest));
     a.and(b).and(c)
 }
 
-/// The model, task, tag, label, comparison and changes pages, the triage page and the assets.
+/// The task, tag, comparison and changes pages, the 404 page and the assets.
 fn pages(
     input: &SiteInput,
-    routing: &crate::report::routing::Routing,
     rep: &repeats::Repeats,
+    keys: GroupKeys,
     sink: Sink,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
-    let keys = input.groups.map(|g| (g, reuse::Keys::of(input)));
-    let keys = keys.as_ref();
-    // The groups of a model's, a task's and a tag's pages are drawn on every core: each is
-    // drawn from the aggregates alone, and the files it writes are its own.
+    // The groups of a task's and a tag's pages are drawn on every core: each is drawn from the
+    // aggregates alone, and the files it writes are its own.
     enum Job<'a> {
-        Model(&'a ModelView),
         Task(&'a Task),
         Tag(&'a String),
     }
-    let jobs: Vec<Job> = m
-        .models
+    let jobs: Vec<Job> = input
+        .tasks
         .iter()
-        .map(Job::Model)
-        .chain(input.tasks.iter().map(Job::Task))
+        .map(Job::Task)
         .chain(m.tags.iter().map(Job::Tag))
         .collect();
     jobs.par_iter().try_for_each(|job| match job {
-        Job::Model(mv) => {
-            let key = keys.map(|(g, k)| (*g, k.model(input, &mv.name)));
-            group(key, &format!("model {}", mv.name), sink, |files| {
-                model_page(input, mv, routing, files)
-            })
-        }
         Job::Task(t) => {
             let key = keys.map(|(g, k)| (*g, k.task(input, &t.id)));
             group(key, &format!("task {}", t.id), sink, |files| {
@@ -1941,7 +1953,6 @@ fn pages(
             })
         }
     })?;
-    label_pages(input, keys, routing, sink)?;
     let mut files: Vec<File> = Vec::new();
     compare::files(input.comparisons, input.matrix, rep, &mut files)?;
     flush(&mut files, sink)?;
