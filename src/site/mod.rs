@@ -1650,32 +1650,29 @@ fn label_pages(
     sink: Sink,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
-    // The labels whose page is drawn, with their group's key.
-    let mut drawn: BTreeMap<Label, Option<(&dyn reuse::Groups, reuse::Key)>> = BTreeMap::new();
-    let mut actions: BTreeMap<Label, Vec<routing::LabelView>> = Label::ALL
-        .iter()
-        .map(|&l| (l, routing::label_actions(routing_of, l)))
-        .collect();
-    for l in Label::ALL {
-        let key = keys.map(|(g, k)| {
-            let own = actions.get(&l).map(Vec::as_slice).unwrap_or_default();
-            (*g, routing::label_key(k.label(input, l), own))
-        });
-        if !key.is_some_and(|(g, k)| g.keep(&label_group(l), &k)) {
-            drawn.insert(l, key);
-        }
-    }
-    // label → model → the cells with that label, in model and task order. Only the first
-    // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not samples.
-    let mut by_label: BTreeMap<Label, BTreeMap<&str, Vec<LabelCell>>> = BTreeMap::new();
-    let mut totals: BTreeMap<Label, u64> = BTreeMap::new();
     let r = root(1);
+    let mut totals: BTreeMap<Label, u64> = BTreeMap::new();
     for c in m.cells.values() {
         for (&l, &count) in &c.labels {
             *totals.entry(l).or_default() += count;
-            if !drawn.contains_key(&l) {
+        }
+    }
+    // Each label's page is drawn on its own core, unless the site being updated holds it as
+    // drawn from the same cells and routing evidence.
+    Label::ALL.par_iter().try_for_each(|&l| {
+        let actions = routing::label_actions(routing_of, l);
+        let key = keys.map(|(g, k)| (*g, routing::label_key(k.label(input, l), &actions)));
+        if key.is_some_and(|(g, k)| g.keep(&label_group(l), &k)) {
+            return Ok(());
+        }
+        // model → the cells with the label, in model and task order. Only the first
+        // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not
+        // samples.
+        let mut by_model: BTreeMap<&str, Vec<LabelCell>> = BTreeMap::new();
+        for c in m.cells.values() {
+            let Some(&count) = c.labels.get(&l) else {
                 continue;
-            }
+            };
             let mut examples = Vec::new();
             let mut detail = String::new();
             for &i in &c.samples {
@@ -1695,9 +1692,7 @@ fn label_pages(
                     break;
                 }
             }
-            by_label
-                .entry(l)
-                .or_default()
+            by_model
                 .entry(c.model.as_str())
                 .or_default()
                 .push(LabelCell {
@@ -1710,20 +1705,7 @@ fn label_pages(
                     detail,
                 });
         }
-    }
-    let index_rows = Label::ALL
-        .iter()
-        .map(|&l| LabelIndexRow {
-            label: l.as_str(),
-            meaning: l.meaning(),
-            retry: l.retry().as_str(),
-            count: totals.get(&l).copied().unwrap_or(0),
-        })
-        .collect();
-    for (l, key) in drawn {
-        let groups: Vec<LabelGroup> = by_label
-            .remove(&l)
-            .unwrap_or_default()
+        let groups: Vec<LabelGroup> = by_model
             .into_iter()
             .map(|(model, cells)| LabelGroup {
                 model: model.to_string(),
@@ -1751,7 +1733,7 @@ fn label_pages(
             } else {
                 hitec
             },
-            actions: actions.remove(&l).unwrap_or_default(),
+            actions,
             groups,
             total,
             n_cells,
@@ -1761,8 +1743,17 @@ fn label_pages(
         if let Some((g, key)) = key {
             g.drawn(&label_group(l), key, vec![path.clone()]);
         }
-        sink((path, render("label page", &page)?))?;
-    }
+        sink((path, render("label page", &page)?))
+    })?;
+    let index_rows = Label::ALL
+        .iter()
+        .map(|&l| LabelIndexRow {
+            label: l.as_str(),
+            meaning: l.meaning(),
+            retry: l.retry().as_str(),
+            count: totals.get(&l).copied().unwrap_or(0),
+        })
+        .collect();
     let page = LabelsPage {
         title: "labels".into(),
         root: r,
