@@ -301,6 +301,24 @@ pub fn routing(m: &Matrix) -> Routing {
         .map(|t| (t.id.as_str(), t.tags.as_slice()))
         .collect();
 
+    // Per task, every row's cell record, in the rows' order: a row's fallbacks read the other
+    // rows' records of each of its tasks, and this takes one lookup per task, not one per task
+    // and other row.
+    let row_of: HashMap<&str, usize> = m
+        .models
+        .iter()
+        .enumerate()
+        .map(|(i, mv)| (mv.name.as_str(), i))
+        .collect();
+    let mut by_task: HashMap<&str, Vec<Option<&CellStat>>> = HashMap::new();
+    for ((model, task), st) in &stats {
+        if let Some(&i) = row_of.get(model) {
+            by_task
+                .entry(*task)
+                .or_insert_with(|| vec![None; m.models.len()])[i] = Some(st);
+        }
+    }
+
     // Each row's evidence is computed on its own (the rows' fallbacks read the others' cell
     // records only), in the rows' order.
     let models: Vec<ModelRouting> = m
@@ -314,12 +332,20 @@ pub fn routing(m: &Matrix) -> Routing {
                 .take_while(|(k, _)| k.0 == name)
                 .map(|(k, c)| (k.1.as_str(), c))
                 .collect();
-            let others: Vec<&str> = m
+            // The other rows, with their place in the rows' order.
+            let others: Vec<(usize, &str)> = m
                 .models
                 .iter()
-                .map(|o| o.name.as_str())
-                .filter(|o| *o != name)
+                .enumerate()
+                .map(|(i, o)| (i, o.name.as_str()))
+                .filter(|(_, o)| *o != name)
                 .collect();
+            // Each task of the row: every row's record of it.
+            let row_cells: Vec<&[Option<&CellStat>]> = row
+                .iter()
+                .map(|(task, _)| by_task.get(task).map_or(&[][..], Vec::as_slice))
+                .collect();
+            let record = |t: usize, b: usize| row_cells[t].get(b).copied().flatten();
             // Per task of the row, its scored first-round samples: the per-label measures are
             // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
             let row_samples: Vec<(&str, &super::Cell, Vec<usize>)> = row
@@ -335,21 +361,17 @@ pub fn routing(m: &Matrix) -> Routing {
                 })
                 .collect();
             // Per task, the other rows' scored samples and passes (a fallback's trials), in
-            // `others`' order: looked up once per row, not once per label and action.
-            let other_cells: Vec<Vec<Option<(u64, u64)>>> = row_samples
-                .iter()
-                .map(|(task, _, _)| {
-                    others
-                        .iter()
-                        .map(|&b| {
-                            stats
-                                .get(&(b, *task))
-                                .filter(|s| s.scored > 0)
-                                .map(|s| (s.scored, s.passes))
-                        })
-                        .collect()
+            // `others`' order (task `t`'s at `t * others.len()`): looked up once per row, not
+            // once per label and action.
+            let mut other_cells: Vec<Option<(u64, u64)>> =
+                Vec::with_capacity(row.len() * others.len());
+            other_cells.extend((0..row.len()).flat_map(|t| {
+                others.iter().map(move |&(b, _)| {
+                    record(t, b)
+                        .filter(|s| s.scored > 0)
+                        .map(|s| (s.scored, s.passes))
                 })
-                .collect();
+            }));
             // Feedback samples are counted (and become `children`) exactly where they enter
             // `feedback_measure`.
             let has_feedback = feedback_measure.keys().any(|(m, _, _)| *m == name);
@@ -437,9 +459,9 @@ pub fn routing(m: &Matrix) -> Routing {
                 let fallback = others
                     .iter()
                     .enumerate()
-                    .map(|(o, &b)| {
+                    .map(|(o, &(_, b))| {
                         let tasks = failed.iter().zip(&plain).filter_map(|((t, _), a)| {
-                            let other = other_cells[*t][o]?;
+                            let other = other_cells[t * others.len() + o]?;
                             Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
                         });
                         (b.to_string(), Measure::over(&mut counts_buf, tasks))
@@ -457,16 +479,13 @@ pub fn routing(m: &Matrix) -> Routing {
             // The best other row: the most expected successes over this row's failures.
             let fallback_to = others
                 .iter()
-                .map(|&b| {
+                .map(|&(i, b)| {
                     let gain: f64 = row
                         .iter()
-                        .map(|(task, c)| {
+                        .enumerate()
+                        .map(|(t, (_, c))| {
                             let fails = (c.scored - c.passes) as f64;
-                            fails
-                                * stats
-                                    .get(&(b, *task))
-                                    .and_then(CellStat::rate)
-                                    .unwrap_or(0.0)
+                            fails * record(t, i).and_then(CellStat::rate).unwrap_or(0.0)
                         })
                         .sum();
                     (b, gain)
@@ -502,11 +521,14 @@ pub fn routing(m: &Matrix) -> Routing {
                 model_latency,
             };
             // Each task's per-policy outcome, then pooled over all tasks and per tag.
-            let per_task: Vec<(&str, [TaskPolicy; 6])> = row
-                .iter()
-                .filter(|(_, c)| c.scored > 0)
-                .map(|(task, c)| (*task, ctx.task(task, c)))
-                .collect();
+            // (Sized up front: grown by doubling, a row of hundreds of tasks was copied into
+            // fresh memory again and again, and fresh memory is what a rebuild waited on most.)
+            let mut per_task: Vec<(&str, [TaskPolicy; 6])> = Vec::with_capacity(row.len());
+            per_task.extend(
+                row.iter()
+                    .filter(|(_, c)| c.scored > 0)
+                    .map(|(task, c)| (*task, ctx.task(task, c))),
+            );
             // Without a single error-style feedback sample of the row, the feedback policy is not
             // measured at all: it is shown as such, not as "every failure stays failed".
             let feedback_measured = row_rates.keys().any(|(_, st)| *st == FeedbackStyle::Error);
