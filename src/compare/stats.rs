@@ -246,7 +246,7 @@ fn z95() -> f64 {
 /// samples is then conservative, never too narrow. Clopper–Pearson rather than Wilson because
 /// plain Wilson's coverage dips to 84.5 % for 3 tasks × 5 samples all at 0.99 (SPEC §9). It is
 /// never zero-width. `None` without a scored sample. Validated on SPEC §9's grid by
-/// `tests/compare_stats.rs`.
+/// `tests/it/compare_stats.rs`.
 pub fn pooled_rate_interval(counts: &[(u64, u64)]) -> Option<Interval> {
     let counts: Vec<(u64, u64)> = counts.iter().copied().filter(|c| c.1 > 0).collect();
     if counts.is_empty() {
@@ -484,7 +484,7 @@ pub fn drop_p_value(pairs: &[TaskPair]) -> f64 {
 /// first step of Holm's), when B's probability on each task is A's observed rate minus the drop.
 /// `None` when not even a fall from every sample passing to none could reach `alpha` (the
 /// exact test's smallest p-value at these k is above it). A normal approximation of the
-/// stratified difference; the simulation of `tests/compare_stats.rs` checks it against the
+/// stratified difference; the simulation of `tests/it/compare_stats.rs` checks it against the
 /// test's measured power.
 pub fn detectable_drop(a_rates: &[f64], a_k: &[u64], b_k: &[u64], alpha: f64) -> Option<f64> {
     let c = a_rates.len();

@@ -26,7 +26,7 @@
 //! samples, each repaired failure, each feedback sample). When the jackknife cannot be taken (a
 //! rate of 0 or 1, or one failure in all, whose removal leaves no trial), the interval is
 //! Clopper–Pearson on those independent trials, which is exact for a single failure. It never
-//! has zero width. `tests/routing_stats.rs` prints its coverage over a grid of tasks per label,
+//! has zero width. `tests/it/routing_stats.rs` prints its coverage over a grid of tasks per label,
 //! k and heterogeneous per-task rates.
 
 use super::interval::{CONFIDENCE, Interval};

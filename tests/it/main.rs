@@ -1,0 +1,56 @@
+//! callcheck's integration tests, one crate (as ripgrep has): every module drives the real
+//! binary, the real mock server or the library's public API. One crate links the library once;
+//! a crate per file linked it fifty times over.
+
+mod support;
+
+mod action;
+mod build_default_cache;
+mod build_incremental;
+mod build_inputs;
+mod build_progress;
+mod check_cli;
+mod collect_crash;
+mod collect_faults;
+mod collect_feedback;
+mod collect_hostile;
+mod collect_interrupt;
+mod collect_matrix;
+mod collect_preflight;
+mod collect_safety;
+mod collect_secrets;
+mod collect_terminal;
+mod collect_unscored;
+mod compare_chromium;
+mod compare_cli;
+mod compare_scale;
+mod compare_stats;
+mod container_image;
+mod corpus;
+mod demo;
+mod destroy_nothing;
+mod docs;
+mod export_preference;
+mod import_bfcl;
+mod install_cli;
+mod mock_server;
+mod mock_stream_bugs;
+mod mutation;
+mod real_captures;
+mod real_server;
+mod robustness;
+mod routing;
+mod routing_mock;
+mod routing_stats;
+mod scorer_fixtures;
+mod shard_examples;
+mod site_build;
+mod site_cards;
+mod site_chromium;
+mod site_compare_blocks;
+mod site_first_screen;
+mod site_links;
+mod site_reliable_at;
+mod site_repeats;
+mod site_transcripts;
+mod site_values;
