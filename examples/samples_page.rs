@@ -6,7 +6,7 @@
 //! details grows as it would.
 
 use anyhow::{Context, Result};
-use callcheck::cli::IntervalKind;
+use callcheck::stats::IntervalKind;
 use callcheck::report::{SampleKey, Scored, TaskInfo, aggregate};
 use callcheck::taxonomy::{Label, Outcome, Stage};
 use clap::Parser;

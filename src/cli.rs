@@ -1,5 +1,6 @@
 //! The command line (SPEC §7), parsed once into typed options.
 
+use crate::stats::IntervalKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -305,9 +306,9 @@ pub struct BuildOpts {
     pub interval: IntervalKind,
     /// The rate a verdict must reach to read `reliable` (interval lower bound ≥ P; upper bound
     /// < P is `unreliable`; `broken` stays below 0.5), strictly between 0 and 1.
-    #[arg(long, value_name = "P", default_value_t = crate::report::Thresholds::default(),
-          value_parser = crate::report::Thresholds::parse)]
-    pub reliable_at: crate::report::Thresholds,
+    #[arg(long, value_name = "P", default_value_t = crate::stats::Thresholds::default(),
+          value_parser = crate::stats::Thresholds::parse)]
+    pub reliable_at: crate::stats::Thresholds,
     /// The previous build's data/samples.csv, to list what changed (default: the one in --out).
     #[arg(long, value_name = "SAMPLES-CSV")]
     pub previous: Option<PathBuf>,
@@ -363,10 +364,3 @@ pub struct TasksOpts {
     pub tasks: PathBuf,
 }
 
-/// Which binomial interval to show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum IntervalKind {
-    #[default]
-    Wilson,
-    ClopperPearson,
-}

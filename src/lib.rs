@@ -24,6 +24,7 @@ pub mod request;
 pub mod runs;
 pub mod score;
 pub mod site;
+pub mod stats;
 pub mod synth;
 pub mod task;
 pub mod taxonomy;

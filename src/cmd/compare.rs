@@ -3,7 +3,8 @@
 //! `--fail-on regression`, a CI gate. Never touches the network. A thin adapter: loading,
 //! pairing, statistics and the table live in [`crate::compare`].
 
-use crate::cli::{CompareOpts, FailOn, IntervalKind};
+use crate::cli::{CompareOpts, FailOn};
+use crate::stats::IntervalKind;
 use crate::compare::{self, comparisons, infos, load_baseline, load_runs, table};
 use anyhow::{Context, Result, bail};
 
@@ -32,7 +33,7 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         &explicit,
         baseline.as_ref(),
         &infos,
-        &crate::compare::Memo::default(),
+        &crate::stats::compare::Memo::default(),
     )?;
     // `compare A B` shows that pair only (the build shows every pair); Holm then runs over the
     // comparisons shown, which is the family the gate decides on.
@@ -74,7 +75,7 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
     println!(
         "gate: {family} pooled comparison{} (overall, per tag and transport errors; about these tasks), one-sided exact stratified test, Holm-corrected at {} %: {}",
         if family == 1 { "" } else { "s" },
-        (compare::ALPHA * 100.0).round(),
+        (crate::stats::compare::ALPHA * 100.0).round(),
         if failures.is_empty() {
             "no significant regression, nothing unmeasured or missing".to_string()
         } else {

@@ -6,7 +6,7 @@
 //! once the build's is a library.
 
 use super::pair::RowSettings;
-use crate::cli::IntervalKind;
+use crate::stats::IntervalKind;
 use crate::report::{self, Matrix, SampleKey, Scored, TaskInfo};
 use crate::runs;
 use crate::task::Task;

@@ -1,6 +1,6 @@
 //! Comparing two rows (SPEC §9): did B help or hurt against A, where, and how sure are we.
-//! Loading a collection to compare ([`load`]), pairing its rows ([`pair`]), the statistics
-//! ([`stats`]), the words of a verdict ([`verdict`]) and the terminal table ([`table`]); the
+//! Loading a collection to compare ([`load`]), pairing its rows ([`pair`]) and the terminal
+//! table ([`table`]), over the statistics of [`crate::stats::compare`]; the
 //! comparison itself ([`compare`]) and the family the gate decides on ([`comparisons`],
 //! [`correct`]). `build`, the site and `callcheck compare` all come here.
 //!
@@ -9,18 +9,14 @@
 
 pub mod load;
 pub mod pair;
-pub mod stats;
 pub mod table;
-pub mod verdict;
 
 pub use load::{Collection, infos, load_baseline, load_runs};
 pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
-pub use stats::{
-    ALPHA, CELL_METHOD, GATE_METHOD, Memo, POOLED_METHOD, Pooled, TaskPair, holm, newcombe, pooled,
-};
-pub use verdict::Direction;
+use crate::stats::Direction;
+use crate::stats::compare::{ALPHA, Pooled, TaskPair, holm, newcombe};
 
-use crate::report::interval::Interval;
+use crate::stats::interval::Interval;
 use crate::report::{Matrix, SampleKey, TaskInfo};
 use crate::taxonomy::{Label, Outcome};
 use anyhow::{Result, bail};
@@ -214,7 +210,7 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
-fn pooled_row(scope: &str, pairs: &[TaskPair], memo: &stats::Memo) -> Option<PooledRow> {
+fn pooled_row(scope: &str, pairs: &[TaskPair], memo: &crate::stats::compare::Memo) -> Option<PooledRow> {
     let p = memo.pooled(pairs)?;
     Some(PooledRow {
         scope: scope.to_string(),
@@ -240,7 +236,7 @@ pub fn compare(
     page: String,
     why: &str,
     settings: Option<Vec<SettingDiff>>,
-    memo: &stats::Memo,
+    memo: &crate::stats::compare::Memo,
 ) -> Comparison {
     let mut cells = Vec::new();
     let mut by_tag: BTreeMap<&str, Vec<TaskPair>> = BTreeMap::new();
@@ -371,7 +367,7 @@ pub fn correct(comparisons: &mut [Comparison]) -> usize {
             let rates: Vec<f64> = r.pairs.iter().map(TaskPair::a_rate).collect();
             let ka: Vec<u64> = r.pairs.iter().map(|p| p.a_scored).collect();
             let kb: Vec<u64> = r.pairs.iter().map(|p| p.b_scored).collect();
-            r.detectable_drop = stats::detectable_drop(&rates, &ka, &kb, alpha);
+            r.detectable_drop = crate::stats::compare::detectable_drop(&rates, &ka, &kb, alpha);
         }
     }
     p.len()
@@ -397,7 +393,7 @@ pub fn comparisons(
     explicit: &[(String, String)],
     baseline: Option<&Collection>,
     tasks: &[TaskInfo],
-    memo: &stats::Memo,
+    memo: &crate::stats::compare::Memo,
 ) -> Result<Vec<Comparison>> {
     let known = |r: &str| current.models.iter().any(|m| m.name == r);
     for (a, b) in explicit {

@@ -2,7 +2,7 @@
 //! runs' `cell.json` files say about each model, and what changed since the previous build.
 
 use super::read::RunInput;
-use crate::cli::IntervalKind;
+use crate::stats::IntervalKind;
 use crate::report::{self, Matrix, Scored, TaskInfo};
 use crate::site::ModelInfo;
 use crate::site::export::{self, Changes};
@@ -37,7 +37,7 @@ pub fn aggregate(
     runs: &[RunInput],
     previous: Previous,
     interval: IntervalKind,
-    thresholds: report::Thresholds,
+    thresholds: crate::stats::Thresholds,
 ) -> Aggregates {
     let infos: Vec<TaskInfo> = tasks.iter().map(TaskInfo::of).collect();
     let matrix = report::aggregate_at(scored, infos, interval, thresholds);

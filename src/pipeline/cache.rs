@@ -2,7 +2,7 @@
 //! that a rebuild after a collect re-reads, re-scores and re-renders only the samples that are
 //! new or changed, draws again only the summary pages whose inputs changed
 //! ([`crate::site::reuse`]), takes the comparisons' pooled statistics whose counts did not
-//! change ([`crate::compare::Memo`]), and rewrites only the pages whose bytes changed.
+//! change ([`crate::stats::compare::Memo`]), and rewrites only the pages whose bytes changed.
 //!
 //! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
 //! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
@@ -93,8 +93,8 @@ pub struct CachedSite {
     pub groups: BTreeMap<String, CachedGroup>,
     /// The samples of its matrix (the rows of its samples.csv).
     pub samples: u64,
-    /// Its pooled comparisons ([`crate::compare::Memo`]).
-    pub pooled: crate::compare::stats::Remembered,
+    /// Its pooled comparisons ([`crate::stats::compare::Memo`]).
+    pub pooled: crate::stats::compare::Remembered,
 }
 
 /// A group of summary files ([`crate::site::reuse`]) as the previous build drew them.

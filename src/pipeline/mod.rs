@@ -406,7 +406,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     // The previous build's pooled comparisons, whatever becomes of the rest of its cache: they
     // are functions of their counts alone.
     let memo =
-        crate::compare::Memo::new(prior.site.as_mut().map(|s| std::mem::take(&mut s.pooled)));
+        crate::stats::compare::Memo::new(prior.site.as_mut().map(|s| std::mem::take(&mut s.pooled)));
     let out_identity = write::canonical_out(&opts.out);
     // A site this build may update in place carries its marker (then nothing else is looked
     // at: the cache vouches that the site is the one it wrote); any other --out is looked at

@@ -29,7 +29,7 @@
 //! has zero width. `tests/it/routing_stats.rs` prints its coverage over a grid of tasks per label,
 //! k and heterogeneous per-task rates.
 
-use super::interval::{CONFIDENCE, Interval};
+use crate::stats::interval::{CONFIDENCE, Interval};
 use smallvec::SmallVec;
 use statrs::distribution::{Beta, ContinuousCDF};
 
@@ -315,8 +315,8 @@ pub fn beta_interval(x: f64, n: f64) -> Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::IntervalKind;
-    use crate::report::interval;
+    use crate::stats::IntervalKind;
+    use crate::stats::interval;
 
     fn s(failed: bool, pass: bool) -> Sample {
         Sample {

@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn selected_ranks_are_the_sorted_ones() {
-        let mut rng = crate::compare::stats::SplitMix64::new(7);
+        let mut rng = crate::stats::compare::SplitMix64::new(7);
         for n in 1..200 {
             // Ties, signed zeros and a spread of magnitudes.
             let values: Vec<f64> = (0..n)

@@ -4,19 +4,16 @@
 
 pub mod after_failure;
 pub mod distinct;
-pub mod interval;
 pub mod latency;
 pub mod pooled;
 pub mod routing;
-pub mod thresholds;
 
-use crate::cli::IntervalKind;
+use crate::stats::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
 use crate::taxonomy::{Label, Outcome, Stage};
-use interval::Interval;
+use crate::stats::{Interval, Reliability, Thresholds};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
-pub use thresholds::{BROKEN_UPPER, Thresholds};
 
 /// Where a sample sits in `runs/`, and so where its permalink is.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -159,31 +156,6 @@ impl TaskInfo {
     }
 }
 
-/// The colour a rate gets, and the word that says it without colour. The thresholds are the
-/// build's ([`Thresholds`]: `--reliable-at`, 0.9 unless given).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Reliability {
-    /// The interval's lower bound is at least the reliable threshold.
-    Reliable,
-    /// The interval straddles the reliable threshold (or there is no scored sample at all).
-    Uncertain,
-    /// The interval's upper bound is below the reliable threshold: it cannot be relied on
-    /// (SPEC §6, revised).
-    Unreliable,
-    /// The interval's upper bound is below 0.5: a stronger `unreliable`.
-    Broken,
-}
-
-impl Reliability {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reliability::Reliable => "reliable",
-            Reliability::Uncertain => "uncertain",
-            Reliability::Unreliable => "unreliable",
-            Reliability::Broken => "broken",
-        }
-    }
-}
 
 /// One model × task cell: every sample of every run of that pair.
 #[derive(Debug, Clone)]
@@ -317,9 +289,9 @@ impl Total {
     }
 
     fn finish(&mut self, kind: IntervalKind) {
-        self.interval = interval::interval(kind, self.passes, self.scored);
+        self.interval = crate::stats::interval::interval(kind, self.passes, self.scored);
         self.all_passed_interval =
-            interval::interval(kind, self.all_passed_cells, self.rated_cells);
+            crate::stats::interval::interval(kind, self.all_passed_cells, self.rated_cells);
     }
 
     /// The pooled rate: passes over scored samples.
@@ -603,7 +575,7 @@ pub fn aggregate_at(
         responses.sort_unstable();
         responses.dedup();
         c.distinct_responses = responses.len() as u64;
-        c.interval = interval::interval(kind, c.passes, c.scored);
+        c.interval = crate::stats::interval::interval(kind, c.passes, c.scored);
         c.reliability = thresholds.verdict(c.interval.as_ref());
     }
 
@@ -892,7 +864,7 @@ mod tests {
         assert_eq!(mv.value_by_tag.keys().collect::<Vec<_>>(), ["x", "y"]);
         assert_eq!(mv.value_by_tag["x"], *total);
         // With one task the interval about it is Clopper–Pearson on its samples.
-        let exact = interval::interval(IntervalKind::ClopperPearson, 2, 4).unwrap();
+        let exact = crate::stats::interval::interval(IntervalKind::ClopperPearson, 2, 4).unwrap();
         let got = total.bfcl_style.interval.unwrap();
         assert!((got.lower - exact.lower).abs() < 1e-9 && (got.upper - exact.upper).abs() < 1e-9);
         // A model that ran only a reports none.

@@ -3,7 +3,7 @@
 //! task's pass probability. Samples within a task are independent draws; the tasks are fixed —
 //! the corpus defines the shape, and the pages claim nothing about tasks not in it.
 //!
-//! The interval is [`crate::compare::stats::pooled_rate_interval`]: with equal k per task,
+//! The interval is [`crate::stats::compare::pooled_rate_interval`]: with equal k per task,
 //! Clopper–Pearson on the pooled samples (heterogeneity across tasks only narrows the spread of
 //! the pooled count, so it is conservative, and unlike plain Wilson it holds its level near 1);
 //! with unequal k, the same on the effective sample `C² / Σ 1/mᵢ` (Korn & Graubard). The
@@ -14,7 +14,7 @@
 //!
 //! Validated on SPEC §9's grid by `tests/it/compare_stats.rs`.
 
-use super::interval::Interval;
+use crate::stats::interval::Interval;
 use super::{Cell, Reliability, Thresholds};
 
 /// What a reader of the models × tags table needs for one model and one tag.
@@ -76,7 +76,7 @@ pub fn samples_to_settle(p: &Pooled, threshold: f64) -> Option<u64> {
                 (share.min(k), k)
             })
             .collect();
-        let iv = crate::compare::stats::pooled_rate_interval(&counts)?;
+        let iv = crate::stats::compare::pooled_rate_interval(&counts)?;
         (iv.lower >= threshold || iv.upper < threshold).then_some(k - per_task)
     })
 }
@@ -136,7 +136,7 @@ pub fn by_task(counts: &[(u64, u64)]) -> (f64, Option<Interval>) {
     let effective = c * c / counts.iter().map(|&(_, m)| 1.0 / m as f64).sum::<f64>();
     (
         (n as f64 / effective).max(1.0),
-        crate::compare::stats::pooled_rate_interval(&counts),
+        crate::stats::compare::pooled_rate_interval(&counts),
     )
 }
 

@@ -9,7 +9,7 @@
 //! and an interval for that mean ([`these_tasks`]).
 
 use super::after_failure::{self, Action as Measured, TaskCounts};
-use super::interval::Interval;
+use crate::stats::interval::Interval;
 use super::{Matrix, Scored};
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::{Label, Outcome, Retry};
@@ -1011,8 +1011,8 @@ pub fn these_tasks(per_task: &[(f64, u64, f64)]) -> Option<(f64, Interval)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::IntervalKind;
-    use crate::report::interval;
+    use crate::stats::IntervalKind;
+    use crate::stats::interval;
     use crate::report::{FeedbackOf, SampleKey, TaskInfo, aggregate};
     use crate::transcript::ParentRef;
 
@@ -1237,7 +1237,7 @@ mod tests {
         // Random cells (k from 1 to 12, every kind of outcome, some repaired, some feedback
         // children), every row and task: the one-pass leave-one-out against the sums taken
         // with each sample left out.
-        let mut rng = crate::compare::stats::SplitMix64::new(41);
+        let mut rng = crate::stats::compare::SplitMix64::new(41);
         let labels = [
             Label::TypeCoercion,
             Label::NoCall,
@@ -1339,7 +1339,7 @@ mod tests {
 
     #[test]
     fn these_tasks_interval_holds_its_level_on_a_grid() {
-        let mut rng = crate::compare::stats::SplitMix64::new(29);
+        let mut rng = crate::stats::compare::SplitMix64::new(29);
         let mut worst = (1.0f64, String::new());
         // Each setting: the pass probability of task i of C.
         type Probs = Box<dyn Fn(usize, usize) -> f64>;

@@ -5,7 +5,8 @@
 //! row below the fold).
 
 use super::html::{escape, escape_into, slug};
-use crate::report::{Matrix, Reliability};
+use crate::report::Matrix;
+use crate::stats::Reliability;
 
 /// Which of the three answers a pooled verdict gives.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -7,8 +7,8 @@
 //! are the same bytes on every machine. The layout below sizes its margins from character counts
 //! for the same reason.
 
-use crate::report::interval::{Interval, percent, show};
-use crate::report::{Reliability, Thresholds};
+use crate::stats::interval::{Interval, percent, show};
+use crate::stats::{Reliability, Thresholds};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -245,7 +245,7 @@ mod tests {
                 name: "m<script>".into(),
                 passes: 2,
                 scored: 3,
-                interval: crate::report::interval::interval(crate::cli::IntervalKind::Wilson, 2, 3),
+                interval: crate::stats::interval::interval(crate::stats::IntervalKind::Wilson, 2, 3),
                 reliability: Reliability::Uncertain,
             }],
             Thresholds::default(),

@@ -5,7 +5,9 @@
 use super::html::{depth_of, escape, root};
 use super::repeats::{self, Repeats};
 use super::{File, SiteError, glyph, render};
-use crate::compare::{self, CELL_METHOD, Comparison, Direction, GATE_METHOD, Mark, POOLED_METHOD};
+use crate::compare::{self, Comparison, Mark};
+use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
+use crate::stats::Direction;
 use crate::report::Matrix;
 use crate::taxonomy::Outcome;
 use askama::Template;
@@ -29,7 +31,7 @@ fn pts(x: f64) -> String {
 }
 
 /// `−8.5 points [−14.0, −3.1]`.
-fn difference(d: f64, iv: &crate::report::interval::Interval) -> String {
+fn difference(d: f64, iv: &crate::stats::interval::Interval) -> String {
     format!("{} points [{}, {}]", pts(d), pts(iv.lower), pts(iv.upper))
 }
 
@@ -354,11 +356,11 @@ pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
     let doc = json!({
         "callcheck_version": env!("CARGO_PKG_VERSION"),
         "difference": "B − A, as a proportion (A the baseline)",
-        "confidence": crate::report::interval::CONFIDENCE,
+        "confidence": crate::stats::interval::CONFIDENCE,
         "pooled_method": POOLED_METHOD,
         "gate_method": GATE_METHOD,
         "cell_method": CELL_METHOD,
-        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", compare::ALPHA),
+        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", crate::stats::compare::ALPHA),
         "pooled_comparisons": family,
         "comparisons": comparisons,
     });
@@ -480,7 +482,8 @@ pub fn block(
 #[cfg(test)]
 mod tests {
     use super::{CELL_ORDER, cell_rank};
-    use crate::compare::{CellDiff, Direction};
+    use crate::compare::CellDiff;
+    use crate::stats::Direction;
 
     fn cell(task: &str, direction: Direction, difference: Option<f64>) -> CellDiff {
         CellDiff {

@@ -2,8 +2,9 @@
 //! `data/manifest.json`, and reading a previous build's `samples.csv` to say what changed.
 //! Pure serialisers, hyperfine-style: data in, bytes out.
 
-use crate::report::interval::round4;
-use crate::report::{Matrix, Reliability, Scored};
+use crate::stats::interval::round4;
+use crate::report::{Matrix, Scored};
+use crate::stats::Reliability;
 use crate::taxonomy::Label;
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
@@ -72,7 +73,7 @@ struct Bounds {
 }
 
 impl Bounds {
-    fn of(iv: &crate::report::interval::Interval) -> Bounds {
+    fn of(iv: &crate::stats::interval::Interval) -> Bounds {
         Bounds {
             lower: Num(iv.lower),
             upper: Num(iv.upper),
@@ -92,7 +93,7 @@ struct RateWithInterval {
 
 impl RateWithInterval {
     fn of(m: &Matrix, count: u64, of: u64) -> RateWithInterval {
-        let iv = crate::report::interval::interval(m.method, count, of);
+        let iv = crate::stats::interval::interval(m.method, count, of);
         RateWithInterval {
             count,
             of,
@@ -103,7 +104,7 @@ impl RateWithInterval {
 }
 
 /// A pooled rate whose interval takes the task as its unit (report::pooled).
-fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::report::Thresholds) -> Value {
+fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::stats::Thresholds) -> Value {
     json!({
         "unit": "task",
         "tasks": p.tasks, "scored": p.scored, "passes": p.passes,
@@ -118,7 +119,7 @@ fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::report::Thresholds)
 
 /// Value accuracy and BFCL-style accuracy pooled by task over the tasks that report them, with
 /// the conformance rate over the same tasks (report::ValuePooled).
-fn values_json(v: &crate::report::ValuePooled, at: crate::report::Thresholds) -> Value {
+fn values_json(v: &crate::report::ValuePooled, at: crate::stats::Thresholds) -> Value {
     let part = |p: &crate::report::pooled::Pooled| {
         json!({
             "unit": "task",
@@ -333,7 +334,7 @@ pub fn matrix_json(
     let at = m.thresholds;
     let doc = Doc {
         callcheck_version: env!("CARGO_PKG_VERSION"),
-        interval: json!({"method": m.method.as_str(), "confidence": crate::report::interval::CONFIDENCE}),
+        interval: json!({"method": m.method.as_str(), "confidence": crate::stats::interval::CONFIDENCE}),
         verdicts: json!({
             Reliability::Reliable.as_str(): format!("interval lower bound >= {at}"),
             Reliability::Unreliable.as_str(): format!("interval upper bound < {at}"),
@@ -805,7 +806,7 @@ impl Changes {
 #[cfg(test)]
 mod split_tests {
     use super::*;
-    use crate::cli::IntervalKind;
+    use crate::stats::IntervalKind;
     use crate::report::SampleKey;
     use crate::taxonomy::Outcome;
 

@@ -18,11 +18,12 @@ pub mod transcript;
 pub mod value;
 
 use crate::hitec::HitecError;
-use crate::report::interval::Interval;
-use crate::report::interval::{percent, show};
+use crate::stats::interval::Interval;
+use crate::stats::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, ModelView, Thresholds, Total};
+use crate::report::{Cell, Matrix, ModelView, Total};
+use crate::stats::Thresholds;
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
@@ -254,15 +255,15 @@ fn fill(iv: Option<&Interval>) -> String {
     match iv {
         Some(iv) => format!(
             " style=\"--l:{}%;--u:{}%\"",
-            (crate::report::interval::round4(iv.lower) * 100.0).round() as i64,
-            (crate::report::interval::round4(iv.upper) * 100.0).round() as i64
+            (crate::stats::interval::round4(iv.lower) * 100.0).round() as i64,
+            (crate::stats::interval::round4(iv.upper) * 100.0).round() as i64
         ),
         None => String::new(),
     }
 }
 
 /// `2/3 · 67 % [21–94 %]`, or why there is no rate.
-fn rate_text(passes: u64, scored: u64, iv: Option<&crate::report::interval::Interval>) -> String {
+fn rate_text(passes: u64, scored: u64, iv: Option<&crate::stats::interval::Interval>) -> String {
     match iv {
         Some(iv) => format!(
             "{passes}/{scored} · {} {}",
@@ -440,7 +441,7 @@ fn total_row(
     p: &Pooled,
     latency: Option<&Latency>,
 ) -> TotalRow {
-    let pct = |x: f64| (crate::report::interval::round4(x) * 100.0).round() as u64;
+    let pct = |x: f64| (crate::stats::interval::round4(x) * 100.0).round() as u64;
     TotalRow {
         name: name.to_string(),
         latency: latency_text(latency),
@@ -844,7 +845,7 @@ fn f1_text(f: &crate::hitec::F1) -> String {
     match f.f1() {
         Some(x) => format!(
             "{:.3} (precision {}/{} emitted calls, recall {}/{} gold calls)",
-            crate::report::interval::round4(x),
+            crate::stats::interval::round4(x),
             f.true_positives,
             f.emitted,
             f.true_positives,
@@ -1215,7 +1216,7 @@ fn index_page(
         samples_csvs,
         reliable_at: m.thresholds.reliable_percent(),
         broken_below: m.thresholds.broken_percent(),
-        five_of_five: crate::report::interval::interval(m.method, 5, 5)
+        five_of_five: crate::stats::interval::interval(m.method, 5, 5)
             .as_ref()
             .map(show)
             .unwrap_or_default(),
@@ -2072,7 +2073,7 @@ mod tests {
                 })
             })
             .collect();
-        aggregate(samples, infos, crate::cli::IntervalKind::Wilson)
+        aggregate(samples, infos, crate::stats::IntervalKind::Wilson)
     }
 
     /// The index and the tag pages of [`matrix_of`].

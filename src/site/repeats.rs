@@ -161,7 +161,7 @@ pub fn note<'a>(rows: impl IntoIterator<Item = (&'a str, bool)>, root: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Reliability, Thresholds};
+    use crate::stats::{Reliability, Thresholds};
 
     fn cell(model: &str, scored: u64, distinct: u64) -> Cell {
         Cell {

@@ -4,7 +4,7 @@
 
 use super::{File, SiteError, render};
 use crate::report::Matrix;
-use crate::report::interval::{Interval, percent, round4, show};
+use crate::stats::interval::{Interval, percent, round4, show};
 use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
 use crate::taxonomy::Label;

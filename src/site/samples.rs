@@ -159,7 +159,7 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::IntervalKind;
+    use crate::stats::IntervalKind;
     use crate::report::{FeedbackOf, SampleKey, Scored, TaskInfo, aggregate};
     use crate::transcript::ParentRef;
     use serde_json::Value;

@@ -4,9 +4,10 @@
 use super::html::escape;
 use super::{fill, pooled_td, rate_text};
 use crate::json::preview;
-use crate::report::interval::{Interval, interval};
+use crate::stats::interval::{Interval, interval};
 use crate::report::pooled::Pooled;
-use crate::report::{Cell, Matrix, Thresholds, ValuePooled};
+use crate::report::{Cell, Matrix, ValuePooled};
+use crate::stats::Thresholds;
 use crate::task::{Accept, Rule};
 use std::collections::BTreeMap;
 
@@ -75,7 +76,7 @@ fn pooled_value_td(p: &Pooled, out: &mut String) {
         if p.deff > 1.0 {
             format!(
                 " · mean over the tasks {} · design effect {:.2}",
-                crate::report::interval::percent(p.task_mean),
+                crate::stats::interval::percent(p.task_mean),
                 p.deff
             )
         } else {

@@ -1,6 +1,6 @@
 //! The simulation of SPEC §9's grid: draws collections with known per-task pass probabilities
 //! and measures, for the statistics `callcheck compare` and `build` use
-//! (`callcheck::compare::stats`), the coverage of the one-row pooled interval and of the
+//! (`callcheck::stats::compare`), the coverage of the one-row pooled interval and of the
 //! two-row difference interval, the gate's family-wise false-alarm rate with 16 and with 64
 //! comparisons, and its power. Run with `--nocapture` to see the table.
 //!
@@ -9,7 +9,7 @@
 //! and per family size) is `--ignored`, because in a debug build it takes minutes:
 //! `cargo test --test it -- --ignored --nocapture compare_stats::`.
 
-use callcheck::compare::stats::{
+use callcheck::stats::compare::{
     SplitMix64, Stratum, TaskPair, detectable_drop, difference_interval, holm, one_sided_p,
     pooled_rate_interval,
 };

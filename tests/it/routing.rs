@@ -7,7 +7,7 @@
 //! simulation of that router over the same samples.
 
 use crate::support::site::{build_ok, read, repo};
-use callcheck::compare::stats::SplitMix64;
+use callcheck::stats::compare::SplitMix64;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;

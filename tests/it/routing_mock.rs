@@ -12,7 +12,7 @@
 //!   those routers over the same samples.
 
 use crate::support::collect::{BIN, models_config, ok, start_mock};
-use callcheck::report::interval::{Interval, percent, show};
+use callcheck::stats::interval::{Interval, percent, show};
 use callcheck::runs::RunKind;
 use callcheck::taxonomy::{Label, Outcome, Retry};
 use serde_json::Value;

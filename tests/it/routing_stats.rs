@@ -10,10 +10,10 @@
 //! 2,000 datasets each) is `--ignored`: `cargo test --test it -- --ignored routing_stats::
 //! --nocapture`.
 
-use callcheck::cli::IntervalKind;
-use callcheck::compare::stats::SplitMix64;
+use callcheck::stats::IntervalKind;
+use callcheck::stats::compare::SplitMix64;
 use callcheck::report::after_failure::{Action, Sample, TaskCounts, over_tasks};
-use callcheck::report::interval::interval;
+use callcheck::stats::interval::interval;
 
 const TASKS: [usize; 4] = [1, 2, 4, 8];
 const KS: [usize; 3] = [3, 5, 10];

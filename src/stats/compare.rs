@@ -5,9 +5,9 @@
 //!
 //! Every difference is **B − A**: A is the baseline, B the change.
 
-use super::verdict::Direction;
-use crate::cli::IntervalKind;
-use crate::report::interval::{self, CONFIDENCE, Interval};
+use super::direction::Direction;
+use crate::stats::IntervalKind;
+use crate::stats::interval::{self, CONFIDENCE, Interval};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 use statrs::function::factorial::ln_factorial;
@@ -187,8 +187,8 @@ pub fn memo_code() -> String {
     let mut all = Vec::new();
     for s in [
         env!("CARGO_PKG_VERSION"),
-        include_str!("stats.rs"),
-        include_str!("../report/interval.rs"),
+        include_str!("compare.rs"),
+        include_str!("interval.rs"),
         include_str!("../../Cargo.lock"),
     ] {
         all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());

@@ -3,7 +3,6 @@
 //! [`super::Matrix`] a build made, so every verdict the site and its exports show, and every
 //! sentence that explains them, uses the same value.
 
-use super::Reliability;
 use super::interval::Interval;
 
 /// The default of `build --reliable-at`.
@@ -75,7 +74,7 @@ impl Thresholds {
     /// 35 for Wilson at 0.9. The lower bound of n/n grows with n, so doubling then bisecting
     /// finds it in a few dozen intervals; `None` past about four million samples (a threshold a
     /// hair below 1, where an exact interval's quantile takes long to compute).
-    pub fn fewest_samples(self, kind: crate::cli::IntervalKind) -> Option<u64> {
+    pub fn fewest_samples(self, kind: crate::stats::IntervalKind) -> Option<u64> {
         let reaches = |n: u64| {
             super::interval::interval(kind, n, n).is_some_and(|iv| iv.lower >= self.reliable_at)
         };
@@ -124,10 +123,36 @@ impl std::fmt::Display for Thresholds {
     }
 }
 
+/// The colour a rate gets, and the word that says it without colour. The thresholds are the
+/// build's ([`Thresholds`]: `--reliable-at`, 0.9 unless given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reliability {
+    /// The interval's lower bound is at least the reliable threshold.
+    Reliable,
+    /// The interval straddles the reliable threshold (or there is no scored sample at all).
+    Uncertain,
+    /// The interval's upper bound is below the reliable threshold: it cannot be relied on
+    /// (SPEC §6, revised).
+    Unreliable,
+    /// The interval's upper bound is below 0.5: a stronger `unreliable`.
+    Broken,
+}
+
+impl Reliability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reliability::Reliable => "reliable",
+            Reliability::Uncertain => "uncertain",
+            Reliability::Unreliable => "unreliable",
+            Reliability::Broken => "broken",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::IntervalKind;
+    use crate::stats::IntervalKind;
 
     fn iv(lower: f64, upper: f64) -> Interval {
         Interval { lower, upper }

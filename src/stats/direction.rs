@@ -1,6 +1,6 @@
 //! What an interval or a test of a difference says, in the words pages and the terminal use.
 
-use crate::report::interval::Interval;
+use crate::stats::interval::Interval;
 use serde::Serialize;
 
 /// What an interval of a difference says.

@@ -3,9 +3,16 @@
 //! A rate from k = 3 samples is almost meaningless on its own; every rate the site shows carries
 //! one of these, so "3/3" reads as "somewhere between 44 % and 100 %", never as "100 %".
 
-use crate::cli::IntervalKind;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
+
+/// Which binomial interval to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum IntervalKind {
+    #[default]
+    Wilson,
+    ClopperPearson,
+}
 
 /// The confidence level of every interval on the site.
 pub const CONFIDENCE: f64 = 0.95;
