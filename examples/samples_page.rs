@@ -6,8 +6,8 @@
 //! details grows as it would.
 
 use anyhow::{Context, Result};
-use callcheck::stats::IntervalKind;
 use callcheck::report::{SampleKey, Scored, TaskInfo, aggregate};
+use callcheck::stats::IntervalKind;
 use callcheck::taxonomy::{Label, Outcome, Stage};
 use clap::Parser;
 use rand::rngs::Xoshiro256PlusPlus;

@@ -58,6 +58,8 @@ pub struct CompletionsOpts {
 
 #[derive(Debug, Args)]
 pub struct CompareOpts {
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
     /// The baseline row (A).
     #[arg(value_name = "A")]
     pub a: Option<String>,
@@ -71,12 +73,6 @@ pub struct CompareOpts {
     /// Exit 1 when a tag or the overall rate is significantly worse (Holm-corrected).
     #[arg(long, value_enum, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
-    /// The task corpus.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
-    /// The runs/ tree written by collect.
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
     /// Tasks A has and B does not are listed but do not fail the gate.
     #[arg(long)]
     pub allow_missing: bool,
@@ -97,6 +93,8 @@ pub enum ExportCommand {
 
 #[derive(Debug, Args)]
 pub struct PreferenceOpts {
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
     /// kto: one line per example (prompt, completion, label); dpo: one line per negative, paired
     /// with the same model's passing answer to its feedback round when there is one, else with
     /// the task's gold reply (prompt, chosen, rejected; `callcheck.chosen` says which). Both
@@ -120,12 +118,6 @@ pub struct PreferenceOpts {
     /// each distinct failing reply of a model × task cell is written once).
     #[arg(long)]
     pub keep_repeats: bool,
-    /// The task corpus.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
-    /// The runs/ tree written by collect.
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
     /// The JSON Lines file to write (replaced atomically).
     #[arg(long, value_name = "FILE.jsonl")]
     pub out: PathBuf,
@@ -170,12 +162,8 @@ pub struct ImportBfclOpts {
 
 #[derive(Debug, Args)]
 pub struct DemoOpts {
-    /// The task corpus to collect.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
-    /// Where runs are written (a second demo resumes what is there).
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
     /// Where the site goes.
     #[arg(long, default_value = "site")]
     pub out: PathBuf,
@@ -189,15 +177,11 @@ pub struct DemoOpts {
 
 #[derive(Debug, Args)]
 pub struct CollectOpts {
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
     /// The models config (TOML, `[[model]]` entries).
     #[arg(long, default_value = "callcheck.toml")]
     pub config: PathBuf,
-    /// A task file or a folder of them.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
-    /// Where runs are written.
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
     /// Samples per cell (model × task).
     #[arg(long, default_value_t = 3)]
     pub k: u32,
@@ -253,15 +237,14 @@ fn feedback_style(s: &str) -> Result<crate::runs::FeedbackStyle, String> {
 
 #[derive(Debug, Args)]
 pub struct MockOpts {
+    #[command(flatten)]
+    pub corpus: TasksOpts,
     /// The port on 127.0.0.1 (0 picks a free one; the address is printed).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
     /// The mock's config (TOML); built-in models when absent.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// The task corpus the mock recognises requests by.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
     /// Append one JSON line per response sent (model, task, sample, attempt, sha256 of the bytes).
     #[arg(long)]
     pub log: Option<PathBuf>,
@@ -272,12 +255,11 @@ pub struct MockOpts {
 
 #[derive(Debug, Args)]
 pub struct CheckOpts {
+    #[command(flatten)]
+    pub corpus: TasksOpts,
     /// The task: a task file, or a task id (as every page shows it) looked up in --tasks.
     #[arg(long)]
     pub task: PathBuf,
-    /// The corpus a task id given to --task is looked up in.
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
     /// The response: a JSON body, or an SSE stream (`.sse`, or sniffed from its first bytes).
     #[arg(long)]
     pub response: PathBuf,
@@ -292,12 +274,8 @@ pub struct CheckOpts {
 
 #[derive(Debug, Clone, Args)]
 pub struct BuildOpts {
-    /// The task corpus: a folder of task files (or one file).
-    #[arg(long, default_value = "tasks")]
-    pub tasks: PathBuf,
-    /// The runs/ tree written by collect.
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
     /// Where the site goes. Built in a temporary folder beside it and swapped into place.
     #[arg(long, default_value = "site")]
     pub out: PathBuf,
@@ -357,10 +335,22 @@ pub struct ListOpts {
     pub labels: bool,
 }
 
-#[derive(Debug, Args)]
+/// The task corpus, for the commands that read tasks only.
+#[derive(Debug, Clone, Args)]
 pub struct TasksOpts {
-    /// A task file or a folder of them.
+    /// The task corpus: a folder of task files (or one file).
     #[arg(long, default_value = "tasks")]
     pub tasks: PathBuf,
 }
 
+/// The task corpus and the runs collected for it, as every command that reads or writes both
+/// takes them.
+#[derive(Debug, Clone, Args)]
+pub struct CorpusArgs {
+    /// The task corpus: a folder of task files (or one file).
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// The runs/ tree collect writes and build reads.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+}

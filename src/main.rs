@@ -1,8 +1,8 @@
 //! The `callcheck` binary: parse the command line once, run the subcommand, map errors to exit
-//! codes (0 success, 1 the work failed or found problems, 2 bad usage — clap's own).
+//! codes ([`callcheck::cmd::exit`]).
 
 use callcheck::cli::{Cli, Command};
-use callcheck::cmd;
+use callcheck::cmd::{self, exit};
 use clap::Parser;
 
 /// A build holds hundreds of thousands of small allocations alive across two threads and frees
@@ -40,7 +40,7 @@ fn main() {
                     "error: {}",
                     callcheck::term::escape_lines(&format!("{e:#}"))
                 );
-                std::process::exit(2);
+                std::process::exit(exit::USAGE);
             }
         },
     };
@@ -50,6 +50,6 @@ fn main() {
             "error: {}",
             callcheck::term::escape_lines(&format!("{e:#}"))
         );
-        std::process::exit(1);
+        std::process::exit(exit::FAILURE);
     }
 }

@@ -2,22 +2,39 @@
 //! the static site (the pipeline is [`crate::pipeline`]); prints one summary line.
 
 use crate::cli::BuildOpts;
+use crate::pipeline::{Inputs, build};
 use crate::site;
 use anyhow::Result;
 
-pub use crate::pipeline::{Summary, build};
+/// The library's inputs from the command line: the cache is `./.callcheck-cache` unless moved
+/// or refused (the plain command is the incremental one), and the pipeline sees only where it
+/// is.
+pub fn inputs(opts: &BuildOpts) -> Inputs {
+    Inputs {
+        tasks: opts.corpus.tasks.clone(),
+        runs: opts.corpus.runs.clone(),
+        out: opts.out.clone(),
+        interval: opts.interval,
+        reliable_at: opts.reliable_at,
+        previous: opts.previous.clone(),
+        cache: super::cache_dir::choose(opts),
+        compare: opts.compare.clone(),
+        baseline: opts.baseline.clone(),
+        allow_empty: opts.allow_empty,
+        site_url: opts.site_url.clone(),
+    }
+}
 
 pub fn run(opts: &BuildOpts) -> Result<()> {
-    // The plain command is the incremental one: the cache is `./.callcheck-cache` unless moved
-    // or refused, and the pipeline sees only where it is.
-    let cache = super::cache_dir::choose(opts);
-    if let Some(dir) = &cache {
+    let inputs = inputs(opts);
+    if let Some(dir) = &inputs.cache {
         super::cache_dir::prepare(dir, &opts.out, opts.cache.is_some())?;
     }
-    let opts = &BuildOpts {
-        cache,
-        ..opts.clone()
-    };
+    summarise(&inputs)
+}
+
+/// Builds and prints what the build did.
+pub fn summarise(opts: &Inputs) -> Result<()> {
     let s = build(opts)?;
     if let Some(c) = &opts.cache {
         eprintln!(

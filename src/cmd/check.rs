@@ -75,17 +75,17 @@ fn load_task(opts: &CheckOpts) -> Result<Task> {
             opts.task.display()
         );
     }
-    let tasks = crate::task::load(&opts.tasks).with_context(|| {
+    let tasks = crate::task::load(&opts.corpus.tasks).with_context(|| {
         format!(
             "{id:?} is not a task file, so it was looked up as a task id in {}, which does not load",
-            opts.tasks.display()
+            opts.corpus.tasks.display()
         )
     })?;
     match tasks.into_iter().find(|t| t.id == id) {
         Some(t) => Ok(t),
         None => bail!(
             "no task file {id:?} and no task with the id {id:?} in {} (pass a task file, or --tasks with the corpus that holds it)",
-            opts.tasks.display()
+            opts.corpus.tasks.display()
         ),
     }
 }

@@ -16,8 +16,8 @@ pub fn run(o: &CollectOpts) -> Result<()> {
     let opts = Options {
         config: o.config.clone(),
         config_text: None,
-        tasks: o.tasks.clone(),
-        runs: o.runs.clone(),
+        tasks: o.corpus.tasks.clone(),
+        runs: o.corpus.runs.clone(),
         k: o.k,
         allow_anecdote: o.allow_anecdote,
         models: o.models.clone(),
@@ -50,7 +50,7 @@ pub fn run(o: &CollectOpts) -> Result<()> {
                 let _ = signal_tx.send(true);
                 if tokio::signal::ctrl_c().await.is_ok() {
                     eprintln!("collect: second Ctrl-C, exiting now");
-                    std::process::exit(130);
+                    std::process::exit(super::exit::INTERRUPTED);
                 }
             }
         });

@@ -4,8 +4,8 @@
 //! pairing, statistics and the table live in [`crate::compare`].
 
 use crate::cli::{CompareOpts, FailOn};
-use crate::stats::IntervalKind;
 use crate::compare::{self, comparisons, infos, load_baseline, load_runs, table};
+use crate::stats::IntervalKind;
 use anyhow::{Context, Result, bail};
 
 /// Runs the command; returns the exit code (0 fine, 1 a regression under `--fail-on`).
@@ -17,10 +17,10 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         (_, _, Some(_)) => bail!("give either two rows (compare A B) or --baseline PATH, not both"),
         _ => bail!("give two rows to compare (compare A B) or --baseline PATH"),
     };
-    let tasks = crate::task::load(&o.tasks)
+    let tasks = crate::task::load(&o.corpus.tasks)
         .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot load the tasks from {}", o.tasks.display()))?;
-    let current = load_runs(&o.runs, &tasks, IntervalKind::Wilson)
+        .with_context(|| format!("cannot load the tasks from {}", o.corpus.tasks.display()))?;
+    let current = load_runs(&o.corpus.runs, &tasks, IntervalKind::Wilson)
         .map_err(|e| anyhow::anyhow!("{e:#} (pass --runs, or run `callcheck collect` first)"))?;
     let baseline = match &o.baseline {
         Some(p) => Some(load_baseline(p, &tasks, IntervalKind::Wilson)?),
@@ -44,7 +44,7 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         if all.is_empty() {
             bail!(
                 "no row of {} is also in the baseline {}",
-                o.runs.display(),
+                o.corpus.runs.display(),
                 baseline.as_ref().map_or("", |b| b.source.as_str())
             );
         }
@@ -83,7 +83,7 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         }
     );
     Ok(match o.fail_on {
-        Some(FailOn::Regression) if !failures.is_empty() => 1,
-        _ => 0,
+        Some(FailOn::Regression) if !failures.is_empty() => super::exit::FAILURE,
+        _ => super::exit::SUCCESS,
     })
 }

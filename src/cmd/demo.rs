@@ -3,10 +3,11 @@
 //! site. No GPU, no network. A second run resumes the collection (nothing left to ask) and
 //! rebuilds the same site.
 
-use crate::cli::{BuildOpts, DemoOpts};
+use crate::cli::DemoOpts;
 use crate::collect::client::RetryPolicy;
 use crate::collect::{self, Options};
 use crate::mock::{self, MockConfig, MockState};
+use crate::pipeline::Inputs;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 
@@ -68,29 +69,29 @@ seed = 1
 pub fn run(o: &DemoOpts) -> Result<()> {
     // Installed without a checkout (a wheel, a container): the corpus built into the binary is
     // written to ./tasks, where the build after the collection reads it too.
-    if o.tasks == Path::new("tasks")
-        && std::fs::symlink_metadata(&o.tasks)
+    if o.corpus.tasks == Path::new("tasks")
+        && std::fs::symlink_metadata(&o.corpus.tasks)
             .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     {
-        let n = super::builtin_tasks::extract(&o.tasks)?;
+        let n = super::builtin_tasks::extract(&o.corpus.tasks)?;
         eprintln!("demo: no tasks/ here: wrote callcheck's own corpus ({n} tasks) to tasks/");
     }
     // The demo is nothing without the corpus: say so before starting anything.
-    let tasks = crate::task::load(&o.tasks).map_err(|e| {
+    let tasks = crate::task::load(&o.corpus.tasks).map_err(|e| {
         anyhow::anyhow!(
             "{e}\nthe demo collects the task corpus at {}: run it from the repository's root, or pass --tasks DIR",
-            o.tasks.display()
+            o.corpus.tasks.display()
         )
     })?;
     if tasks.is_empty() {
-        bail!("no tasks in {}: pass --tasks DIR", o.tasks.display());
+        bail!("no tasks in {}: pass --tasks DIR", o.corpus.tasks.display());
     }
     // What the build at the end would refuse is refused before anything is collected: runs/
     // inside the site, or a --out that is not a site a build wrote (SPEC §12).
-    if crate::pipeline::owned::within(&o.runs, &o.out) {
+    if crate::pipeline::owned::within(&o.corpus.runs, &o.out) {
         bail!(
             "--runs {} is inside --out {}: a build replaces --out, so the runs must lie outside it",
-            o.runs.display(),
+            o.corpus.runs.display(),
             o.out.display()
         );
     }
@@ -108,8 +109,8 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         let opts = Options {
             config: "demo.toml (in memory)".into(),
             config_text: Some(demo_config(&handle.base_url())),
-            tasks: o.tasks.clone(),
-            runs: o.runs.clone(),
+            tasks: o.corpus.tasks.clone(),
+            runs: o.corpus.runs.clone(),
             k: o.k,
             allow_anecdote: false,
             models: None,
@@ -163,22 +164,21 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         }
     }
 
-    let build = BuildOpts {
-        tasks: o.tasks.clone(),
-        runs: o.runs.clone(),
+    let build = Inputs {
+        tasks: o.corpus.tasks.clone(),
+        runs: o.corpus.runs.clone(),
         out: o.out.clone(),
         interval: Default::default(),
         reliable_at: Default::default(),
         previous: None,
         // The demo writes runs/ and site/ only: no cache folder beside them.
         cache: None,
-        no_cache: true,
         compare: Vec::new(),
         baseline: None,
         allow_empty: false,
         site_url: None,
     };
-    crate::cmd::build::run(&build)?;
+    crate::cmd::build::summarise(&build)?;
     let index = o.out.join("index.html");
     let shown = std::fs::canonicalize(&index).unwrap_or(index);
     println!("The demo site is at {}", shown.display());

@@ -86,18 +86,18 @@ fn preference_export(o: &PreferenceOpts) -> Result<()> {
             o.out.display()
         );
     }
-    let tasks = crate::task::load(&o.tasks)
+    let tasks = crate::task::load(&o.corpus.tasks)
         .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot load the tasks from {}", o.tasks.display()))?;
+        .with_context(|| format!("cannot load the tasks from {}", o.corpus.tasks.display()))?;
     let wants_real = matches!(opts.sources, Sources::Real | Sources::Both);
     let scan = if wants_real {
-        if !o.runs.is_dir() {
+        if !o.corpus.runs.is_dir() {
             bail!(
                 "no runs folder at {} (run `callcheck collect` first, pass --runs, or export --source synthetic)",
-                o.runs.display()
+                o.corpus.runs.display()
             );
         }
-        let scan = runs::scan(&o.runs);
+        let scan = runs::scan(&o.corpus.runs);
         for s in &scan.skipped {
             eprintln!("skipped {}: {}", s.path.display(), s.reason);
         }
@@ -111,7 +111,7 @@ fn preference_export(o: &PreferenceOpts) -> Result<()> {
             if wants_real && !present.contains(m.as_str()) {
                 eprintln!(
                     "warning: --models {m}: no runs of that row under {}",
-                    o.runs.display()
+                    o.corpus.runs.display()
                 );
             }
         }

@@ -14,7 +14,7 @@ pub fn run(o: &MockOpts) -> Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    let (tasks, warning) = mock::load_tasks(&o.tasks)?;
+    let (tasks, warning) = mock::load_tasks(&o.corpus.tasks)?;
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }

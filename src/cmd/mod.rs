@@ -8,6 +8,7 @@ pub mod collect;
 pub mod compare;
 pub mod completions;
 pub mod demo;
+pub mod exit;
 pub mod export;
 pub mod import;
 pub mod mock;

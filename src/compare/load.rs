@@ -6,9 +6,9 @@
 //! once the build's is a library.
 
 use super::pair::RowSettings;
-use crate::stats::IntervalKind;
 use crate::report::{self, Matrix, SampleKey, Scored, TaskInfo};
 use crate::runs;
+use crate::stats::IntervalKind;
 use crate::task::Task;
 use crate::taxonomy::{Label, Outcome};
 use anyhow::{Context, Result, bail};

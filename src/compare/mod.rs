@@ -11,13 +11,13 @@ pub mod load;
 pub mod pair;
 pub mod table;
 
-pub use load::{Collection, infos, load_baseline, load_runs};
-pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
 use crate::stats::Direction;
 use crate::stats::compare::{ALPHA, Pooled, TaskPair, holm, newcombe};
+pub use load::{Collection, infos, load_baseline, load_runs};
+pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
 
-use crate::stats::interval::Interval;
 use crate::report::{Matrix, SampleKey, TaskInfo};
+use crate::stats::interval::Interval;
 use crate::taxonomy::{Label, Outcome};
 use anyhow::{Result, bail};
 use rayon::prelude::*;
@@ -210,7 +210,11 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
-fn pooled_row(scope: &str, pairs: &[TaskPair], memo: &crate::stats::compare::Memo) -> Option<PooledRow> {
+fn pooled_row(
+    scope: &str,
+    pairs: &[TaskPair],
+    memo: &crate::stats::compare::Memo,
+) -> Option<PooledRow> {
     let p = memo.pooled(pairs)?;
     Some(PooledRow {
         scope: scope.to_string(),

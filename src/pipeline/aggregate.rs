@@ -2,10 +2,10 @@
 //! runs' `cell.json` files say about each model, and what changed since the previous build.
 
 use super::read::RunInput;
-use crate::stats::IntervalKind;
 use crate::report::{self, Matrix, Scored, TaskInfo};
 use crate::site::ModelInfo;
 use crate::site::export::{self, Changes};
+use crate::stats::IntervalKind;
 use crate::task::Task;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -16,17 +16,47 @@ pub mod render;
 pub mod score;
 pub mod write;
 
-use crate::cli::BuildOpts;
 use crate::report::Scored;
 use crate::site::export::SkippedInput;
+use crate::stats::{IntervalKind, Thresholds};
 use crate::task::Task;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
-use read::{Inputs, RunInput};
+use read::{Loaded, RunInput};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::mpsc::SyncSender;
 use write::{Page, SiteWriter};
+
+/// What a build reads, where it writes and how it scores: `callcheck build`'s options as the
+/// library takes them (`cmd/build.rs` makes them from the command line; the demo and the tests
+/// make them directly).
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The task corpus: a folder of task files, or one file.
+    pub tasks: PathBuf,
+    /// The `runs/` tree collect wrote.
+    pub runs: PathBuf,
+    /// Where the site goes.
+    pub out: PathBuf,
+    /// The binomial interval shown with every rate.
+    pub interval: IntervalKind,
+    /// The verdicts' thresholds.
+    pub reliable_at: Thresholds,
+    /// The previous build's `data/samples.csv`, to list what changed (default: the one in `out`).
+    pub previous: Option<PathBuf>,
+    /// The verdict cache's folder; `None` builds without one.
+    pub cache: Option<PathBuf>,
+    /// Extra comparisons, as `A:B`.
+    pub compare: Vec<String>,
+    /// Another collection each row is compared with.
+    pub baseline: Option<PathBuf>,
+    /// An empty `runs/` is an empty site rather than an error.
+    pub allow_empty: bool,
+    /// Where the site is published, for the cards' full addresses.
+    pub site_url: Option<String>,
+}
 
 /// What a build did, for the summary line.
 #[derive(Debug, Clone, Default)]
@@ -368,7 +398,7 @@ impl RunOutcome {
 }
 
 /// Runs the whole build and reports what it read and skipped on stderr.
-pub fn build(opts: &BuildOpts) -> Result<Summary> {
+pub fn build(opts: &Inputs) -> Result<Summary> {
     // What the site is built from never lies inside what it replaces (SPEC §12).
     for (flag, p) in [("--runs", &opts.runs), ("--tasks", &opts.tasks)] {
         if owned::within(p, &opts.out) {
@@ -405,8 +435,9 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
     let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
     // The previous build's pooled comparisons, whatever becomes of the rest of its cache: they
     // are functions of their counts alone.
-    let memo =
-        crate::stats::compare::Memo::new(prior.site.as_mut().map(|s| std::mem::take(&mut s.pooled)));
+    let memo = crate::stats::compare::Memo::new(
+        prior.site.as_mut().map(|s| std::mem::take(&mut s.pooled)),
+    );
     let out_identity = write::canonical_out(&opts.out);
     // A site this build may update in place carries its marker (then nothing else is looked
     // at: the cache vouches that the site is the one it wrote); any other --out is looked at
@@ -435,7 +466,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
         )?),
         None => None,
     };
-    let Inputs {
+    let Loaded {
         tasks,
         runs,
         mut skipped,
@@ -679,7 +710,7 @@ pub fn build(opts: &BuildOpts) -> Result<Summary> {
 /// and the cache, still to be finished with the site's record.
 #[allow(clippy::too_many_arguments)]
 fn write_summary(
-    opts: &BuildOpts,
+    opts: &Inputs,
     site: &SiteWriter,
     agg: &aggregate::Aggregates,
     tasks: &[Task],
@@ -798,7 +829,7 @@ fn run_index<'a>(matrix: &crate::report::Matrix, runs: &'a [RunInput]) -> RunInd
 }
 
 /// The "read …" lines: run folders, samples, models, and tasks whose file changed.
-fn say_what_was_read(opts: &BuildOpts, inputs: &Inputs) {
+fn say_what_was_read(opts: &Inputs, inputs: &Loaded) {
     let models: BTreeSet<&str> = inputs.runs.iter().map(|r| r.run.model.as_str()).collect();
     eprintln!(
         "read {} run director{} from {}: {} samples, {} model{}",

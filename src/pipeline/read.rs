@@ -1,8 +1,8 @@
 //! Stage 1, read: the task corpus, the finished run folders under `runs/`, the previous build's
 //! outcomes, and then (one run at a time, while scoring) each sample's files, parsed once.
 
+use super::Inputs;
 use super::rel;
-use crate::cli::BuildOpts;
 use crate::report::SampleKey;
 use crate::runs::{self, RunDir, SampleFiles};
 use crate::site::export::{self, SkippedInput};
@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// Everything the build starts from, before any sample is read.
 #[derive(Debug)]
-pub struct Inputs {
+pub struct Loaded {
     /// The corpus, sorted by id.
     pub tasks: Vec<Task>,
     /// The run folders to score, in `runs/` order, each with the index of its task in `tasks`.
@@ -33,13 +33,13 @@ pub struct Inputs {
 #[derive(Debug)]
 pub struct RunInput {
     pub run: RunDir,
-    /// Index into [`Inputs::tasks`].
+    /// Index into [`Loaded::tasks`].
     pub task: usize,
     /// The task file changed since the run was collected.
     pub task_changed: bool,
 }
 
-impl Inputs {
+impl Loaded {
     /// Samples in all the runs to score.
     pub fn samples(&self) -> usize {
         self.runs.iter().map(|r| r.run.samples.len()).sum()
@@ -50,7 +50,7 @@ impl Inputs {
 /// `known` saw them are not listed again.
 /// With `previous_csv` false the previous build's outcomes are not read from the site (the
 /// cache knows them).
-pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Result<Inputs> {
+pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Result<Loaded> {
     // The corpus is read while the runs are scanned, and the previous export (for the changes
     // page) meanwhile; their errors are told in that order.
     let (tasks, (previous, scan)) = rayon::join(
@@ -139,7 +139,7 @@ pub fn read(opts: &BuildOpts, previous_csv: bool, known: &dyn runs::Known) -> Re
             if skipped.len() == 1 { "y" } else { "ies" }
         );
     }
-    Ok(Inputs {
+    Ok(Loaded {
         tasks,
         runs,
         skipped,
@@ -155,7 +155,7 @@ const MAX_PREVIOUS_CSV: u64 = 1 << 30;
 /// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
 /// samples.csv already in `--out` (whole or split by model; silently absent, or a warning when
 /// unreadable).
-fn read_previous(opts: &BuildOpts) -> Result<Option<BTreeMap<String, String>>> {
+fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
     let paths = match &opts.previous {
         Some(p) => vec![p.clone()],
         None => export::site_samples_csvs(&opts.out),

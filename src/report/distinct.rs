@@ -125,8 +125,8 @@ mod tests {
 
     #[test]
     fn cells_of_one_repeated_answer_are_flagged_and_said() {
-        use crate::stats::IntervalKind;
         use crate::report::{SampleKey, Scored, TaskInfo, aggregate};
+        use crate::stats::IntervalKind;
         use crate::taxonomy::Outcome;
         let s = |task: &str, n: &str, response: u128, outcome: Outcome| {
             let key = SampleKey {

@@ -8,10 +8,10 @@ pub mod latency;
 pub mod pooled;
 pub mod routing;
 
-use crate::stats::IntervalKind;
 use crate::hitec::{self, HitecError, Metrics};
-use crate::taxonomy::{Label, Outcome, Stage};
+use crate::stats::IntervalKind;
 use crate::stats::{Interval, Reliability, Thresholds};
+use crate::taxonomy::{Label, Outcome, Stage};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -155,7 +155,6 @@ impl TaskInfo {
         }
     }
 }
-
 
 /// One model × task cell: every sample of every run of that pair.
 #[derive(Debug, Clone)]

@@ -14,8 +14,8 @@
 //!
 //! Validated on SPEC §9's grid by `tests/it/compare_stats.rs`.
 
-use crate::stats::interval::Interval;
 use super::{Cell, Reliability, Thresholds};
+use crate::stats::interval::Interval;
 
 /// What a reader of the models × tags table needs for one model and one tag.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -9,9 +9,9 @@
 //! and an interval for that mean ([`these_tasks`]).
 
 use super::after_failure::{self, Action as Measured, TaskCounts};
-use crate::stats::interval::Interval;
 use super::{Matrix, Scored};
 use crate::runs::FeedbackStyle;
+use crate::stats::interval::Interval;
 use crate::taxonomy::{Label, Outcome, Retry};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -1011,9 +1011,9 @@ pub fn these_tasks(per_task: &[(f64, u64, f64)]) -> Option<(f64, Interval)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::{FeedbackOf, SampleKey, TaskInfo, aggregate};
     use crate::stats::IntervalKind;
     use crate::stats::interval;
-    use crate::report::{FeedbackOf, SampleKey, TaskInfo, aggregate};
     use crate::transcript::ParentRef;
 
     fn key(model: &str, task: &str, run: &str, n: usize) -> SampleKey {

@@ -245,7 +245,11 @@ mod tests {
                 name: "m<script>".into(),
                 passes: 2,
                 scored: 3,
-                interval: crate::stats::interval::interval(crate::stats::IntervalKind::Wilson, 2, 3),
+                interval: crate::stats::interval::interval(
+                    crate::stats::IntervalKind::Wilson,
+                    2,
+                    3,
+                ),
                 reliability: Reliability::Uncertain,
             }],
             Thresholds::default(),

@@ -2,9 +2,9 @@
 //! `data/manifest.json`, and reading a previous build's `samples.csv` to say what changed.
 //! Pure serialisers, hyperfine-style: data in, bytes out.
 
-use crate::stats::interval::round4;
 use crate::report::{Matrix, Scored};
 use crate::stats::Reliability;
+use crate::stats::interval::round4;
 use crate::taxonomy::Label;
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
@@ -806,8 +806,8 @@ impl Changes {
 #[cfg(test)]
 mod split_tests {
     use super::*;
-    use crate::stats::IntervalKind;
     use crate::report::SampleKey;
+    use crate::stats::IntervalKind;
     use crate::taxonomy::Outcome;
 
     fn matrix(tasks: &[crate::task::Task]) -> Matrix {

@@ -18,12 +18,12 @@ pub mod transcript;
 pub mod value;
 
 use crate::hitec::HitecError;
-use crate::stats::interval::Interval;
-use crate::stats::interval::{percent, show};
 use crate::report::latency::{Latency, Spread};
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ModelView, Total};
 use crate::stats::Thresholds;
+use crate::stats::interval::Interval;
+use crate::stats::interval::{percent, show};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;

@@ -4,9 +4,9 @@
 
 use super::{File, SiteError, render};
 use crate::report::Matrix;
-use crate::stats::interval::{Interval, percent, round4, show};
 use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
+use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
 use askama::Template;
 use rayon::prelude::*;

@@ -159,8 +159,8 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::IntervalKind;
     use crate::report::{FeedbackOf, SampleKey, Scored, TaskInfo, aggregate};
+    use crate::stats::IntervalKind;
     use crate::transcript::ParentRef;
     use serde_json::Value;
 

@@ -4,10 +4,10 @@
 use super::html::escape;
 use super::{fill, pooled_td, rate_text};
 use crate::json::preview;
-use crate::stats::interval::{Interval, interval};
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ValuePooled};
 use crate::stats::Thresholds;
+use crate::stats::interval::{Interval, interval};
 use crate::task::{Accept, Rule};
 use std::collections::BTreeMap;
 

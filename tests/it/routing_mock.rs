@@ -12,8 +12,8 @@
 //!   those routers over the same samples.
 
 use crate::support::collect::{BIN, models_config, ok, start_mock};
-use callcheck::stats::interval::{Interval, percent, show};
 use callcheck::runs::RunKind;
+use callcheck::stats::interval::{Interval, percent, show};
 use callcheck::taxonomy::{Label, Outcome, Retry};
 use serde_json::Value;
 use std::collections::BTreeMap;

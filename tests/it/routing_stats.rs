@@ -10,9 +10,9 @@
 //! 2,000 datasets each) is `--ignored`: `cargo test --test it -- --ignored routing_stats::
 //! --nocapture`.
 
+use callcheck::report::after_failure::{Action, Sample, TaskCounts, over_tasks};
 use callcheck::stats::IntervalKind;
 use callcheck::stats::compare::SplitMix64;
-use callcheck::report::after_failure::{Action, Sample, TaskCounts, over_tasks};
 use callcheck::stats::interval::interval;
 
 const TASKS: [usize; 4] = [1, 2, 4, 8];
