@@ -4,8 +4,8 @@
 
 use crate::score::Verdict;
 use crate::score::extract::Source;
-use crate::score::value::call_accepts;
 use crate::task::Task;
+use crate::task::accept::call_accepts;
 use crate::taxonomy::{Label, Outcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

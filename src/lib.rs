@@ -3,6 +3,27 @@
 //!
 //! The pipeline, one direction of data: [`task::Task`] + [`transcript::Transcript`] →
 //! [`score::Verdict`] (the decision procedure) → the matrix and the site.
+//!
+//! ## Floors: imports point down
+//!
+//! Each module imports only modules on floors below its own; a module's own folder is its
+//! business. When a second caller needs what a higher floor computes, the thing moves down to
+//! a floor both can reach; nobody reaches up. `tests/it/layering.rs` reads this table and every
+//! `crate::…` path outside a unit test, and fails on a path that points up or sideways.
+//!
+//! | floor | modules | what they are |
+//! |---|---|---|
+//! | 0 | `taxonomy` `json` `fsafe` `names` `term` `transcript` `reply` `stats` | the vocabulary, file safety, the statistics |
+//! | 1 | `task` | the task model and what it accepts |
+//! | 2 | `request` `runs` `corrupt` | requests, the `runs/` tree, corrupted replies |
+//! | 3 | `score` | the decision procedure |
+//! | 4 | `follow_up` `hitec` `lint` `synth` | follow-up requests, the HiTEC view, corpus checks, synthetic runs |
+//! | 5 | `report` | aggregates: the matrix, routing |
+//! | 6 | `compare` | two rows compared |
+//! | 7 | `site` | pages and data files, pure |
+//! | 8 | `pipeline` `collect` `mock` `import` `export` | the build's orchestration and writing; the network; other formats |
+//! | 9 | `cli` | the command line's types |
+//! | 10 | `cmd` | one module per subcommand |
 
 pub mod cli;
 pub mod cmd;
@@ -10,11 +31,12 @@ pub mod collect;
 pub mod compare;
 pub mod corrupt;
 pub mod export;
-pub mod feedback;
+pub mod follow_up;
 pub mod fsafe;
 pub mod hitec;
 pub mod import;
 pub mod json;
+pub mod lint;
 pub mod mock;
 pub mod names;
 pub mod pipeline;

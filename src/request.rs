@@ -4,6 +4,19 @@
 use crate::task::Task;
 use serde_json::{Map, Value};
 
+/// The header collect adds so a server's logs (and the mock) can tell which sample a request
+/// is: `<task-id>/<sample index in the cell>/<attempt>`. Real servers ignore it.
+pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
+
+/// The header a preflight probe carries instead of [`SAMPLE_HEADER`]: `<check>/<attempt>`
+/// (the preflight of collect). Real servers ignore it; the mock answers probes by it.
+pub const PREFLIGHT_HEADER: &str = "x-callcheck-preflight";
+
+/// The header a follow-up of the feedback round carries beside [`SAMPLE_HEADER`]:
+/// `<style>/<label of the parent>`. Real servers ignore it; the mock's scripted models answer
+/// feedback by it (SPEC §11).
+pub const FEEDBACK_HEADER: &str = "x-callcheck-feedback";
+
 /// How one model row asks (SPEC §5): served model id, sampling parameters, streaming, an
 /// optional system prompt and extra body fields.
 #[derive(Debug, Clone, Default)]

@@ -2,8 +2,9 @@
 
 use crate::cli::{ListOpts, TasksCommand, TasksOpts};
 use crate::corrupt::corruptions;
+use crate::lint;
 use crate::request::{Asking, chat_request};
-use crate::task::{self, Task, lint};
+use crate::task::{self, Task};
 use crate::taxonomy::Label;
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;

@@ -6,6 +6,7 @@
 //! server has not started answering: once a body byte has arrived, the sample is what it is.
 
 use crate::collect::config::{ModelEntry, redact_url};
+use crate::request::{FEEDBACK_HEADER, PREFLIGHT_HEADER, SAMPLE_HEADER};
 use crate::transcript::{Attempt, Meta};
 use rand::RngExt;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
@@ -36,19 +37,6 @@ const MAX_BODY: usize = 32 << 20;
 /// model ids and a 16-token answer are what matter, and a hostile or broken endpoint (a model
 /// list of millions of entries, an endless body) must cost neither memory nor disk.
 pub const PREFLIGHT_MAX_BODY: usize = 1 << 20;
-
-/// The header collect adds so a server's logs (and the mock) can tell which sample a request
-/// is: `<task-id>/<sample index in the cell>/<attempt>`. Real servers ignore it.
-pub const SAMPLE_HEADER: &str = "x-callcheck-sample";
-
-/// The header a preflight probe carries instead of [`SAMPLE_HEADER`]: `<check>/<attempt>`
-/// (`collect::preflight`). Real servers ignore it; the mock answers probes by it.
-pub const PREFLIGHT_HEADER: &str = "x-callcheck-preflight";
-
-/// The header a follow-up of the feedback round carries beside [`SAMPLE_HEADER`]:
-/// `<style>/<label of the parent>`. Real servers ignore it; the mock's scripted models answer
-/// feedback by it (SPEC §11).
-pub const FEEDBACK_HEADER: &str = "x-callcheck-feedback";
 
 /// How hard to retry.
 #[derive(Debug, Clone, Copy)]

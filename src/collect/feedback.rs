@@ -1,6 +1,6 @@
 //! Planning the feedback round (SPEC §11, `collect --feedback`): which first-round samples of a
 //! cell failed under the current checkers and have no follow-up of a style yet, and, when a
-//! cell is sent, the follow-up request of each ([`crate::feedback::follow_up`]). The requests
+//! cell is sent, the follow-up request of each ([`crate::follow_up::follow_up`]). The requests
 //! are sent by the same pipeline as first-round samples (`collect::launch_model`) and written
 //! as run folders of kind `feedback`, one per cell and style in a collection.
 //!
@@ -15,7 +15,7 @@
 //! on disk, as first-round errors do; build counts it apart). An interrupted collection leaves
 //! only temporary folders (removed, and their follow-ups planned again).
 
-use crate::feedback::{self, NoFollowUp};
+use crate::follow_up::{self, NoFollowUp};
 use crate::runs::{self, FeedbackStyle, RunKind};
 use crate::task::Task;
 use crate::taxonomy::{Label, Outcome};
@@ -167,7 +167,7 @@ pub fn plan_cell(
             .request
             .as_deref()
             .ok_or(NoFollowUp::BadRequest)
-            .and_then(feedback::check_request);
+            .and_then(follow_up::check_request);
         for plan in &mut plans {
             let key = (plan.style, parent.clone());
             if followed.done.contains(&key) {
@@ -243,7 +243,7 @@ pub fn bodies(
                     NoFollowUp::TransportError
                 ));
             };
-            let body = feedback::follow_up(task, request, completion, &verdict, plan.style)
+            let body = follow_up::follow_up(task, request, completion, &verdict, plan.style)
                 .map_err(|e| format!("{}: {e}", where_.display()))?;
             serde_json::to_vec(&body)
                 .map(bytes::Bytes::from)
@@ -487,7 +487,7 @@ mod tests {
         let r1 = runs::cell_runs(tmp.path(), "m", &task.id).runs.remove(0);
         let want = |sample: &str| {
             let t = r1.read_sample(sample).unwrap().transcript();
-            let body = crate::feedback::follow_up(
+            let body = crate::follow_up::follow_up(
                 &task,
                 t.request.as_ref().unwrap(),
                 &crate::score::parse(&t).unwrap(),

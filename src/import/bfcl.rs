@@ -8,10 +8,10 @@
 //! OpenAI tools (`model_handler/utils.py::convert_to_tool` and `_cast_to_openai_type`, with
 //! `constants/type_mappings.py::GORILLA_TO_OPENAPI`), the messages (`base_handler.py::
 //! inference_single_turn_FC` sends `question[0]` as it is), and the checker's rules
-//! (`eval_checker/ast_eval/ast_checker.py`, reproduced in `score::value::bfcl`).
+//! (`eval_checker/ast_eval/ast_checker.py`, reproduced in `task::accept::bfcl`).
 
 use super::source::DataFiles;
-use crate::score::value::bfcl::param_accepts;
+use crate::task::accept::bfcl::param_accepts;
 use crate::task::{Accept, BfclLanguage, Rule, Schema};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -875,7 +875,7 @@ fn convert_entry(
                 .join("; ")
         )
     })?;
-    if let Some(p) = crate::task::lint::lint_task(&parsed).into_iter().next() {
+    if let Some(p) = crate::lint::lint_task(&parsed).into_iter().next() {
         return Err(format!("the converted task fails lint: {p}"));
     }
     Ok(Imported {
@@ -1189,11 +1189,11 @@ fn enum_spelling(prop: Option<&Value>, kept: &[Value]) -> Option<(Value, String)
             Value::Number(n) => n.to_string(),
             _ => continue,
         };
-        let key = crate::score::value::bfcl::standardize(&text);
+        let key = crate::task::accept::bfcl::standardize(&text);
         if let Some(m) = members
             .iter()
             .filter_map(Value::as_str)
-            .find(|m| crate::score::value::bfcl::standardize(m) == key)
+            .find(|m| crate::task::accept::bfcl::standardize(m) == key)
         {
             return Some((
                 Value::String(m.to_string()),

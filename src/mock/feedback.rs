@@ -3,7 +3,7 @@
 //! A follow-up is a request whose messages are a task's request followed by an assistant turn
 //! and its feedback (`tool` or `user` messages), while the whole request is no task's. Its
 //! style comes from collect's `x-callcheck-feedback: <style>/<label>` header, or else from the
-//! feedback's wording ([`crate::feedback::style_of`]); the parent's label from the header only.
+//! feedback's wording ([`crate::follow_up::style_of`]); the parent's label from the header only.
 //!
 //! A model with a `feedback` setting fixes its answer (the task's gold reply) with probability
 //! [`FeedbackBehaviour::fix_probability`] of (style, label), and otherwise repeats its mistake:
@@ -30,7 +30,7 @@
 
 use super::config::MockModel;
 use crate::corrupt::{corruptions, gold};
-use crate::feedback::read_follow_up;
+use crate::follow_up::read_follow_up;
 use crate::reply::{Reply, ReplyCall};
 use crate::runs::FeedbackStyle;
 use crate::task::Task;
@@ -243,7 +243,7 @@ mod tests {
         let request = json!({"model": "m", "messages": [
             {"role": "user", "content": "Weather in Paris?"},
             {"role": "assistant", "content": "It is sunny."},
-            {"role": "user", "content": crate::feedback::RETRY},
+            {"role": "user", "content": crate::follow_up::RETRY},
         ], "tools": []});
         let f = read(&request, Some("checklist/no_call")).unwrap();
         assert_eq!(

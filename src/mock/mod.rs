@@ -243,10 +243,7 @@ async fn version(State(state): State<Arc<MockState>>, headers: HeaderMap) -> Res
 
 /// `<task>/<sample>/<attempt>` from collect's sample header.
 fn parse_sample_header(headers: &HeaderMap) -> Option<(String, u64, u32)> {
-    let v = headers
-        .get(crate::collect::client::SAMPLE_HEADER)?
-        .to_str()
-        .ok()?;
+    let v = headers.get(crate::request::SAMPLE_HEADER)?.to_str().ok()?;
     let mut it = v.rsplitn(3, '/');
     let attempt = it.next()?.parse().ok()?;
     let sample = it.next()?.parse().ok()?;
@@ -297,7 +294,7 @@ async fn chat(
     // A preflight probe (`collect::preflight`): answered from the request alone, and not
     // logged, since the log records samples.
     if let Some(check) = headers
-        .get(crate::collect::client::PREFLIGHT_HEADER)
+        .get(crate::request::PREFLIGHT_HEADER)
         .and_then(|v| v.to_str().ok())
     {
         let check = check.rsplit_once('/').map_or(check, |(c, _)| c).to_string();
@@ -324,7 +321,7 @@ async fn chat(
     let follow_up = feedback::read(
         &request,
         headers
-            .get(crate::collect::client::FEEDBACK_HEADER)
+            .get(crate::request::FEEDBACK_HEADER)
             .and_then(|v| v.to_str().ok()),
     )
     .filter(|f| {

@@ -184,16 +184,17 @@ pub type Remembered = (String, Vec<(Vec<TaskPair>, Pooled)>);
 /// and the versions of the crates it calls (statrs). A remembered result is used only under
 /// the same.
 pub fn memo_code() -> String {
-    let mut all = Vec::new();
+    use sha2::{Digest, Sha256};
+    let mut all = Sha256::new();
     for s in [
         env!("CARGO_PKG_VERSION"),
         include_str!("compare.rs"),
         include_str!("interval.rs"),
         include_str!("../../Cargo.lock"),
     ] {
-        all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());
+        all.update(Sha256::digest(s.as_bytes()));
     }
-    crate::task::sha256_hex(&all)
+    all.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Memo {

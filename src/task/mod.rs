@@ -3,7 +3,7 @@
 //! A task file is user input, so every problem is reported with the file, the JSON path inside
 //! it and what is wrong, and every problem in a corpus is collected rather than the first one.
 
-pub mod lint;
+pub mod accept;
 pub mod predicate;
 
 pub use predicate::{LenBound, Predicate, Test};
@@ -246,7 +246,7 @@ pub enum Rule {
     /// Equal as JSON values, numbers by mathematical value.
     Exact,
     /// BFCL's AST checker: its string normalisation, numeric leniency and Java/JavaScript
-    /// value parsing (see `score::value`).
+    /// value parsing (see [`accept`]).
     Bfcl,
 }
 
@@ -804,7 +804,7 @@ fn convert_accept(
             },
         );
     }
-    if let Err(why) = crate::score::value::accepts(&out, gold) {
+    if let Err(why) = accept::accepts(&out, gold) {
         p.add(
             format!("{path}.gold"),
             format!("the gold arguments are not among those \"accept\" lists: {why}"),

@@ -104,7 +104,7 @@ fn expected_request(runs: &Path, task: &callcheck::task::Task, key: &Key) -> Vec
     let t = run.read_sample(&parent.sample).unwrap().transcript();
     let completion = callcheck::score::parse(&t).unwrap();
     let verdict = callcheck::score::score(task, &t);
-    let body = callcheck::feedback::follow_up(
+    let body = callcheck::follow_up::follow_up(
         task,
         t.request.as_ref().unwrap(),
         &completion,

@@ -133,7 +133,7 @@ fn every_category_converts_and_the_summary_says_what_was_imported_repaired_and_s
     let tasks = task::load(&out).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(tasks.len(), 14);
     for t in &tasks {
-        let problems = task::lint::lint_task(t);
+        let problems = callcheck::lint::lint_task(t);
         assert!(problems.is_empty(), "{}: {problems:?}", t.id);
         let src = t
             .source
@@ -764,7 +764,7 @@ fn the_real_wheel_imports_lints_and_its_gold_replies_pass_with_value_match() {
     let tasks = task::load(&all).unwrap_or_else(|e| panic!("{e}"));
     let mut problems = 0;
     for t in &tasks {
-        for p in task::lint::lint_task(t) {
+        for p in callcheck::lint::lint_task(t) {
             eprintln!("{}: {p}", t.id);
             problems += 1;
         }

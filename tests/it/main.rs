@@ -33,6 +33,7 @@ mod docs;
 mod export_preference;
 mod import_bfcl;
 mod install_cli;
+mod layering;
 mod mock_server;
 mod mock_stream_bugs;
 mod mutation;

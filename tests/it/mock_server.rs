@@ -43,7 +43,7 @@ async fn ask(
         .header("content-type", "application/json")
         .body(body.to_vec());
     if let Some(h) = header {
-        r = r.header(callcheck::collect::client::SAMPLE_HEADER, h);
+        r = r.header(callcheck::request::SAMPLE_HEADER, h);
     }
     let resp = r.send().await?;
     let status = resp.status().as_u16();

@@ -604,7 +604,7 @@ fn llama_server_end_to_end() {
                 .find(|x| x.run_id == p.run)
                 .unwrap();
             let pt = parent_run.read_sample(&p.sample).unwrap().transcript();
-            let want = callcheck::feedback::follow_up(
+            let want = callcheck::follow_up::follow_up(
                 task,
                 pt.request.as_ref().unwrap(),
                 &callcheck::score::parse(&pt).unwrap(),

@@ -1,9 +1,9 @@
 //! `callcheck tasks lint` and `callcheck tasks list`: checking a corpus and showing its coverage.
 
-use super::{Expect, Predicate, Task, Test};
 use crate::reply;
 use crate::request::{Asking, chat_request};
 use crate::score::score;
+use crate::task::{Expect, Predicate, Task, Test};
 use crate::taxonomy::Label;
 use crate::taxonomy::Outcome;
 use crate::transcript::Transcript;
