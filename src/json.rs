@@ -1,5 +1,7 @@
 //! JSON value helpers the scorer needs and serde_json does not give: equality of numbers by
-//! exact mathematical value, JSON Pointer building, and short previews for details.
+//! exact mathematical value, JSON Pointer building, short previews for details, and a scanner
+//! that tells where each character of JSON-like text sits (inside a string or not), for the
+//! repairs that read text no JSON parser accepts.
 //!
 //! serde_json is built with `arbitrary_precision`, so a `Number` keeps the literal the model
 //! wrote. That is what lets `9223372036854775807` differ from `9.223372036854776e18`.
@@ -166,8 +168,96 @@ pub fn replace_at(root: &mut Value, pointer: &str, new: Value) -> bool {
     }
 }
 
+/// Where one character of JSON-like text sits, as [`StringScanner::step`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Outside every string.
+    Outside,
+    /// The `"` that opens a string.
+    Opens,
+    /// A character of a string's text that is not part of an escape.
+    Inside,
+    /// The backslash that starts an escape inside a string.
+    Escape,
+    /// The character right after that backslash.
+    Escaped,
+    /// The `"` that closes a string.
+    Closes,
+}
+
+/// Reads JSON-like text one character at a time and says whether each one is inside a string:
+/// the one state machine every repair of broken arguments (and BFCL's re-spacing) walks with,
+/// so that none of them has its own idea of where a string ends. It does not validate anything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StringScanner {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl StringScanner {
+    /// Where `c`, the next character, sits; moves past it.
+    pub fn step(&mut self, c: char) -> Place {
+        if !self.in_string {
+            if c == '"' {
+                self.in_string = true;
+                return Place::Opens;
+            }
+            return Place::Outside;
+        }
+        if self.escaped {
+            self.escaped = false;
+            return Place::Escaped;
+        }
+        match c {
+            '\\' => {
+                self.escaped = true;
+                Place::Escape
+            }
+            '"' => {
+                self.in_string = false;
+                Place::Closes
+            }
+            _ => Place::Inside,
+        }
+    }
+
+    /// Takes back the close of the string just read: its `"` was part of the text (the
+    /// inner-quotes repair decides that by what follows it).
+    pub fn reopen(&mut self) {
+        self.in_string = true;
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_scanner_knows_strings_escapes_and_their_ends() {
+        let text = r#"{"a\"b": "c\\", d: "e"}"#;
+        let mut scan = StringScanner::default();
+        let places: String = text
+            .chars()
+            .map(|c| match scan.step(c) {
+                Place::Outside => '.',
+                Place::Opens => '(',
+                Place::Inside => 's',
+                Place::Escape => '\\',
+                Place::Escaped => 'e',
+                Place::Closes => ')',
+            })
+            .collect();
+        assert_eq!(places, r#".(s\es)..(s\e).....(s)."#);
+        // A closing quote taken back leaves the scanner inside the string.
+        let mut scan = StringScanner::default();
+        for c in "\"ab".chars() {
+            scan.step(c);
+        }
+        assert_eq!(scan.step('"'), Place::Closes);
+        scan.reopen();
+        assert_eq!(scan.step(','), Place::Inside);
+        assert_eq!(scan.step('"'), Place::Closes);
+        assert_eq!(scan.step(','), Place::Outside);
+    }
+
     use super::*;
     use serde_json::json;
 

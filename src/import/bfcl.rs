@@ -436,21 +436,10 @@ fn language_pre_processing(f: &mut Map<String, Value>, lang: BfclLanguage) {
 /// Re-spaced outside strings so the description reads as BFCL sends it.
 fn python_json_dumps(compact: &str) -> String {
     let mut out = String::with_capacity(compact.len() + compact.len() / 8);
-    let mut in_str = false;
-    let mut escaped = false;
+    let mut scan = crate::json::StringScanner::default();
     for c in compact.chars() {
         out.push(c);
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-        } else if c == '"' {
-            in_str = true;
-        } else if c == ':' || c == ',' {
+        if scan.step(c) == crate::json::Place::Outside && (c == ':' || c == ',') {
             out.push(' ');
         }
     }

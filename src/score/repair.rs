@@ -6,6 +6,7 @@
 //! double-quoted string, and returns `None` when it found nothing to change, so that a repair
 //! never gets credit for text it did not touch.
 
+use crate::json::{Place, StringScanner};
 use serde_json::Value;
 
 /// One repair, by name (shown in details).
@@ -66,82 +67,70 @@ pub fn find_repair(text: &str, accept: impl Fn(&Value) -> bool) -> Option<(Repai
 fn fix_invalid_escapes(text: &str) -> Option<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len() + 8);
-    let mut in_str = false;
+    let mut scan = StringScanner::default();
     let mut changed = false;
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        if !in_str {
-            if c == '"' {
-                in_str = true;
-            }
+        if scan.step(c) != Place::Escape {
             out.push(c);
             i += 1;
             continue;
         }
-        match c {
-            '"' => {
-                in_str = false;
-                out.push(c);
-                i += 1;
+        // The escape's characters after the backslash, kept or rewritten, are fed to the
+        // scanner too, so that it knows where the string goes on.
+        let next = chars.get(i + 1).copied();
+        let hex = |from: usize, n: usize| {
+            chars.len() >= from + n && chars[from..from + n].iter().all(char::is_ascii_hexdigit)
+        };
+        let taken = match next {
+            Some('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't') => {
+                out.push('\\');
+                out.push(next.unwrap_or_default());
+                2
             }
-            '\\' => {
-                let next = chars.get(i + 1).copied();
-                match next {
-                    Some('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't') => {
-                        out.push('\\');
-                        out.push(next.unwrap_or_default());
-                        i += 2;
-                    }
-                    Some('u')
-                        if chars.len() >= i + 6
-                            && chars[i + 2..i + 6].iter().all(char::is_ascii_hexdigit) =>
-                    {
-                        out.extend(&chars[i..i + 6]);
-                        i += 6;
-                    }
-                    Some('\'') => {
-                        out.push('\'');
-                        changed = true;
-                        i += 2;
-                    }
-                    Some('x')
-                        if chars.len() >= i + 4
-                            && chars[i + 2..i + 4].iter().all(char::is_ascii_hexdigit) =>
-                    {
-                        out.push_str("\\u00");
-                        out.extend(&chars[i + 2..i + 4]);
-                        changed = true;
-                        i += 4;
-                    }
-                    Some(_) => {
-                        // Keep the backslash as a literal one (Windows paths: C:\Users).
-                        out.push_str("\\\\");
-                        changed = true;
-                        i += 1;
-                    }
-                    None => {
-                        out.push('\\');
-                        i += 1;
-                    }
-                }
+            Some('u') if hex(i + 2, 4) => {
+                out.extend(&chars[i..i + 6]);
+                6
             }
-            _ => {
-                out.push(c);
-                i += 1;
+            Some('\'') => {
+                out.push('\'');
+                changed = true;
+                2
             }
+            Some('x') if hex(i + 2, 2) => {
+                out.push_str("\\u00");
+                out.extend(&chars[i + 2..i + 4]);
+                changed = true;
+                4
+            }
+            Some(_) => {
+                // Keep the backslash as a literal one (Windows paths: C:\Users): the next
+                // character is read again as text.
+                out.push_str("\\\\");
+                changed = true;
+                scan.step('\\');
+                1
+            }
+            None => {
+                out.push('\\');
+                1
+            }
+        };
+        for &c in &chars[i + 1..i + taken] {
+            scan.step(c);
         }
+        i += taken;
     }
     changed.then_some(out)
 }
 
 fn escape_control_chars(text: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len() + 8);
-    let mut in_str = false;
-    let mut escaped = false;
+    let mut scan = StringScanner::default();
     let mut changed = false;
     for c in text.chars() {
-        if in_str && !escaped && (c as u32) < 0x20 {
+        if scan.step(c) == Place::Inside && (c as u32) < 0x20 {
             changed = true;
             match c {
                 '\n' => out.push_str("\\n"),
@@ -150,17 +139,6 @@ fn escape_control_chars(text: &str) -> Option<String> {
                 other => out.push_str(&format!("\\u{:04x}", other as u32)),
             }
             continue;
-        }
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_str = false;
-            }
-        } else if c == '"' {
-            in_str = true;
         }
         out.push(c);
     }
@@ -172,39 +150,19 @@ fn escape_control_chars(text: &str) -> Option<String> {
 fn escape_inner_quotes(text: &str) -> Option<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len() + 8);
-    let mut in_str = false;
-    let mut escaped = false;
+    let mut scan = StringScanner::default();
     let mut changed = false;
     for (i, &c) in chars.iter().enumerate() {
-        if !in_str {
-            if c == '"' {
-                in_str = true;
+        if scan.step(c) == Place::Closes {
+            let next = chars[i + 1..].iter().find(|x| !x.is_whitespace());
+            if !matches!(next, None | Some(',' | ':' | '}' | ']')) {
+                scan.reopen();
+                changed = true;
+                out.push_str("\\\"");
+                continue;
             }
-            out.push(c);
-            continue;
         }
-        if escaped {
-            escaped = false;
-            out.push(c);
-            continue;
-        }
-        match c {
-            '\\' => {
-                escaped = true;
-                out.push(c);
-            }
-            '"' => {
-                let next = chars[i + 1..].iter().find(|x| !x.is_whitespace());
-                if matches!(next, None | Some(',' | ':' | '}' | ']')) {
-                    in_str = false;
-                    out.push(c);
-                } else {
-                    changed = true;
-                    out.push_str("\\\"");
-                }
-            }
-            _ => out.push(c),
-        }
+        out.push(c);
     }
     changed.then_some(out)
 }
