@@ -435,6 +435,19 @@ fn has_strings(v: &Value) -> bool {
 
 /// Every corrupted variant of the gold reply that should earn `label`, or why none applies.
 /// `max_tokens` is the budget of the request the reply answers (truncation reaches it).
+/// What every label's family of corruptions reads: the task, its gold calls and the tools it
+/// offers.
+struct Gold<'a> {
+    task: &'a Task,
+    calls: Vec<(String, Value)>,
+    offered: Vec<&'a str>,
+    structured: bool,
+    /// The budget of the request the reply answers (truncation reaches it).
+    max_tokens: u64,
+}
+
+/// Every corrupted variant of the gold reply that should earn `label`, or why none applies.
+/// `max_tokens` is the budget of the request the reply answers (truncation reaches it).
 pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Corruption>, String> {
     let mut out: Vec<Corruption> = Vec::new();
     let mut add = |name: &str, reply: Reply| {
@@ -443,9 +456,6 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
             reply,
         })
     };
-    let calls = gold_calls(task);
-    let offered: Vec<&str> = task.tools.iter().map(|t| t.name.as_str()).collect();
-
     if let Expect::NoCall = task.expect {
         if label != Label::SpuriousCall {
             return Err("the task expects no call, so only spurious_call can fail it".into());
@@ -469,430 +479,25 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
         );
         return Ok(out);
     }
-    let structured = task.is_structured_output();
-    let n = calls.len();
-
+    let g = Gold {
+        task,
+        calls: gold_calls(task),
+        offered: task.tools.iter().map(|t| t.name.as_str()).collect(),
+        structured: task.is_structured_output(),
+        max_tokens,
+    };
     match label {
-        Label::NoCall => {
-            add(
-                "prose",
-                Reply::text(
-                    "I'm sorry, I can't look that up right now. Is there anything else I can help with?",
-                ),
-            );
-            if !structured {
-                let first = &calls[0].0;
-                add(
-                    "prose_mentions_tool",
-                    Reply::text(format!(
-                        "I could use the {first} tool for this, but I'd rather confirm the details with you first."
-                    )),
-                );
-                let hermes: Vec<String> = calls
-                    .iter()
-                    .map(|(n, a)| {
-                        format!(
-                            "<tool_call>\n{{\"name\": \"{n}\", \"arguments\": {}}}\n</tool_call>",
-                            text(a)
-                        )
-                    })
-                    .collect();
-                add("hermes_in_content", Reply::text(hermes.join("\n")));
-                let mistral: Vec<Value> = calls
-                    .iter()
-                    .map(|(n, a)| serde_json::json!({"name": n, "arguments": a}))
-                    .collect();
-                add(
-                    "mistral_in_content",
-                    Reply::text(format!("[TOOL_CALLS]{}", text(&Value::Array(mistral)))),
-                );
-                let py: Vec<String> = calls
-                    .iter()
-                    .map(|(n, a)| {
-                        let kw: Vec<String> = a
-                            .as_object()
-                            .map(|o| {
-                                o.iter()
-                                    .map(|(k, v)| format!("{k}={}", py_repr(v)))
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        format!("{n}({})", kw.join(", "))
-                    })
-                    .collect();
-                if calls.iter().all(|(_, a)| {
-                    a.as_object().is_some_and(|o| {
-                        o.keys()
-                            .all(|k| k.chars().all(|c| c.is_alphanumeric() || c == '_'))
-                    })
-                }) {
-                    add(
-                        "pythonic_in_content",
-                        Reply::text(format!("[{}]", py.join(", "))),
-                    );
-                }
-                if n == 1 {
-                    add(
-                        "llama_json_in_content",
-                        Reply::text(text(
-                            &serde_json::json!({"name": calls[0].0, "parameters": calls[0].1}),
-                        )),
-                    );
-                }
-            }
-        }
-        Label::WrongTool => {
-            if structured {
-                return Err("a structured-output task offers no tool to get wrong".into());
-            }
-            let mut renamed = calls.clone();
-            let mut fake = format!("{}_v2", calls[0].0);
-            while offered.contains(&fake.as_str()) {
-                fake.push('2');
-            }
-            renamed[0].0 = fake.clone();
-            add("not_offered", reply_of(&renamed));
-            // The right calls and one more to a tool that was never offered: still wrong_tool.
-            let mut added = calls.clone();
-            added.push((fake, calls[0].1.clone()));
-            add("addition_not_offered", reply_of(&added));
-            let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
-            if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
-                let mut other_calls = calls.clone();
-                other_calls[0].0 = other.to_string();
-                add("other_offered", reply_of(&other_calls));
-            }
-            if let Some(j) = calls.iter().position(|(nm, _)| *nm != calls[0].0) {
-                let mut twice = calls.clone();
-                twice[j].0 = calls[0].0.clone();
-                add("one_tool_for_two", reply_of(&twice));
-            }
-        }
-        Label::MalformedJson => {
-            for t in targets(task).into_iter().take(1) {
-                let good = text(&t.payload);
-                add(
-                    "unbalanced",
-                    with_payload_text(task, &t, good[..good.len() - 1].to_string()),
-                );
-                add(
-                    "trailing_text",
-                    with_payload_text(task, &t, format!("{good}\n<|eot_id|>")),
-                );
-                if let Some(k) = t.payload.as_object().and_then(|o| o.keys().next())
-                    && k.chars().all(|c| c.is_alphanumeric() || c == '_')
-                {
-                    let unquoted = good.replacen(&format!("\"{k}\":"), &format!("{k}:"), 1);
-                    add("unquoted_key", with_payload_text(task, &t, unquoted));
-                }
-                if structured {
-                    add("fenced", Reply::text(format!("```json\n{good}\n```")));
-                    add(
-                        "prose_before",
-                        Reply::text(format!("Here is the result you asked for:\n{good}")),
-                    );
-                } else {
-                    let mut nameless: Vec<(String, String)> =
-                        calls.iter().map(|(n, a)| (n.clone(), text(a))).collect();
-                    nameless[0].0 = String::new();
-                    add("nameless_call", reply_of_text(&nameless));
-                }
-            }
-        }
-        Label::EscapingError => {
-            for t in targets(task).into_iter().take(1) {
-                let good = text(&t.payload);
-                add(
-                    "double_encoded",
-                    with_payload_text(task, &t, text(&Value::String(good.clone()))),
-                );
-                let once = text(&Value::String(good.clone()));
-                let escaped = once[1..once.len() - 1].to_string();
-                // `{}` (a parameterless call) has no quote to escape: the "corruption" would be
-                // the gold text itself.
-                if escaped != good {
-                    add("extra_escaping_level", with_payload_text(task, &t, escaped));
-                }
-                if has_strings(&t.payload) {
-                    add(
-                        "python_quotes",
-                        with_payload_text(task, &t, python_quoted(&t.payload)),
-                    );
-                }
-                if let Some(raw) = raw_newlines(&good) {
-                    add("raw_newline", with_payload_text(task, &t, raw));
-                }
-                if let Some(single) = single_backslashes(&good) {
-                    add("single_backslashes", with_payload_text(task, &t, single));
-                }
-                if good.contains('\'') {
-                    add(
-                        "escaped_apostrophe",
-                        with_payload_text(task, &t, good.replace('\'', "\\'")),
-                    );
-                }
-                if let Some(c) = good.chars().find(|c| (*c as u32) > 0xFFFF) {
-                    let mut buf = [0u16; 2];
-                    let high = c.encode_utf16(&mut buf)[0];
-                    add(
-                        "lone_surrogate",
-                        with_payload_text(task, &t, good.replacen(c, &format!("\\u{high:04x}"), 1)),
-                    );
-                }
-            }
-        }
-        Label::Truncation => {
-            for t in targets(task).into_iter().take(1) {
-                let good = text(&t.payload);
-                let half = cut_half(&good);
-                let cut = match t.call {
-                    Some(_) => {
-                        let mut r = reply_of_text(&[(calls[0].0.clone(), half.clone())]);
-                        r.finish_reason = "length".into();
-                        r
-                    }
-                    None => {
-                        let mut r = Reply::text(half.clone());
-                        r.finish_reason = "length".into();
-                        r
-                    }
-                };
-                let mut cut = cut;
-                cut.completion_tokens = max_tokens;
-                add("length", cut.clone());
-                if !structured {
-                    let mut bug = cut;
-                    bug.finish_reason = "tool_calls".into();
-                    add("budget_reached_finish_tool_calls", bug);
-                }
-            }
-            if n >= 2 {
-                let mut r = reply_of(&calls[..1]);
-                r.finish_reason = "length".into();
-                r.completion_tokens = max_tokens;
-                add("calls_missing", r);
-            }
-        }
-        Label::ParallelCollapse => {
-            if n >= 2 {
-                add("dropped", reply_of(&calls[..1]));
-                if calls.iter().all(|(nm, _)| *nm == calls[0].0) {
-                    let mut fused = Map::new();
-                    for (_, a) in &calls {
-                        for (k, v) in a.as_object().into_iter().flatten() {
-                            fused
-                                .entry(k.clone())
-                                .or_insert_with(|| Value::Array(Vec::new()));
-                            if let Some(Value::Array(vs)) = fused.get_mut(k) {
-                                vs.push(v.clone());
-                            }
-                        }
-                    }
-                    add(
-                        "fused",
-                        reply_of(&[(calls[0].0.clone(), Value::Object(fused))]),
-                    );
-                }
-            }
-        }
-        Label::SpuriousCall => {
-            if structured {
-                return Err("a structured-output task offers no tool to call spuriously".into());
-            }
-            let mut more = calls.clone();
-            if let Some(last) = calls.last() {
-                more.push(last.clone());
-            }
-            add("extra_call", reply_of(&more));
-            // The right calls plus one to a neighbouring offered tool: an addition, not a
-            // wrong tool (SPEC §2.1, stage 3).
-            let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
-            if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
-                let mut added = calls.clone();
-                added.push((other.to_string(), calls[0].1.clone()));
-                add("addition_other_offered", reply_of(&added));
-            }
-        }
+        Label::NoCall => no_call(&g, &mut add),
+        Label::WrongTool => wrong_tool(&g, &mut add)?,
+        Label::MalformedJson => malformed_json(&g, &mut add),
+        Label::EscapingError => escaping_error(&g, &mut add),
+        Label::Truncation => truncation(&g, &mut add),
+        Label::ParallelCollapse => parallel_collapse(&g, &mut add),
+        Label::SpuriousCall => spurious_call(&g, &mut add)?,
         Label::SchemaViolation
         | Label::HallucinatedParam
         | Label::MissingRequired
-        | Label::TypeCoercion => {
-            let canonical = regex::Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$").ok();
-            for t in targets(task).into_iter() {
-                let Some(root) = &t.schema else { continue };
-                let mut ls = Vec::new();
-                leaves(root, root, &t.payload, String::new(), &mut ls);
-                let before = out.len();
-                match label {
-                    Label::SchemaViolation => {
-                        if let Some(l) = ls.iter().find(|l| {
-                            let s = deref(root, l.schema);
-                            l.value.is_string()
-                                && s.get("enum")
-                                    .and_then(Value::as_array)
-                                    .is_some_and(|e| e.iter().all(Value::is_string))
-                        }) {
-                            let v = l.value.as_str().unwrap_or_default();
-                            let mut miss: String = v
-                                .chars()
-                                .enumerate()
-                                .map(|(i, c)| {
-                                    if i == 0 {
-                                        c.to_uppercase().next().unwrap_or(c)
-                                    } else {
-                                        c
-                                    }
-                                })
-                                .collect();
-                            let allowed = deref(root, l.schema)
-                                .get("enum")
-                                .cloned()
-                                .unwrap_or_default();
-                            if allowed
-                                .as_array()
-                                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(&miss)))
-                                || miss == v
-                            {
-                                miss = format!("{v}-x");
-                            }
-                            out.push(Corruption {
-                                name: format!("{label}/enum_near_miss"),
-                                reply: with_payload(
-                                    task,
-                                    &t,
-                                    &set(&t.payload, &l.path, Value::String(miss)),
-                                ),
-                            });
-                        }
-                        if let Some(l) = ls.iter().find(|l| {
-                            let ty = types_of(root, l.schema);
-                            !ty.is_empty()
-                                && !ty.contains(&"array".to_string())
-                                && deref(root, l.schema).get("enum").is_none()
-                        }) {
-                            // A scalar or object wrapped in an array is not a lossless encoding of anything.
-                            let wrapped = Value::Array(vec![l.value.clone()]);
-                            out.push(Corruption {
-                                name: format!("{label}/wrapped_in_array"),
-                                reply: with_payload(task, &t, &set(&t.payload, &l.path, wrapped)),
-                            });
-                        }
-                        if let Some((l, v)) = ls.iter().find_map(|l| {
-                            out_of_range(deref(root, l.schema), l.value).map(|v| (l, v))
-                        }) {
-                            out.push(Corruption {
-                                name: format!("{label}/out_of_range"),
-                                reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
-                            });
-                        }
-                        if let Some((l, v)) = ls.iter().find_map(|l| {
-                            pattern_mismatch(deref(root, l.schema), l.value).map(|v| (l, v))
-                        }) {
-                            out.push(Corruption {
-                                name: format!("{label}/pattern_mismatch"),
-                                reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
-                            });
-                        }
-                    }
-                    Label::HallucinatedParam => {
-                        for (path, s) in closed_objects(root, root, &t.payload).into_iter().take(2)
-                        {
-                            let props = s.get("properties").and_then(Value::as_object);
-                            let key = ["note", "verbose", "extra_context", "confidence"]
-                                .into_iter()
-                                .find(|k| props.is_none_or(|p| !p.contains_key(*k)));
-                            if let Some(key) = key {
-                                let p = format!("{path}/{key}");
-                                let name = if path.is_empty() {
-                                    "top_level"
-                                } else {
-                                    "nested"
-                                };
-                                out.push(Corruption {
-                                    name: format!("{label}/{name}"),
-                                    reply: with_payload(
-                                        task,
-                                        &t,
-                                        &insert(
-                                            &t.payload,
-                                            &p,
-                                            Value::String("as requested".into()),
-                                        ),
-                                    ),
-                                });
-                            }
-                        }
-                    }
-                    Label::MissingRequired => {
-                        let mut places = vec![Leaf {
-                            path: String::new(),
-                            value: &t.payload,
-                            schema: root,
-                        }];
-                        places.extend(ls.into_iter().filter(|l| l.value.is_object()));
-                        for l in places {
-                            let s = deref(root, l.schema);
-                            let req = s.get("required").and_then(Value::as_array).and_then(|r| {
-                                r.iter()
-                                    .filter_map(Value::as_str)
-                                    .find(|k| l.value.get(*k).is_some())
-                            });
-                            if let Some(k) = req {
-                                let p = format!("{}/{}", l.path, pointer_token(k));
-                                let name = if l.path.is_empty() {
-                                    "top_level"
-                                } else {
-                                    "nested"
-                                };
-                                out.push(Corruption {
-                                    name: format!("{label}/{name}"),
-                                    reply: with_payload(task, &t, &remove(&t.payload, &p)),
-                                });
-                                break;
-                            }
-                        }
-                    }
-                    Label::TypeCoercion => {
-                        for l in &ls {
-                            let ty = types_of(root, l.schema);
-                            let no_string = !ty.is_empty() && !ty.contains(&"string".to_string());
-                            let coerced = match l.value {
-                                Value::Number(n) if no_string => {
-                                    Some(("number_as_string", Value::String(n.to_string())))
-                                }
-                                Value::Bool(b) if no_string => {
-                                    Some(("bool_as_string", Value::String(b.to_string())))
-                                }
-                                Value::Object(_) | Value::Array(_) if no_string => {
-                                    Some(("json_text_for_structure", Value::String(text(l.value))))
-                                }
-                                Value::String(s)
-                                    if ty == ["string"]
-                                        && canonical.as_ref().is_some_and(|re| re.is_match(s)) =>
-                                {
-                                    serde_json::from_str::<serde_json::Number>(s)
-                                        .ok()
-                                        .map(|n| ("number_for_string", Value::Number(n)))
-                                }
-                                _ => None,
-                            };
-                            if let Some((name, v)) = coerced
-                                && !out.iter().any(|c| c.name.ends_with(name))
-                            {
-                                out.push(Corruption {
-                                    name: format!("{label}/{name}"),
-                                    reply: with_payload(task, &t, &set(&t.payload, &l.path, v)),
-                                });
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-                if out.len() > before {
-                    break;
-                }
-            }
-        }
+        | Label::TypeCoercion => schema_family(task, label, &mut out),
     }
     // Whatever a task's own predicates declare for this label.
     predicate_variants(task, label, &mut out);
@@ -902,6 +507,486 @@ pub fn corruptions(task: &Task, label: Label, max_tokens: u64) -> Result<Vec<Cor
     Ok(out)
 }
 
+/// The four schema-stage labels: the first target (a call's arguments, or the structured
+/// output) whose schema admits the label's corruptions gives them.
+fn schema_family(task: &Task, label: Label, out: &mut Vec<Corruption>) {
+    for t in targets(task).into_iter() {
+        let Some(root) = &t.schema else { continue };
+        let mut ls = Vec::new();
+        leaves(root, root, &t.payload, String::new(), &mut ls);
+        let before = out.len();
+        match label {
+            Label::SchemaViolation => schema_violation(label, task, &t, root, &ls, out),
+            Label::HallucinatedParam => hallucinated_param(label, task, &t, root, out),
+            Label::MissingRequired => missing_required(label, task, &t, root, ls, out),
+            Label::TypeCoercion => type_coercion(label, task, &t, root, &ls, out),
+            _ => {}
+        }
+        if out.len() > before {
+            break;
+        }
+    }
+}
+
+/// `no_call`: prose, prose that names the tool, and the calls left in `content` in each text
+/// form a server's tool parser can miss.
+fn no_call(g: &Gold, add: &mut dyn FnMut(&str, Reply)) {
+    let (calls, structured) = (&g.calls, g.structured);
+    let n = calls.len();
+    add(
+        "prose",
+        Reply::text(
+            "I'm sorry, I can't look that up right now. Is there anything else I can help with?",
+        ),
+    );
+    if !structured {
+        let first = &calls[0].0;
+        add(
+            "prose_mentions_tool",
+            Reply::text(format!(
+                "I could use the {first} tool for this, but I'd rather confirm the details with you first."
+            )),
+        );
+        let hermes: Vec<String> = calls
+            .iter()
+            .map(|(n, a)| {
+                format!(
+                    "<tool_call>\n{{\"name\": \"{n}\", \"arguments\": {}}}\n</tool_call>",
+                    text(a)
+                )
+            })
+            .collect();
+        add("hermes_in_content", Reply::text(hermes.join("\n")));
+        let mistral: Vec<Value> = calls
+            .iter()
+            .map(|(n, a)| serde_json::json!({"name": n, "arguments": a}))
+            .collect();
+        add(
+            "mistral_in_content",
+            Reply::text(format!("[TOOL_CALLS]{}", text(&Value::Array(mistral)))),
+        );
+        let py: Vec<String> = calls
+            .iter()
+            .map(|(n, a)| {
+                let kw: Vec<String> = a
+                    .as_object()
+                    .map(|o| {
+                        o.iter()
+                            .map(|(k, v)| format!("{k}={}", py_repr(v)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!("{n}({})", kw.join(", "))
+            })
+            .collect();
+        if calls.iter().all(|(_, a)| {
+            a.as_object().is_some_and(|o| {
+                o.keys()
+                    .all(|k| k.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            })
+        }) {
+            add(
+                "pythonic_in_content",
+                Reply::text(format!("[{}]", py.join(", "))),
+            );
+        }
+        if n == 1 {
+            add(
+                "llama_json_in_content",
+                Reply::text(text(
+                    &serde_json::json!({"name": calls[0].0, "parameters": calls[0].1}),
+                )),
+            );
+        }
+    }
+}
+
+/// `wrong_tool`: a tool that was not offered (instead, or besides), another offered tool, one
+/// tool used for two.
+fn wrong_tool(g: &Gold, add: &mut dyn FnMut(&str, Reply)) -> Result<(), String> {
+    let (calls, offered, structured) = (&g.calls, &g.offered, g.structured);
+    if structured {
+        return Err("a structured-output task offers no tool to get wrong".into());
+    }
+    let mut renamed = calls.clone();
+    let mut fake = format!("{}_v2", calls[0].0);
+    while offered.contains(&fake.as_str()) {
+        fake.push('2');
+    }
+    renamed[0].0 = fake.clone();
+    add("not_offered", reply_of(&renamed));
+    // The right calls and one more to a tool that was never offered: still wrong_tool.
+    let mut added = calls.clone();
+    added.push((fake, calls[0].1.clone()));
+    add("addition_not_offered", reply_of(&added));
+    let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+    if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
+        let mut other_calls = calls.clone();
+        other_calls[0].0 = other.to_string();
+        add("other_offered", reply_of(&other_calls));
+    }
+    if let Some(j) = calls.iter().position(|(nm, _)| *nm != calls[0].0) {
+        let mut twice = calls.clone();
+        twice[j].0 = calls[0].0.clone();
+        add("one_tool_for_two", reply_of(&twice));
+    }
+    Ok(())
+}
+
+/// `malformed_json`: arguments (or structured output) that no repair makes parse, and a call
+/// with no name.
+fn malformed_json(g: &Gold, add: &mut dyn FnMut(&str, Reply)) {
+    let (task, calls, structured) = (g.task, &g.calls, g.structured);
+    for t in targets(task).into_iter().take(1) {
+        let good = text(&t.payload);
+        add(
+            "unbalanced",
+            with_payload_text(task, &t, good[..good.len() - 1].to_string()),
+        );
+        add(
+            "trailing_text",
+            with_payload_text(task, &t, format!("{good}\n<|eot_id|>")),
+        );
+        if let Some(k) = t.payload.as_object().and_then(|o| o.keys().next())
+            && k.chars().all(|c| c.is_alphanumeric() || c == '_')
+        {
+            let unquoted = good.replacen(&format!("\"{k}\":"), &format!("{k}:"), 1);
+            add("unquoted_key", with_payload_text(task, &t, unquoted));
+        }
+        if structured {
+            add("fenced", Reply::text(format!("```json\n{good}\n```")));
+            add(
+                "prose_before",
+                Reply::text(format!("Here is the result you asked for:\n{good}")),
+            );
+        } else {
+            let mut nameless: Vec<(String, String)> =
+                calls.iter().map(|(n, a)| (n.clone(), text(a))).collect();
+            nameless[0].0 = String::new();
+            add("nameless_call", reply_of_text(&nameless));
+        }
+    }
+}
+
+/// `escaping_error`: the payload mangled by each escaping mistake the repairs of the parse
+/// stage undo.
+fn escaping_error(g: &Gold, add: &mut dyn FnMut(&str, Reply)) {
+    let task = g.task;
+    for t in targets(task).into_iter().take(1) {
+        let good = text(&t.payload);
+        add(
+            "double_encoded",
+            with_payload_text(task, &t, text(&Value::String(good.clone()))),
+        );
+        let once = text(&Value::String(good.clone()));
+        let escaped = once[1..once.len() - 1].to_string();
+        // `{}` (a parameterless call) has no quote to escape: the "corruption" would be
+        // the gold text itself.
+        if escaped != good {
+            add("extra_escaping_level", with_payload_text(task, &t, escaped));
+        }
+        if has_strings(&t.payload) {
+            add(
+                "python_quotes",
+                with_payload_text(task, &t, python_quoted(&t.payload)),
+            );
+        }
+        if let Some(raw) = raw_newlines(&good) {
+            add("raw_newline", with_payload_text(task, &t, raw));
+        }
+        if let Some(single) = single_backslashes(&good) {
+            add("single_backslashes", with_payload_text(task, &t, single));
+        }
+        if good.contains('\'') {
+            add(
+                "escaped_apostrophe",
+                with_payload_text(task, &t, good.replace('\'', "\\'")),
+            );
+        }
+        if let Some(c) = good.chars().find(|c| (*c as u32) > 0xFFFF) {
+            let mut buf = [0u16; 2];
+            let high = c.encode_utf16(&mut buf)[0];
+            add(
+                "lone_surrogate",
+                with_payload_text(task, &t, good.replacen(c, &format!("\\u{high:04x}"), 1)),
+            );
+        }
+    }
+}
+
+/// `truncation`: the payload cut at the token budget, with and without servers' `tool_calls`
+/// finish reason, and calls missing at the budget.
+fn truncation(g: &Gold, add: &mut dyn FnMut(&str, Reply)) {
+    let (task, calls, structured, max_tokens) = (g.task, &g.calls, g.structured, g.max_tokens);
+    let n = calls.len();
+    for t in targets(task).into_iter().take(1) {
+        let good = text(&t.payload);
+        let half = cut_half(&good);
+        let cut = match t.call {
+            Some(_) => {
+                let mut r = reply_of_text(&[(calls[0].0.clone(), half.clone())]);
+                r.finish_reason = "length".into();
+                r
+            }
+            None => {
+                let mut r = Reply::text(half.clone());
+                r.finish_reason = "length".into();
+                r
+            }
+        };
+        let mut cut = cut;
+        cut.completion_tokens = max_tokens;
+        add("length", cut.clone());
+        if !structured {
+            let mut bug = cut;
+            bug.finish_reason = "tool_calls".into();
+            add("budget_reached_finish_tool_calls", bug);
+        }
+    }
+    if n >= 2 {
+        let mut r = reply_of(&calls[..1]);
+        r.finish_reason = "length".into();
+        r.completion_tokens = max_tokens;
+        add("calls_missing", r);
+    }
+}
+
+/// `parallel_collapse`: calls dropped, or fused into one.
+fn parallel_collapse(g: &Gold, add: &mut dyn FnMut(&str, Reply)) {
+    let calls = &g.calls;
+    let n = calls.len();
+    if n >= 2 {
+        add("dropped", reply_of(&calls[..1]));
+        if calls.iter().all(|(nm, _)| *nm == calls[0].0) {
+            let mut fused = Map::new();
+            for (_, a) in calls {
+                for (k, v) in a.as_object().into_iter().flatten() {
+                    fused
+                        .entry(k.clone())
+                        .or_insert_with(|| Value::Array(Vec::new()));
+                    if let Some(Value::Array(vs)) = fused.get_mut(k) {
+                        vs.push(v.clone());
+                    }
+                }
+            }
+            add(
+                "fused",
+                reply_of(&[(calls[0].0.clone(), Value::Object(fused))]),
+            );
+        }
+    }
+}
+
+/// `spurious_call`: the right calls and one more.
+fn spurious_call(g: &Gold, add: &mut dyn FnMut(&str, Reply)) -> Result<(), String> {
+    let (calls, offered, structured) = (&g.calls, &g.offered, g.structured);
+    if structured {
+        return Err("a structured-output task offers no tool to call spuriously".into());
+    }
+    let mut more = calls.clone();
+    if let Some(last) = calls.last() {
+        more.push(last.clone());
+    }
+    add("extra_call", reply_of(&more));
+    // The right calls plus one to a neighbouring offered tool: an addition, not a
+    // wrong tool (SPEC §2.1, stage 3).
+    let expected: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+    if let Some(other) = offered.iter().find(|o| !expected.contains(o)) {
+        let mut added = calls.clone();
+        added.push((other.to_string(), calls[0].1.clone()));
+        add("addition_other_offered", reply_of(&added));
+    }
+    Ok(())
+}
+
+/// `schema_violation` at one target: an enum near miss, a value wrapped in an array, a number out
+/// of range, a string off its pattern.
+fn schema_violation(
+    label: Label,
+    task: &Task,
+    t: &Target,
+    root: &Value,
+    ls: &[Leaf],
+    out: &mut Vec<Corruption>,
+) {
+    if let Some(l) = ls.iter().find(|l| {
+        let s = deref(root, l.schema);
+        l.value.is_string()
+            && s.get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|e| e.iter().all(Value::is_string))
+    }) {
+        let v = l.value.as_str().unwrap_or_default();
+        let mut miss: String = v
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    c.to_uppercase().next().unwrap_or(c)
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let allowed = deref(root, l.schema)
+            .get("enum")
+            .cloned()
+            .unwrap_or_default();
+        if allowed
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(&miss)))
+            || miss == v
+        {
+            miss = format!("{v}-x");
+        }
+        out.push(Corruption {
+            name: format!("{label}/enum_near_miss"),
+            reply: with_payload(task, t, &set(&t.payload, &l.path, Value::String(miss))),
+        });
+    }
+    if let Some(l) = ls.iter().find(|l| {
+        let ty = types_of(root, l.schema);
+        !ty.is_empty()
+            && !ty.contains(&"array".to_string())
+            && deref(root, l.schema).get("enum").is_none()
+    }) {
+        // A scalar or object wrapped in an array is not a lossless encoding of anything.
+        let wrapped = Value::Array(vec![l.value.clone()]);
+        out.push(Corruption {
+            name: format!("{label}/wrapped_in_array"),
+            reply: with_payload(task, t, &set(&t.payload, &l.path, wrapped)),
+        });
+    }
+    if let Some((l, v)) = ls
+        .iter()
+        .find_map(|l| out_of_range(deref(root, l.schema), l.value).map(|v| (l, v)))
+    {
+        out.push(Corruption {
+            name: format!("{label}/out_of_range"),
+            reply: with_payload(task, t, &set(&t.payload, &l.path, v)),
+        });
+    }
+    if let Some((l, v)) = ls
+        .iter()
+        .find_map(|l| pattern_mismatch(deref(root, l.schema), l.value).map(|v| (l, v)))
+    {
+        out.push(Corruption {
+            name: format!("{label}/pattern_mismatch"),
+            reply: with_payload(task, t, &set(&t.payload, &l.path, v)),
+        });
+    }
+}
+
+/// `hallucinated_param` at one target: an undeclared key, at the top and nested.
+fn hallucinated_param(
+    label: Label,
+    task: &Task,
+    t: &Target,
+    root: &Value,
+    out: &mut Vec<Corruption>,
+) {
+    for (path, s) in closed_objects(root, root, &t.payload).into_iter().take(2) {
+        let props = s.get("properties").and_then(Value::as_object);
+        let key = ["note", "verbose", "extra_context", "confidence"]
+            .into_iter()
+            .find(|k| props.is_none_or(|p| !p.contains_key(*k)));
+        if let Some(key) = key {
+            let p = format!("{path}/{key}");
+            let name = if path.is_empty() {
+                "top_level"
+            } else {
+                "nested"
+            };
+            out.push(Corruption {
+                name: format!("{label}/{name}"),
+                reply: with_payload(
+                    task,
+                    t,
+                    &insert(&t.payload, &p, Value::String("as requested".into())),
+                ),
+            });
+        }
+    }
+}
+
+/// `missing_required` at one target: the first required key present, removed.
+fn missing_required(
+    label: Label,
+    task: &Task,
+    t: &Target,
+    root: &Value,
+    ls: Vec<Leaf>,
+    out: &mut Vec<Corruption>,
+) {
+    let mut places = vec![Leaf {
+        path: String::new(),
+        value: &t.payload,
+        schema: root,
+    }];
+    places.extend(ls.into_iter().filter(|l| l.value.is_object()));
+    for l in places {
+        let s = deref(root, l.schema);
+        let req = s.get("required").and_then(Value::as_array).and_then(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .find(|k| l.value.get(*k).is_some())
+        });
+        if let Some(k) = req {
+            let p = format!("{}/{}", l.path, pointer_token(k));
+            let name = if l.path.is_empty() {
+                "top_level"
+            } else {
+                "nested"
+            };
+            out.push(Corruption {
+                name: format!("{label}/{name}"),
+                reply: with_payload(task, t, &remove(&t.payload, &p)),
+            });
+            break;
+        }
+    }
+}
+
+/// `type_coercion` at one target: each lossless wrong-type encoding of a value.
+fn type_coercion(
+    label: Label,
+    task: &Task,
+    t: &Target,
+    root: &Value,
+    ls: &[Leaf],
+    out: &mut Vec<Corruption>,
+) {
+    let canonical = regex::Regex::new(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$").ok();
+    for l in ls {
+        let ty = types_of(root, l.schema);
+        let no_string = !ty.is_empty() && !ty.contains(&"string".to_string());
+        let coerced = match l.value {
+            Value::Number(n) if no_string => {
+                Some(("number_as_string", Value::String(n.to_string())))
+            }
+            Value::Bool(b) if no_string => Some(("bool_as_string", Value::String(b.to_string()))),
+            Value::Object(_) | Value::Array(_) if no_string => {
+                Some(("json_text_for_structure", Value::String(text(l.value))))
+            }
+            Value::String(s)
+                if ty == ["string"] && canonical.as_ref().is_some_and(|re| re.is_match(s)) =>
+            {
+                serde_json::from_str::<serde_json::Number>(s)
+                    .ok()
+                    .map(|n| ("number_for_string", Value::Number(n)))
+            }
+            _ => None,
+        };
+        if let Some((name, v)) = coerced
+            && !out.iter().any(|c| c.name.ends_with(name))
+        {
+            out.push(Corruption {
+                name: format!("{label}/{name}"),
+                reply: with_payload(task, t, &set(&t.payload, &l.path, v)),
+            });
+        }
+    }
+}
 /// A number of the right type just outside the schema's bounds (maximum first), or `None`.
 fn out_of_range(s: &Value, v: &Value) -> Option<Value> {
     if !v.is_number() {
