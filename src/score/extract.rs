@@ -4,7 +4,8 @@
 //! mistral `[TOOL_CALLS]`, llama `<|python_tag|>`, and a pythonic `[fn(a=1)]` list. Prose that
 //! merely mentions a tool's name is not a call, and neither is example code: a fenced block
 //! inside a longer answer is an example whatever it holds; only a fence that is the whole
-//! content is looked into.
+//! content is looked into. Nor is a tool's definition quoted back (turn 5): an echo of the
+//! `tools` entry, or of its function object with `parameters` that are a JSON Schema.
 
 use super::wire::WireArgs;
 use serde::Serialize;
@@ -162,17 +163,197 @@ fn call_from_object(v: &Value) -> Option<(Option<String>, WireArgs)> {
 }
 
 /// A bare JSON object is a call only when it names an offered tool (SPEC §2.1): `{"name":
-/// "Ada", "arguments": …}` in an answer about a data format is not one.
+/// "Ada", "arguments": …}` in an answer about a data format is not one; nor is a tool's
+/// definition quoted back, which names an offered tool by construction.
 fn is_call_shaped(v: &Value, tools: &[&str]) -> bool {
     let Some(obj) = v.as_object() else {
         return false;
     };
+    if is_definition(v) {
+        return false;
+    }
     if let Some(f) = obj.get("function").filter(|f| f.is_object()) {
         return is_call_shaped(f, tools);
     }
     obj.get("name")
         .and_then(Value::as_str)
         .is_some_and(|n| tools.contains(&n))
+}
+
+/// A tool's definition quoted back (SPEC §2.1, turn 5): the whole `{"type": "function",
+/// "function": {…}}` entry of the request's `tools`, or the function object alone — a name, a
+/// `description`, and `parameters` that are a JSON Schema rather than argument values. Small
+/// models echo the definitions their chat template put in the prompt (SmolLM2-135M wrote
+/// `schedule_transfer`'s entry back, byte for byte), and on a task that asks *about* a tool that
+/// echo is the answer, not a call. An object with `arguments` is always a call attempt, and so
+/// is `{"name": "get_weather", "parameters": {"city": "Paris"}}` (Llama 3's JSON form): its
+/// `parameters` are values, not a schema.
+pub fn is_definition(v: &Value) -> bool {
+    let Some(obj) = v.as_object() else {
+        return false;
+    };
+    if let Some(f) = obj.get("function").filter(|f| f.is_object()) {
+        return is_definition(f);
+    }
+    if obj.contains_key("arguments") {
+        return false;
+    }
+    match obj.get("parameters") {
+        Some(p) => is_object_schema(p),
+        // A name and a description with nothing to pass: a parameterless tool's definition.
+        None => obj.contains_key("name") && obj.get("description").is_some_and(Value::is_string),
+    }
+}
+
+/// JSON Schema keywords an object schema of `parameters` carries; an object with any other key
+/// is argument values, whatever its `type` says.
+const SCHEMA_KEYWORDS: [&str; 22] = [
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "description",
+    "title",
+    "$schema",
+    "$id",
+    "$ref",
+    "$defs",
+    "definitions",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "unevaluatedProperties",
+    "strict",
+];
+
+/// `parameters` that are a JSON Schema: `type: "object"`, `properties` (when present) an object
+/// of schemas, and no key that is not a schema keyword. A parameterless tool's `{"type":
+/// "object"}` is one too; arguments that happen to hold a `type` key are not.
+fn is_object_schema(p: &Value) -> bool {
+    let Some(o) = p.as_object() else {
+        return false;
+    };
+    o.get("type").and_then(Value::as_str) == Some("object")
+        && o.get("properties").is_none_or(|props| {
+            props
+                .as_object()
+                .is_some_and(|m| m.values().all(Value::is_object))
+        })
+        && o.get("required").is_none_or(Value::is_array)
+        && o.keys().all(|k| SCHEMA_KEYWORDS.contains(&k.as_str()))
+}
+
+/// The first-level keys of the JSON object `text` begins with, each with the byte offset where
+/// its value starts; read leniently, so that an object cut off mid-way (an answer stopped at
+/// `max_tokens`) still shows the keys written before the cut.
+fn first_level_keys(text: &str) -> Vec<(&str, usize)> {
+    let b = text.as_bytes();
+    let mut keys = Vec::new();
+    if b.first() != Some(&b'{') {
+        return keys;
+    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let end = i.min(b.len());
+                i += 1;
+                if depth == 1 {
+                    let rest = text.get(i.min(text.len())..).unwrap_or("");
+                    let after = rest.trim_start();
+                    if let Some(value) = after.strip_prefix(':') {
+                        let at = text.len() - value.trim_start().len();
+                        if let Some(key) = text.get(start..end) {
+                            keys.push((key, at));
+                        }
+                    }
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    keys
+}
+
+/// A definition's beginning in text that does not parse (cut at the budget): read as far as it
+/// goes, the object (or the entry's `function` object) has a `description` or schema-shaped
+/// `parameters`, and no `arguments`.
+fn begins_like_definition(text: &str) -> bool {
+    let keys = first_level_keys(text);
+    if let Some(&(_, at)) = keys.iter().find(|(k, _)| *k == "function")
+        && text[at..].starts_with('{')
+    {
+        return begins_like_definition(&text[at..]);
+    }
+    if keys.iter().any(|(k, _)| *k == "arguments") {
+        return false;
+    }
+    keys.iter().any(|(k, _)| *k == "description")
+        || keys.iter().any(|&(k, at)| {
+            k == "parameters"
+                && first_level_keys(&text[at..]).iter().any(|&(pk, pat)| {
+                    pk == "properties"
+                        || (pk == "type" && text[at..][pat..].starts_with("\"object\""))
+                })
+        })
+}
+
+/// The tools whose definitions `content` quotes back (SPEC §2.1: a mention, not a call), in
+/// the order they appear, each once: for the detail of an answer that called nothing, so a
+/// reader sees why an echoed `{"name": …}` was not taken for a call.
+pub fn quoted_definitions(content: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    // Nothing can be a definition without one of these words: most answers cost one search.
+    if !(content.contains("\"parameters\"") || content.contains("\"description\"")) {
+        return names;
+    }
+    let mut from = 0;
+    while let Some(i) = content[from..].find('{').map(|i| i + from) {
+        let tail = &content[i..];
+        let head = tail[1..].trim_start();
+        if !(head.starts_with("\"name\"") || head.starts_with("\"type\"")) {
+            from = i + 1;
+            continue;
+        }
+        let (name, next) = match first_json_value(tail) {
+            Ok((v, used)) if is_definition(&v) => {
+                let f = v.get("function").filter(|f| f.is_object()).unwrap_or(&v);
+                (
+                    f.get("name").and_then(Value::as_str).map(str::to_string),
+                    i + used,
+                )
+            }
+            Ok(_) => (None, i + 1),
+            Err(_) if begins_like_definition(tail) => (guess_name(tail), content.len()),
+            Err(e) => (None, i + error_offset(tail, &e).max(1)),
+        };
+        if let Some(n) = name.filter(|n| !names.contains(n)) {
+            names.push(n);
+        }
+        from = next;
+    }
+    names
 }
 
 /// Parses the first JSON value at the start of `text`, returning it and the bytes it used.
@@ -588,8 +769,10 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                         || v.get("function").is_some_and(Value::is_object)
                 };
                 if items.iter().all(shaped) && items.iter().any(|v| is_call_shaped(v, tools)) {
+                    // Definitions quoted beside the calls (an echo of `tools`) are mentions.
                     return items
                         .iter()
+                        .filter(|v| !is_definition(v))
                         .map(|v| text_call(Source::Json, v, body))
                         .collect();
                 }
@@ -618,6 +801,11 @@ fn json_calls(content: &str, tools: &[&str]) -> Vec<TextCall> {
                 Ok((v, _)) if is_call_shaped(&v, tools) => {
                     return vec![text_call(Source::Json, &v, tail)];
                 }
+                // A definition quoted in prose: none of its inner objects is a call either.
+                Ok((v, used)) if is_definition(&v) => {
+                    from = i + used;
+                    continue;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     if looks_like_broken_call(tail, tools) {
@@ -642,6 +830,7 @@ fn looks_like_broken_call(text: &str, tools: &[&str]) -> bool {
     head.contains("\"name\"")
         && (head.contains("\"arguments\"") || head.contains("\"parameters\""))
         && guess_name(text).is_some_and(|n| tools.contains(&n.as_str()))
+        && !begins_like_definition(text)
 }
 
 fn looks_pythonic(s: &str) -> bool {
@@ -1112,5 +1301,56 @@ mod tests {
         let tagged = text_calls("<|python_tag|>{\"name\": \"get_weather\"}", &[]);
         assert_eq!(tagged[0].source, Source::PythonTag);
         assert_eq!(tagged[0].args, WireArgs::Absent);
+    }
+
+    #[test]
+    fn a_definition_quoted_back_is_a_mention_in_every_form() {
+        let tools = ["schedule_transfer", "get_weather"];
+        let function = r#"{"name": "schedule_transfer", "description": "Schedule a SEPA credit transfer from the company account.", "parameters": {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0}, "iban": {"type": "string", "description": "No spaces."}}, "required": ["amount", "iban"], "additionalProperties": false}}"#;
+        let entry = format!(r#"{{"type": "function", "function": {function}}}"#);
+        for content in [
+            entry.clone(),
+            function.to_string(),
+            format!("The tool is defined as {entry}, so it needs an IBAN."),
+            format!("It is {function}."),
+            format!("```json\n{entry}\n```"),
+            format!("[{entry}]"),
+            // Cut at the budget inside the echo.
+            entry[..entry.len() - 60].to_string(),
+            format!("Here it is: {}", &function[..120]),
+            // A parameterless tool's definition: a name and a description.
+            r#"{"name": "get_weather", "description": "Current weather."}"#.to_string(),
+        ] {
+            assert!(text_calls(&content, &tools).is_empty(), "{content}");
+            assert_eq!(
+                quoted_definitions(&content),
+                vec![if content.contains("schedule_transfer") {
+                    "schedule_transfer"
+                } else {
+                    "get_weather"
+                }],
+                "{content}"
+            );
+        }
+        // Calls stay calls: arguments, Llama 3's `parameters` holding values, the tool_calls
+        // entry shape, and a call beside an echoed definition.
+        let calls = [
+            r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#.to_string(),
+            r#"{"name": "get_weather", "parameters": {"city": "Paris"}}"#.to_string(),
+            r#"{"name": "get_weather", "parameters": {"type": "rain", "city": "Paris"}}"#
+                .to_string(),
+            r#"{"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}"#
+                .to_string(),
+            r#"{"name": "get_weather"}"#.to_string(),
+            format!(r#"[{entry}, {{"name": "get_weather", "arguments": {{"city": "Paris"}}}}]"#),
+            r#"{"name": "get_weather", "description": "x", "arguments": {"city": "Pa"#.to_string(),
+        ];
+        for content in &calls {
+            let found = text_calls(content, &tools);
+            assert_eq!(found.len(), 1, "{content}");
+            assert_eq!(found[0].name.as_deref(), Some("get_weather"), "{content}");
+            assert!(quoted_definitions(content).len() <= 1, "{content}");
+        }
+        assert!(quoted_definitions("just prose about \"parameters\"").is_empty());
     }
 }

@@ -411,14 +411,19 @@ impl Structured {
 }
 
 /// Stage 1's verdict on a task that expects no call: any call, structured or text, parseable
-/// or not, is `spurious_call` (stage `structure`); prose, even cut off, passes.
-fn no_call_expected(ex: Extracted) -> Verdict {
+/// or not, is `spurious_call` (stage `structure`); prose, even cut off, passes. `cut` is why the
+/// output counts as cut, when it does: a spurious call cut at the budget says so, since the
+/// label alone hides it.
+fn no_call_expected(ex: Extracted, cut: Option<&str>) -> Verdict {
     let calls = ex.calls;
     let mut v = match calls.first() {
         None => Verdict::new(
             Outcome::Pass,
             None,
-            "no tool was needed and none was called".into(),
+            format!(
+                "no tool was needed and none was called{}",
+                quoted_back(&ex.prose)
+            ),
         ),
         Some(c) => {
             let how = if c.source == Source::ToolCalls {
@@ -430,13 +435,14 @@ fn no_call_expected(ex: Extracted) -> Verdict {
                 Label::SpuriousCall,
                 Stage::Structure,
                 format!(
-                    "the task needs no tool call, but the model called {}{how} ({} call{} in all)",
+                    "the task needs no tool call, but the model called {}{how} ({} call{} in all){}",
                     c.name
                         .as_deref()
                         .map(|n| format!("{n:?}"))
                         .unwrap_or_else(|| "a tool".into()),
                     calls.len(),
-                    if calls.len() == 1 { "" } else { "s" }
+                    if calls.len() == 1 { "" } else { "s" },
+                    also_cut(cut)
                 ),
             );
             v.fail_call = Some(0);
@@ -445,6 +451,29 @@ fn no_call_expected(ex: Extracted) -> Verdict {
     };
     v.calls = calls;
     v
+}
+
+/// The words a detail adds when the answer quotes tools' definitions back (SPEC §2.1: a
+/// mention, not a call), so a reader of a `{"name": …}` echo sees why it was not taken for one;
+/// nothing when it quotes none.
+fn quoted_back(prose: &str) -> String {
+    let names = extract::quoted_definitions(prose);
+    if names.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        " (the answer quotes the definition{} of {} back: a mention, not a call)",
+        if shown.len() == 1 { "" } else { "s" },
+        shown.join(" and ")
+    )
+}
+
+/// The words a detail decided by something else adds when the output was also cut at the
+/// budget: the label names one thing that happened, the detail says all of it.
+fn also_cut(cut: Option<&str>) -> String {
+    cut.map(|c| format!("; the output was also cut ({c})"))
+        .unwrap_or_default()
 }
 
 struct Scoring<'a> {
@@ -577,7 +606,9 @@ impl Scoring<'_> {
     fn decide_calls(&self) -> Result<Verdict, Verdict> {
         let extracted = self.extract();
         let expected = match &self.task.expect {
-            Expect::NoCall => return Ok(no_call_expected(extracted)),
+            Expect::NoCall => {
+                return Ok(no_call_expected(extracted, self.cut_reason.as_deref()));
+            }
             Expect::Calls { calls, .. } => calls,
             Expect::StructuredOutput { .. } => &[][..],
         };
@@ -685,7 +716,8 @@ impl Scoring<'_> {
                     "no call was emitted: nothing was written before the limit".to_string()
                 } else {
                     format!(
-                        "no call was emitted: the model was still writing prose, no call had begun: {}",
+                        "no call was emitted: the model was still writing prose, no call had begun{}: {}",
+                        quoted_back(&prose),
                         preview(&Value::String(prose.clone()), 120)
                     )
                 };
@@ -817,7 +849,8 @@ impl Scoring<'_> {
                 )
             } else {
                 format!(
-                    "answered in prose, called nothing: {}",
+                    "answered in prose, called nothing{}: {}",
+                    quoted_back(&prose),
                     preview(&Value::String(prose.clone()), 160)
                 )
             };
@@ -865,11 +898,23 @@ impl Scoring<'_> {
                 .position(|(c, e)| c.name.as_deref() != Some(e.tool.as_str()))
                 .map(|i| (i, &expected[i]))
             {
+                // Out of order and never called read differently to whoever fixes it.
+                let later = calls[i + 1..]
+                    .iter()
+                    .find(|c| c.name.as_deref() == Some(e.tool.as_str()));
+                let whereabouts = match later {
+                    Some(c) => format!(
+                        "{} came later, as call {}: the right tool out of order",
+                        e.tool,
+                        c.index + 1
+                    ),
+                    None => format!("{} was not called at all", e.tool),
+                };
                 let v = fail(
                     Label::WrongTool,
                     Stage::Structure,
                     format!(
-                        "{} is where the task expects {} (call order is strict)",
+                        "{} is where the task expects {}; {whereabouts} (call order is strict)",
                         call_name(&calls[i]),
                         e.tool
                     ),
@@ -933,7 +978,7 @@ impl Scoring<'_> {
         if !unmatched_expected.is_empty() {
             let missing: Vec<String> = unmatched_expected
                 .iter()
-                .map(|e| format!("{} ({})", e + 1, expected[*e].tool))
+                .map(|e| format!("{} ({})", e + 1, missing_call(&expected[*e], &calls)))
                 .collect();
             let v = fail(
                 Label::ParallelCollapse,
@@ -972,10 +1017,11 @@ impl Scoring<'_> {
                 Label::SpuriousCall,
                 Stage::Structure,
                 format!(
-                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what})",
+                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what}){}",
                     if n_expected == 1 { "" } else { "s" },
                     calls.len(),
                     call_name(extra),
+                    also_cut(self.cut_reason.as_deref())
                 ),
             );
             return reject(v, Some(c), calls);
@@ -1351,6 +1397,37 @@ fn match_calls(calls: &mut [Call], expected: &[crate::task::ExpectedCall]) {
             }
         }
     }
+}
+
+/// An expected call no emitted call matched, named by what is missing: its tool and the gold
+/// arguments that no emitted call of that tool carries (`get_weather with city "London"`), so
+/// a reader of a `parallel_collapse` sees which of several calls to one tool was dropped or
+/// fused. When every gold value was carried somewhere (two expected calls alike), the gold
+/// arguments are all shown.
+fn missing_call(e: &crate::task::ExpectedCall, calls: &[Call]) -> String {
+    let Some(gold) = e.gold.as_object().filter(|g| !g.is_empty()) else {
+        return e.tool.clone();
+    };
+    let carried = |k: &str, gv: &Value| {
+        calls.iter().any(|c| {
+            c.name.as_deref() == Some(e.tool.as_str())
+                && c.arguments
+                    .as_ref()
+                    .and_then(|a| a.get(k))
+                    .is_some_and(|av| values_equal(gv, av))
+        })
+    };
+    let uncarried: Vec<(&String, &Value)> = gold.iter().filter(|(k, gv)| !carried(k, gv)).collect();
+    let shown = if uncarried.is_empty() {
+        gold.iter().collect()
+    } else {
+        uncarried
+    };
+    let args: Vec<String> = shown
+        .iter()
+        .map(|(k, v)| format!("{k} {}", preview(v, 60)))
+        .collect();
+    format!("{} with {}", e.tool, args.join(", "))
 }
 
 fn dedup<'a>(names: &[&'a str]) -> Vec<&'a str> {
