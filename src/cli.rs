@@ -200,7 +200,9 @@ pub struct CollectOpts {
     /// Requests in flight across all models (default: the sum of the models' concurrency).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Retries per sample for failures before the first byte of the body (transport, 429, 5xx).
+    /// Retries per sample for failures before the model could answer (connection, 429, 5xx;
+    /// a follow-up's HTTP 500 is a refusal, not retried). A sample that outlives timeout_secs
+    /// is kept as callcheck's timeout, never asked again.
     #[arg(long, default_value_t = 4)]
     pub retries: u32,
     /// The first retry's backoff ceiling in milliseconds (doubling, jittered, capped at 30 s).

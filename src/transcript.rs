@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// One attempt at a request (collect retries before the first byte only).
+/// One attempt at a request (collect retries only failures before the model could answer: never
+/// after a body byte, never after its own timeout).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// HTTP status, when a response head arrived.

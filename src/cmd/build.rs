@@ -2,7 +2,7 @@
 //! the static site (the pipeline is [`crate::pipeline`]); prints one summary line.
 
 use crate::cli::BuildOpts;
-use crate::pipeline::{Inputs, build};
+use crate::pipeline::{Inputs, Summary, build};
 use crate::site;
 use anyhow::Result;
 
@@ -52,18 +52,34 @@ pub fn summarise(opts: &Inputs) -> Result<()> {
         );
     }
     eprintln!(
-        "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({} passed, {} failed, {} transport errors: no complete chat completion received); {} skipped; {} files, {}",
+        "built {}: {} samples ({} of transcripts) in {} cells from {} runs ({}); {} skipped; {} files, {}",
         opts.out.display(),
         s.samples,
         site::html::bytes(s.read_bytes),
         s.cells,
         s.runs,
-        s.passes,
-        s.fails,
-        s.errors,
+        outcomes(&s),
         s.skipped,
         s.files,
         site::html::bytes(s.bytes)
     );
     Ok(())
+}
+
+/// The samples by outcome, for the summary line. With feedback or review rounds the first
+/// round and the follow-ups are counted apart: a follow-up the server refused (HTTP 500 on a
+/// history it cannot parse) is a transport error of its round, and a count of the first round
+/// alone would say "0 transport errors" while some were.
+fn outcomes(s: &Summary) -> String {
+    let (fp, ff, fe) = s.follow_ups;
+    if fp + ff + fe == 0 {
+        return format!(
+            "{} passed, {} failed, {} transport errors: no complete chat completion received",
+            s.passes, s.fails, s.errors
+        );
+    }
+    format!(
+        "first round: {} passed, {} failed, {} transport errors; follow-ups: {fp} passed, {ff} failed, {fe} transport errors; a transport error is no complete chat completion received",
+        s.passes, s.fails, s.errors
+    )
 }

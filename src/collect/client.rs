@@ -1,9 +1,14 @@
 //! The HTTP client: one chat-completions exchange, recorded byte for byte, with retries only
-//! where no body byte has arrived yet (SPEC §4, issue 4).
+//! for failures before the model could answer (SPEC §4, issues 4 and 46).
 //!
 //! The request body is sent exactly as given; the response body is kept exactly as received,
-//! however it ends. A retry is a fresh attempt at the same request, so it is only safe while the
-//! server has not started answering: once a body byte has arrived, the sample is what it is.
+//! however it ends. A retry is a fresh attempt at the same request — a new draw of the model —
+//! so it is only made when the server refused or never took the attempt: a connection that
+//! failed, 429, a 5xx status. Once a body byte has arrived, the sample is what it is. And once
+//! the row's `timeout_secs` has run out, the sample is callcheck's timeout: the model may well
+//! have been writing a long answer, and asking again would replace it by whichever answer
+//! finishes in time (a bias toward short answers, on exactly the long-argument tasks), so the
+//! timeout is kept as the sample's outcome, a transport error named as callcheck's own.
 
 use crate::collect::config::{ModelEntry, redact_url};
 use crate::request::{FEEDBACK_HEADER, PREFLIGHT_HEADER, SAMPLE_HEADER};
@@ -257,7 +262,9 @@ fn is_loopback(url: &str) -> bool {
 /// How the body of one attempt ended.
 enum BodyEnd {
     Complete,
-    /// The connection failed or the deadline passed; the text says which.
+    /// The deadline (callcheck's own timeout) passed.
+    TimedOut,
+    /// The connection failed, or the body outgrew its cap; the text says which.
     Broken(String),
 }
 
@@ -424,6 +431,13 @@ impl Endpoint {
         };
         let mut retry_after_ms = 0;
         let mut attempt_no = 0u32;
+        // What a sample's error adds when callcheck's own timeout ended it (a probe's says
+        // which timeout fired, and that is all it needs).
+        let kept = if tag_header == SAMPLE_HEADER {
+            ": callcheck's own timeout, kept as the sample's outcome, not asked again"
+        } else {
+            ""
+        };
         loop {
             let mut attempt = Attempt::default();
             if attempt_no > 0 {
@@ -461,18 +475,16 @@ impl Endpoint {
                     attempt_no += 1;
                     continue;
                 }
+                // callcheck's own budget ran out while the server was (perhaps) generating: an
+                // outcome of the sample, not a reason to draw again (see the module's doc).
                 Err(_) => {
                     attempt.error = Some(format!(
-                        "timed out after {} s ({}) waiting for the response head",
+                        "timed out after {} s ({}) waiting for the response head{kept}",
                         limits.timeout.as_secs(),
                         limits.what
                     ));
                     meta.attempts.push(attempt);
-                    if last {
-                        return self.failed(meta, started, stream);
-                    }
-                    attempt_no += 1;
-                    continue;
+                    return self.failed(meta, started, stream);
                 }
             };
             let status = resp.status().as_u16();
@@ -489,7 +501,13 @@ impl Endpoint {
                 Some(ct) if ct.windows(4).any(|w| w == b"json") => false,
                 _ => stream,
             };
-            let retryable_status = status == 429 || status >= 500;
+            // A follow-up of the feedback round that the server answers with HTTP 500 was
+            // refused for its content (llama-server and vLLM refuse a history whose call
+            // arguments are not JSON, with 500 or 400): asking again gets the same refusal, four
+            // more times. Gateways' 502–504 and 429 stay transient for follow-ups too.
+            let follow_up = feedback.is_some();
+            let retryable_status =
+                status == 429 || (status >= 500 && !(follow_up && status == 500));
             let (bytes, end, ttfb) = read_body(resp, deadline, sent, limits.max_body).await;
             attempt.ttfb_ms = ttfb.map(ms);
             if retryable_status && !last {
@@ -509,6 +527,9 @@ impl Endpoint {
                 attempt_no += 1;
                 continue;
             }
+            // A connection lost between the head and the body's first byte: nothing of the
+            // answer arrived, so asking again cannot double a sample. (The budget running out
+            // there is callcheck's own timeout, kept below like one later in the body.)
             if let BodyEnd::Broken(why) = &end
                 && bytes.is_empty()
             {
@@ -533,6 +554,16 @@ impl Endpoint {
                     ));
                 }
                 BodyEnd::Complete => {}
+                BodyEnd::TimedOut => {
+                    let e = format!(
+                        "timed out after {} s ({}) with {} bytes of the body received{kept}",
+                        limits.timeout.as_secs(),
+                        limits.what,
+                        bytes.len()
+                    );
+                    attempt.error = Some(e.clone());
+                    meta.error = Some(e);
+                }
                 BodyEnd::Broken(why) => {
                     let e = format!(
                         "{why} after {} bytes of the body: kept as received",
@@ -667,10 +698,16 @@ impl Endpoint {
         let (body, end, _) = read_body(resp, deadline, Instant::now(), PREFLIGHT_MAX_BODY).await;
         let cut = match end {
             BodyEnd::Complete => false,
+            BodyEnd::TimedOut if body.is_empty() => {
+                return Err(format!(
+                    "HTTP {status}, then timed out after {} s (the preflight's probe timeout) before any body byte",
+                    timeout.as_secs()
+                ));
+            }
             BodyEnd::Broken(why) if body.is_empty() => {
                 return Err(format!("HTTP {status}, then {why} before any body byte"));
             }
-            BodyEnd::Broken(_) => true,
+            BodyEnd::TimedOut | BodyEnd::Broken(_) => true,
         };
         Ok(Bounded { status, body, cut })
     }
@@ -721,7 +758,7 @@ async fn read_body(
             }
             Ok(Ok(None)) => return (out, BodyEnd::Complete, ttfb),
             Ok(Err(e)) => return (out, BodyEnd::Broken(describe(e)), ttfb),
-            Err(_) => return (out, BodyEnd::Broken("timed out".into()), ttfb),
+            Err(_) => return (out, BodyEnd::TimedOut, ttfb),
         }
     }
 }

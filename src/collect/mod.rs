@@ -224,6 +224,10 @@ struct Tally {
     not_sent: Mutex<Vec<String>>,
 }
 
+/// The kind of error of a sample whose response head did not come within the row's
+/// `timeout_secs`: callcheck's own timeout, an outcome of the sample (never asked again).
+const TIMED_OUT: &str = "callcheck's timeout (timeout_secs)";
+
 /// What a sample kept as a transport error ended with, in a few stable words: the HTTP status
 /// when one arrived, else the kind of failure (never the varying details, so they count up).
 pub fn error_kind(meta: &crate::transcript::Meta) -> String {
@@ -231,10 +235,10 @@ pub fn error_kind(meta: &crate::transcript::Meta) -> String {
         (Some(s), _) if !(200..300).contains(&s) => format!("HTTP {s}"),
         // callcheck's own timeout_secs ran out mid-body: not a body the server cut.
         (Some(s), Some(e)) if e.starts_with("timed out") => {
-            format!("HTTP {s}, then timed out (timeout_secs) reading the body")
+            format!("HTTP {s}, then callcheck's timeout (timeout_secs) reading the body")
         }
         (Some(s), Some(_)) => format!("HTTP {s} with a cut body"),
-        (None, Some(e)) if e.contains("timed out") => "timed out".into(),
+        (None, Some(e)) if e.contains("timed out") => TIMED_OUT.into(),
         (None, Some(e)) if e.contains("cannot connect") => "cannot connect".into(),
         (None, Some(_)) => "no response".into(),
         (_, None) => "no response".into(),
@@ -348,7 +352,7 @@ impl ModelSummary {
             }
         } else if only("cannot connect") {
             format!("is the server running and reachable at {urls}?")
-        } else if only("timed out") {
+        } else if only(TIMED_OUT) {
             "the server did not answer in time: raise timeout_secs or lower concurrency".into()
         } else {
             "look at the samples' meta.json for each error".into()
@@ -1263,7 +1267,7 @@ mod tests {
             error_kind(&meta(
                 "timed out after 812 bytes of the body: kept as received"
             )),
-            "HTTP 200, then timed out (timeout_secs) reading the body"
+            "HTTP 200, then callcheck's timeout (timeout_secs) reading the body"
         );
         assert_eq!(
             error_kind(&meta(

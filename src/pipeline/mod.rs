@@ -63,9 +63,12 @@ pub struct Inputs {
 pub struct Summary {
     pub runs: usize,
     pub samples: usize,
+    /// First-round samples by outcome.
     pub passes: u64,
     pub fails: u64,
     pub errors: u64,
+    /// Follow-ups (feedback and review rounds) by outcome: (passes, failures, errors).
+    pub follow_ups: (u64, u64, u64),
     pub cells: usize,
     pub skipped: usize,
     pub files: usize,
@@ -682,6 +685,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         passes,
         fails,
         errors,
+        follow_ups: agg.matrix.follow_up_counts(),
         cells: agg.matrix.cells.len(),
         skipped: skipped.len(),
         files: pages.0 + files.len() + carried,

@@ -417,18 +417,29 @@ impl Matrix {
             .map(|i| &self.tasks[i])
     }
 
-    /// Outcome counts over every sample: (passes, failures, errors).
+    /// Outcome counts over every first-round sample: (passes, failures, errors).
     pub fn outcome_counts(&self) -> (u64, u64, u64) {
-        let mut c = (0, 0, 0);
-        for s in &self.samples {
-            match s.outcome {
-                Outcome::Pass => c.0 += 1,
-                Outcome::Fail(_) => c.1 += 1,
-                Outcome::Error => c.2 += 1,
-            }
-        }
-        c
+        count_outcomes(&self.samples)
     }
+
+    /// Outcome counts over the follow-ups of feedback and review rounds, kept apart from the
+    /// first round's: a follow-up the server refused is a transport error of its own round.
+    pub fn follow_up_counts(&self) -> (u64, u64, u64) {
+        count_outcomes(&self.feedback)
+    }
+}
+
+/// (passes, failures, errors) among `samples`.
+fn count_outcomes(samples: &[Scored]) -> (u64, u64, u64) {
+    let mut c = (0, 0, 0);
+    for s in samples {
+        match s.outcome {
+            Outcome::Pass => c.0 += 1,
+            Outcome::Fail(_) => c.1 += 1,
+            Outcome::Error => c.2 += 1,
+        }
+    }
+    c
 }
 
 /// Builds the matrix with the default thresholds ([`aggregate_at`]).

@@ -258,11 +258,17 @@ pub fn score_parsed(
                     .clone()
                     .or_else(|| meta.attempts.last().and_then(|a| a.error.clone()));
                 if let Some(why) = why {
-                    return Verdict::new(
-                        Outcome::Error,
-                        Some(Stage::Transport),
-                        format!("no HTTP response: {why}"),
-                    );
+                    // The row's timeout_secs ran out before the head: callcheck stopped waiting
+                    // (collect keeps it as the sample's outcome), which says nothing against the
+                    // server or the model.
+                    let detail = if why.contains("timed out") {
+                        format!(
+                            "callcheck's own timeout (the row's timeout_secs) ended the request before the response head arrived ({why}); not a fault of the server or the model"
+                        )
+                    } else {
+                        format!("no HTTP response: {why}")
+                    };
+                    return Verdict::new(Outcome::Error, Some(Stage::Transport), detail);
                 }
                 // A meta.json that simply does not record the status (hand-made, or older)
                 // says nothing against the body: the body decides.

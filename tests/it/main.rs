@@ -20,6 +20,7 @@ mod collect_preflight;
 mod collect_safety;
 mod collect_secrets;
 mod collect_terminal;
+mod collect_timeouts;
 mod collect_unscored;
 mod compare_chromium;
 mod compare_cli;
