@@ -189,12 +189,11 @@ fn is_call_shaped(v: &Value, tools: &[&str]) -> bool {
 /// is `{"name": "get_weather", "parameters": {"city": "Paris"}}` (Llama 3's JSON form): its
 /// `parameters` are values, not a schema.
 pub fn is_definition(v: &Value) -> bool {
-    let Some(obj) = v.as_object() else {
+    // The entry holds the function object; one level down, no further.
+    let entry = v.get("function").filter(|f| f.is_object());
+    let Some(obj) = entry.unwrap_or(v).as_object() else {
         return false;
     };
-    if let Some(f) = obj.get("function").filter(|f| f.is_object()) {
-        return is_definition(f);
-    }
     if obj.contains_key("arguments") {
         return false;
     }
@@ -249,11 +248,16 @@ fn is_object_schema(p: &Value) -> bool {
         && o.keys().all(|k| SCHEMA_KEYWORDS.contains(&k.as_str()))
 }
 
-/// The first-level keys of the JSON object `text` begins with, each with the byte offset where
-/// its value starts; read leniently, so that an object cut off mid-way (an answer stopped at
-/// `max_tokens`) still shows the keys written before the cut.
+/// How far [`first_level_keys`] reads: a definition's `name`, `description` and the start of
+/// its `parameters` come first, and a bounded look keeps a scan of many candidates linear.
+const KEYS_SCAN: usize = 4096;
+
+/// The first-level keys of the JSON object `text` begins with (within its first [`KEYS_SCAN`]
+/// bytes), each with the byte offset where its value starts; read leniently, so that an object
+/// cut off mid-way (an answer stopped at `max_tokens`) still shows the keys written before the
+/// cut.
 fn first_level_keys(text: &str) -> Vec<(&str, usize)> {
-    let b = text.as_bytes();
+    let b = &text.as_bytes()[..text.len().min(KEYS_SCAN)];
     let mut keys = Vec::new();
     if b.first() != Some(&b'{') {
         return keys;
@@ -300,11 +304,15 @@ fn first_level_keys(text: &str) -> Vec<(&str, usize)> {
 /// goes, the object (or the entry's `function` object) has a `description` or schema-shaped
 /// `parameters`, and no `arguments`.
 fn begins_like_definition(text: &str) -> bool {
-    let keys = first_level_keys(text);
+    let mut keys = first_level_keys(text);
+    let mut text = text;
+    // The entry's function object, one level down and no further: a hostile answer nesting
+    // `{"function": {"function": …` a million deep costs one more scan, not a million frames.
     if let Some(&(_, at)) = keys.iter().find(|(k, _)| *k == "function")
         && text[at..].starts_with('{')
     {
-        return begins_like_definition(&text[at..]);
+        text = &text[at..];
+        keys = first_level_keys(text);
     }
     if keys.iter().any(|(k, _)| *k == "arguments") {
         return false;
@@ -344,7 +352,9 @@ pub fn quoted_definitions(content: &str) -> Vec<String> {
                     i + used,
                 )
             }
-            Ok(_) => (None, i + 1),
+            // Past the whole value: re-reading each object nested in it would be quadratic,
+            // and this only feeds a detail.
+            Ok((_, used)) => (None, i + used.max(1)),
             Err(_) if begins_like_definition(tail) => (guess_name(tail), content.len()),
             Err(e) => (None, i + error_offset(tail, &e).max(1)),
         };
@@ -1352,5 +1362,14 @@ mod tests {
             assert!(quoted_definitions(content).len() <= 1, "{content}");
         }
         assert!(quoted_definitions("just prose about \"parameters\"").is_empty());
+        // Hostile nesting that no JSON parser takes: read without recursing, in linear time.
+        let deep = format!(
+            "{}\"name\": \"get_weather\", \"description\": \"x\", \"parameters\": {{",
+            "{\"function\": ".repeat(200_000)
+        );
+        assert!(text_calls(&deep, &tools).is_empty());
+        assert!(quoted_definitions(&deep).len() <= 1);
+        let wide = "{\"type\": {\"type\": ".repeat(5_000);
+        assert!(quoted_definitions(&format!("\"parameters\" {wide}")).is_empty());
     }
 }
