@@ -299,3 +299,47 @@ fn local_links_in_the_readme_resolve() {
     }
     assert!(n >= 6, "only {n} local links found");
 }
+
+/// The CPU guide and the README give the whole corpus's figures as `68 tasks × 3 rows × k = 3 =
+/// 612 samples` (or one row's, without the rows): the task count must be the corpus's, and the
+/// arithmetic right, so a task added to `tasks/` without the guide's figures fails here (issue
+/// 46: the guide said 59 tasks while the corpus had 68).
+#[test]
+fn the_cpu_guides_corpus_figures_match_the_corpus() {
+    let corpus = callcheck::task::load(&repo().join("tasks")).unwrap().len();
+    let figures =
+        regex::Regex::new(r"(\d+) tasks × (?:(\d+) rows × )?k = (\d+) = ([\d,]+) samples").unwrap();
+    for file in ["docs/try-on-cpu.md", "README.md"] {
+        // Figures may wrap over a line break.
+        let text = read(file).split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut found = 0;
+        for c in figures.captures_iter(&text) {
+            let num = |i: usize| -> usize {
+                c.get(i)
+                    .map_or(1, |m| m.as_str().replace(',', "").parse().unwrap())
+            };
+            let (tasks, rows, k, samples) = (num(1), num(2), num(3), num(4));
+            assert_eq!(
+                tasks, corpus,
+                "{file}: {:?} names {tasks} tasks, the corpus under tasks/ has {corpus}",
+                &c[0]
+            );
+            assert_eq!(
+                tasks * rows * k,
+                samples,
+                "{file}: {:?} does not add up",
+                &c[0]
+            );
+            found += 1;
+        }
+        assert!(
+            found >= 1,
+            "{file}: no figure of the form `N tasks × k = 3 = M samples` found"
+        );
+    }
+    let readme = read("README.md");
+    assert!(
+        readme.contains(&format!("{corpus} tasks under [`tasks/`](tasks/)")),
+        "README.md's task corpus section must say `{corpus} tasks under [`tasks/`](tasks/)`"
+    );
+}
