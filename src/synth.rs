@@ -287,13 +287,104 @@ fn failing(task: &Task, label: Label) -> Result<Wire> {
     Ok(Wire::Reply(first.reply))
 }
 
+/// One run of the fixture tree: which row (alpha, beta, gamma), which task, and its samples.
+struct FixtureRun<'t> {
+    row: usize,
+    task: &'t Task,
+    run_id: &'static str,
+    /// The task's sha256 as `cell.json` records it, when not the task's own (a run collected
+    /// before the task file was last edited).
+    task_sha256: Option<&'static str>,
+    wires: Vec<Wire>,
+}
+
+/// The fixture's runs, row by row, in the order they are written (each takes the next seed).
+fn fixture_runs<'t>(find: &dyn Fn(&str) -> Result<&'t Task>) -> Result<Vec<FixtureRun<'t>>> {
+    use Label::*;
+    let (cc, wx) = (find("convert-currency")?, find("weather-parallel-3")?);
+    let (hi, so) = (find("no-tool-greeting")?, find("contact-card")?);
+    let g = |t: &Task| Wire::Reply(gold(t));
+    const STALE: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+    let run = |row, task, run_id, wires| FixtureRun {
+        row,
+        task,
+        run_id,
+        task_sha256: None,
+        wires,
+    };
+    let (alpha, beta, gamma) = (0, 1, 2);
+    Ok(vec![
+        run(
+            alpha,
+            cc,
+            "r0001",
+            vec![g(cc), g(cc), failing(cc, TypeCoercion)?],
+        ),
+        run(alpha, cc, "r0002", vec![g(cc), failing(cc, MalformedJson)?]),
+        run(alpha, wx, "r0001", vec![g(wx), g(wx), g(wx)]),
+        run(alpha, hi, "r0001", vec![g(hi), g(hi), g(hi)]),
+        run(alpha, so, "r0001", vec![g(so), g(so), g(so)]),
+        run(
+            beta,
+            cc,
+            "r0001",
+            vec![
+                failing(cc, HallucinatedParam)?,
+                failing(cc, MissingRequired)?,
+                Wire::Cut(gold(cc), 300),
+            ],
+        ),
+        run(
+            beta,
+            wx,
+            "r0001",
+            vec![
+                failing(wx, ParallelCollapse)?,
+                failing(wx, Truncation)?,
+                g(wx),
+            ],
+        ),
+        run(beta, hi, "r0001", vec![failing(hi, SpuriousCall)?; 5]),
+        // Collected before the task file was last edited.
+        FixtureRun {
+            task_sha256: Some(STALE),
+            ..run(
+                beta,
+                so,
+                "r0001",
+                vec![
+                    failing(so, MalformedJson)?,
+                    failing(so, EscapingError)?,
+                    failing(so, SchemaViolation)?,
+                ],
+            )
+        },
+        run(
+            gamma,
+            cc,
+            "r0001",
+            vec![
+                failing(cc, WrongTool)?,
+                failing(cc, NoCall)?,
+                Wire::Status(503, "the model is overloaded".into()),
+            ],
+        ),
+        run(
+            gamma,
+            wx,
+            "r0001",
+            vec![failing(wx, EscapingError)?, g(wx), g(wx)],
+        ),
+        run(gamma, hi, "r0001", vec![g(hi), g(hi)]),
+    ])
+}
+
 /// Writes the small fixture tree the snapshot tests read (`tests/fixtures/runs/`), for the
 /// tasks of `tests/fixtures/runs-tasks/`: three models, every label, a transport error, a cut
 /// stream, a cell with two runs, a cell with too few samples, a task edited after collection,
 /// and three things build must skip or ignore (a retired task, a newer format, an unfinished
 /// write).
 pub fn write_fixture(runs: &Path, tasks: &[Task]) -> Result<()> {
-    use Label::*;
     let find = |id: &str| {
         tasks
             .iter()
@@ -301,15 +392,13 @@ pub fn write_fixture(runs: &Path, tasks: &[Task]) -> Result<()> {
             .ok_or_else(|| anyhow::anyhow!("fixture task {id} missing"))
     };
     let cc = find("convert-currency")?;
-    let wx = find("weather-parallel-3")?;
-    let hi = find("no-tool-greeting")?;
-    let so = find("contact-card")?;
     let row = |name: &str, stream: bool| ModelRow {
         name: name.into(),
         served: format!("org/{name}-7b-instruct"),
         stream,
     };
-    let (alpha, beta, gamma) = (row("alpha", false), row("beta", true), row("gamma", false));
+    let rows = [row("alpha", false), row("beta", true), row("gamma", false)];
+    let [alpha, beta, _] = &rows;
     let g = |t: &Task| Wire::Reply(gold(t));
     let mut seed = 0;
     let mut run =
@@ -328,96 +417,23 @@ pub fn write_fixture(runs: &Path, tasks: &[Task]) -> Result<()> {
                 &wires,
             )
         };
-    run(
-        &alpha,
-        cc,
-        "r0001",
-        &cc.sha256,
-        vec![g(cc), g(cc), failing(cc, TypeCoercion)?],
-    )?;
-    run(
-        &alpha,
-        cc,
-        "r0002",
-        &cc.sha256,
-        vec![g(cc), failing(cc, MalformedJson)?],
-    )?;
-    run(&alpha, wx, "r0001", &wx.sha256, vec![g(wx), g(wx), g(wx)])?;
-    run(&alpha, hi, "r0001", &hi.sha256, vec![g(hi), g(hi), g(hi)])?;
-    run(&alpha, so, "r0001", &so.sha256, vec![g(so), g(so), g(so)])?;
-    run(
-        &beta,
-        cc,
-        "r0001",
-        &cc.sha256,
-        vec![
-            failing(cc, HallucinatedParam)?,
-            failing(cc, MissingRequired)?,
-            Wire::Cut(gold(cc), 300),
-        ],
-    )?;
-    run(
-        &beta,
-        wx,
-        "r0001",
-        &wx.sha256,
-        vec![
-            failing(wx, ParallelCollapse)?,
-            failing(wx, Truncation)?,
-            g(wx),
-        ],
-    )?;
-    run(
-        &beta,
-        hi,
-        "r0001",
-        &hi.sha256,
-        vec![failing(hi, SpuriousCall)?; 5],
-    )?;
-    // Collected before the task file was last edited.
-    run(
-        &beta,
-        so,
-        "r0001",
-        &"0".repeat(64),
-        vec![
-            failing(so, MalformedJson)?,
-            failing(so, EscapingError)?,
-            failing(so, SchemaViolation)?,
-        ],
-    )?;
-    run(
-        &gamma,
-        cc,
-        "r0001",
-        &cc.sha256,
-        vec![
-            failing(cc, WrongTool)?,
-            failing(cc, NoCall)?,
-            Wire::Status(503, "the model is overloaded".into()),
-        ],
-    )?;
-    run(
-        &gamma,
-        wx,
-        "r0001",
-        &wx.sha256,
-        vec![failing(wx, EscapingError)?, g(wx), g(wx)],
-    )?;
-    run(&gamma, hi, "r0001", &hi.sha256, vec![g(hi), g(hi)])?;
+    for r in fixture_runs(&find)? {
+        let sha = r.task_sha256.unwrap_or(&r.task.sha256);
+        run(&rows[r.row], r.task, r.run_id, sha, r.wires)?;
+    }
 
     // A run for a task that is no longer in the corpus: skipped, named.
     let mut retired = cc.clone();
     retired.id = "retired-task".into();
     run(
-        &alpha,
+        alpha,
         &retired,
         "r0001",
         &cc.sha256,
         vec![g(cc), g(cc), g(cc)],
     )?;
     // A run written by a newer callcheck: skipped, named.
-    let newer = run(&beta, cc, "r0002", &cc.sha256, vec![g(cc)])?;
+    let newer = run(beta, cc, "r0002", &cc.sha256, vec![g(cc)])?;
     let cell_path = newer.join("cell.json");
     let mut cell: Value = serde_json::from_slice(&crate::runs::read_bounded(
         &cell_path,

@@ -520,7 +520,109 @@ pub fn aggregate_at(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    let cells = cells_of(&samples, kind, thresholds);
+    let tags_of: BTreeMap<&str, &[String]> = tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.tags.as_slice()))
+        .collect();
+    let mut models = rows_of(&cells, &tags_of);
+    // Each row's latency, HiTEC counts and metrics, from its samples (consecutive: they are
+    // sorted by key), one row per core.
+    let rows: Vec<(&str, RowTotals)> = samples
+        .chunk_by(|a, b| a.key.model == b.key.model)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|row| (row[0].key.model.as_str(), RowTotals::of(row, &tags_of)))
+        .collect();
+    for (model, t) in rows {
+        if let Some(m) = models.get_mut(model) {
+            m.latency = t.latency;
+            m.latency_by_tag = t.latency_by_tag;
+            m.hitec = t.hitec;
+            m.metrics = t.metrics;
+        }
+    }
+    let bfcl_scored: BTreeSet<&str> = tasks
+        .iter()
+        .filter(|t| t.bfcl_scored)
+        .map(|t| t.id.as_str())
+        .collect();
+    for m in models.values_mut() {
+        m.total.finish(kind);
+        for t in m.tags.values_mut() {
+            t.finish(kind);
+        }
+        pool_row(m, &cells, &tags_of, &bfcl_scored);
+    }
+    Matrix {
+        method: kind,
+        thresholds,
+        models: models.into_values().collect(),
+        tasks,
+        samples,
+        feedback,
+        cells,
+        tags,
+    }
+}
 
+impl Cell {
+    fn empty(model: &str, task: &str, capacity: usize) -> Cell {
+        Cell {
+            model: model.to_string(),
+            task: task.to_string(),
+            samples: Vec::with_capacity(capacity),
+            runs: Vec::new(),
+            k: 0,
+            scored: 0,
+            passes: 0,
+            errors: 0,
+            labels: BTreeMap::new(),
+            interval: None,
+            reliability: Reliability::Uncertain,
+            value_matches: 0,
+            value_compared: 0,
+            task_changed: false,
+            distinct_responses: 0,
+        }
+    }
+
+    /// Counts sample `s`, the `i`th of the matrix's samples.
+    fn add(&mut self, i: usize, s: &Scored) {
+        self.samples.push(i);
+        if self.runs.last() != Some(&s.key.run) {
+            self.runs.push(s.key.run.clone());
+        }
+        self.k += 1;
+        self.task_changed |= s.task_changed;
+        match s.outcome {
+            Outcome::Pass => {
+                self.scored += 1;
+                self.passes += 1;
+                match s.value_match {
+                    Some(true) => {
+                        self.value_matches += 1;
+                        self.value_compared += 1;
+                    }
+                    Some(false) => self.value_compared += 1,
+                    None => {}
+                }
+            }
+            Outcome::Fail(l) => {
+                self.scored += 1;
+                *self.labels.entry(l).or_default() += 1;
+            }
+            Outcome::Error => self.errors += 1,
+        }
+    }
+}
+
+/// The cells of `samples` (sorted by key), each with its interval and verdict.
+fn cells_of(
+    samples: &[Scored],
+    kind: IntervalKind,
+    thresholds: Thresholds,
+) -> BTreeMap<(String, String), Cell> {
     let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
     // The samples are sorted, so each cell's are consecutive: its entry is made once.
     let mut start = 0;
@@ -528,49 +630,9 @@ pub fn aggregate_at(
         let first = &cell[0].key;
         let c = cells
             .entry((first.model.clone(), first.task.clone()))
-            .or_insert_with(|| Cell {
-                model: first.model.clone(),
-                task: first.task.clone(),
-                samples: Vec::with_capacity(cell.len()),
-                runs: Vec::new(),
-                k: 0,
-                scored: 0,
-                passes: 0,
-                errors: 0,
-                labels: BTreeMap::new(),
-                interval: None,
-                reliability: Reliability::Uncertain,
-                value_matches: 0,
-                value_compared: 0,
-                task_changed: false,
-                distinct_responses: 0,
-            });
+            .or_insert_with(|| Cell::empty(&first.model, &first.task, cell.len()));
         for (i, s) in (start..).zip(cell) {
-            c.samples.push(i);
-            if c.runs.last() != Some(&s.key.run) {
-                c.runs.push(s.key.run.clone());
-            }
-            c.k += 1;
-            c.task_changed |= s.task_changed;
-            match s.outcome {
-                Outcome::Pass => {
-                    c.scored += 1;
-                    c.passes += 1;
-                    match s.value_match {
-                        Some(true) => {
-                            c.value_matches += 1;
-                            c.value_compared += 1;
-                        }
-                        Some(false) => c.value_compared += 1,
-                        None => {}
-                    }
-                }
-                Outcome::Fail(l) => {
-                    c.scored += 1;
-                    *c.labels.entry(l).or_default() += 1;
-                }
-                Outcome::Error => c.errors += 1,
-            }
+            c.add(i, s);
         }
         start += cell.len();
     }
@@ -588,16 +650,14 @@ pub fn aggregate_at(
         c.interval = crate::stats::interval::interval(kind, c.passes, c.scored);
         c.reliability = thresholds.verdict(c.interval.as_ref());
     }
+    cells
+}
 
-    let tags_of: BTreeMap<&str, &[String]> = tasks
-        .iter()
-        .map(|t| (t.id.as_str(), t.tags.as_slice()))
-        .collect();
-    let bfcl_scored: BTreeSet<&str> = tasks
-        .iter()
-        .filter(|t| t.bfcl_scored)
-        .map(|t| t.id.as_str())
-        .collect();
+/// Each row's totals, per-tag totals, label counts and reroll counts, from its cells.
+fn rows_of(
+    cells: &BTreeMap<(String, String), Cell>,
+    tags_of: &BTreeMap<&str, &[String]>,
+) -> BTreeMap<String, ModelView> {
     let mut models: BTreeMap<String, ModelView> = BTreeMap::new();
     for c in cells.values() {
         let m = models.entry(c.model.clone()).or_insert_with(|| ModelView {
@@ -629,68 +689,46 @@ pub fn aggregate_at(
             r.successes += n * c.passes;
         }
     }
-    // Each row's latency, HiTEC counts and metrics, from its samples (consecutive: they are
-    // sorted by key), one row per core.
-    let rows: Vec<(&str, RowTotals)> = samples
-        .chunk_by(|a, b| a.key.model == b.key.model)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|row| (row[0].key.model.as_str(), RowTotals::of(row, &tags_of)))
-        .collect();
-    for (model, t) in rows {
-        if let Some(m) = models.get_mut(model) {
-            m.latency = t.latency;
-            m.latency_by_tag = t.latency_by_tag;
-            m.hitec = t.hitec;
-            m.metrics = t.metrics;
-        }
-    }
-    for m in models.values_mut() {
-        m.total.finish(kind);
-        for t in m.tags.values_mut() {
-            t.finish(kind);
-        }
-        let row = cells
-            .range((m.name.clone(), String::new())..)
-            .take_while(|(k, _)| k.0 == m.name);
-        let mut by_tag: BTreeMap<&str, Vec<&Cell>> = BTreeMap::new();
-        let mut all = Vec::new();
-        for (_, c) in row {
-            all.push(c);
-            for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
-                by_tag.entry(tag.as_str()).or_default().push(c);
-            }
-        }
-        let reports = |c: &Cell| bfcl_scored.contains(c.task.as_str());
-        m.value_by_tag = by_tag
-            .iter()
-            .filter(|(_, cs)| cs.iter().any(|c| reports(c)))
-            .map(|(tag, cs)| {
-                let cs = cs.iter().filter(|c| reports(c)).copied();
-                (tag.to_string(), ValuePooled::of(cs))
-            })
-            .collect();
-        m.value_total = all
-            .iter()
-            .any(|c| reports(c))
-            .then(|| ValuePooled::of(all.iter().filter(|c| reports(c)).copied()));
-        m.pooled = by_tag
-            .into_iter()
-            .map(|(tag, cs)| (tag.to_string(), pooled::pool(cs)))
-            .collect();
-        m.pooled_total = pooled::pool(all);
-    }
+    models
+}
 
-    Matrix {
-        method: kind,
-        thresholds,
-        models: models.into_values().collect(),
-        tasks,
-        samples,
-        feedback,
-        cells,
-        tags,
+/// A row's pooled rates (these tasks, SPEC §9) and value accuracy, per tag and over all its
+/// tasks.
+fn pool_row(
+    m: &mut ModelView,
+    cells: &BTreeMap<(String, String), Cell>,
+    tags_of: &BTreeMap<&str, &[String]>,
+    bfcl_scored: &BTreeSet<&str>,
+) {
+    let row = cells
+        .range((m.name.clone(), String::new())..)
+        .take_while(|(k, _)| k.0 == m.name);
+    let mut by_tag: BTreeMap<&str, Vec<&Cell>> = BTreeMap::new();
+    let mut all = Vec::new();
+    for (_, c) in row {
+        all.push(c);
+        for tag in tags_of.get(c.task.as_str()).copied().unwrap_or_default() {
+            by_tag.entry(tag.as_str()).or_default().push(c);
+        }
     }
+    let reports = |c: &Cell| bfcl_scored.contains(c.task.as_str());
+    m.value_by_tag = by_tag
+        .iter()
+        .filter(|(_, cs)| cs.iter().any(|c| reports(c)))
+        .map(|(tag, cs)| {
+            let cs = cs.iter().filter(|c| reports(c)).copied();
+            (tag.to_string(), ValuePooled::of(cs))
+        })
+        .collect();
+    m.value_total = all
+        .iter()
+        .any(|c| reports(c))
+        .then(|| ValuePooled::of(all.iter().filter(|c| reports(c)).copied()));
+    m.pooled = by_tag
+        .into_iter()
+        .map(|(tag, cs)| (tag.to_string(), pooled::pool(cs)))
+        .collect();
+    m.pooled_total = pooled::pool(all);
 }
 
 #[cfg(test)]

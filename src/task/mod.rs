@@ -532,72 +532,8 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
         }
     };
 
-    if !is_path_safe(&raw.id) {
-        problems.add(
-            "id",
-            format!(
-                "{:?} is not a valid task id: use only letters, digits, '.', '_' and '-'",
-                raw.id
-            ),
-        );
-    }
-    if raw.title.trim().is_empty() {
-        problems.add("title", "must not be empty");
-    }
-    if raw.messages.is_empty() {
-        problems.add("messages", "must hold at least one message");
-    }
-    for (i, m) in raw.messages.iter().enumerate() {
-        if m.get("role").and_then(Value::as_str).is_none() {
-            problems.add(
-                format!("messages[{i}]"),
-                "a message needs a string \"role\"",
-            );
-        }
-    }
-
-    let mut tools = Vec::new();
-    let mut uncompiled: Vec<String> = Vec::new();
-    for (i, t) in raw.tools.iter().enumerate() {
-        let path = format!("tools[{i}]");
-        let Some(func) = t.get("function") else {
-            problems.add(
-                path,
-                "a tool needs a \"function\" object ({\"type\": \"function\", \"function\": {…}})",
-            );
-            continue;
-        };
-        let Some(name) = func.get("name").and_then(Value::as_str) else {
-            problems.add(format!("{path}.function.name"), "missing or not a string");
-            continue;
-        };
-        if tools.iter().any(|x: &Tool| x.name == name) {
-            problems.add(
-                format!("{path}.function.name"),
-                format!("tool {name:?} is offered twice"),
-            );
-        }
-        let params = func
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(empty_object_schema);
-        match Schema::compile_located(&params) {
-            Ok(schema) => tools.push(Tool {
-                name: name.to_string(),
-                schema: Arc::new(schema),
-            }),
-            Err((at, why)) => {
-                let at = if at.is_empty() {
-                    format!("{path}.function.parameters")
-                } else {
-                    format!("{path}.function.parameters.{at}")
-                };
-                problems.add(at, format!("the schema does not compile: {why}"));
-                // Nothing that follows from the missing tool is reported as well.
-                uncompiled.push(name.to_string());
-            }
-        }
-    }
+    check_header(&raw, &mut problems);
+    let (tools, uncompiled) = compile_tools(&raw.tools, &mut problems);
 
     let any_call = raw.expect.any_call == Some(true);
     let expect = convert_expect(
@@ -638,6 +574,81 @@ pub fn parse_task(file: &Path, bytes: &[u8]) -> Result<Task, Vec<TaskError>> {
         }),
         _ => Err(problems.list),
     }
+}
+
+/// The id, title and messages of a task file: what every task needs before its tools.
+fn check_header(raw: &RawTask, problems: &mut Problems) {
+    if !is_path_safe(&raw.id) {
+        problems.add(
+            "id",
+            format!(
+                "{:?} is not a valid task id: use only letters, digits, '.', '_' and '-'",
+                raw.id
+            ),
+        );
+    }
+    if raw.title.trim().is_empty() {
+        problems.add("title", "must not be empty");
+    }
+    if raw.messages.is_empty() {
+        problems.add("messages", "must hold at least one message");
+    }
+    for (i, m) in raw.messages.iter().enumerate() {
+        if m.get("role").and_then(Value::as_str).is_none() {
+            problems.add(
+                format!("messages[{i}]"),
+                "a message needs a string \"role\"",
+            );
+        }
+    }
+}
+
+/// Each offered tool's schema, compiled; the names of those that did not compile, so that
+/// nothing that follows from a missing tool is reported as well.
+fn compile_tools(raw_tools: &[Value], problems: &mut Problems) -> (Vec<Tool>, Vec<String>) {
+    let mut tools = Vec::new();
+    let mut uncompiled: Vec<String> = Vec::new();
+    for (i, t) in raw_tools.iter().enumerate() {
+        let path = format!("tools[{i}]");
+        let Some(func) = t.get("function") else {
+            problems.add(
+                path,
+                "a tool needs a \"function\" object ({\"type\": \"function\", \"function\": {…}})",
+            );
+            continue;
+        };
+        let Some(name) = func.get("name").and_then(Value::as_str) else {
+            problems.add(format!("{path}.function.name"), "missing or not a string");
+            continue;
+        };
+        if tools.iter().any(|x: &Tool| x.name == name) {
+            problems.add(
+                format!("{path}.function.name"),
+                format!("tool {name:?} is offered twice"),
+            );
+        }
+        let params = func
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(empty_object_schema);
+        match Schema::compile_located(&params) {
+            Ok(schema) => tools.push(Tool {
+                name: name.to_string(),
+                schema: Arc::new(schema),
+            }),
+            Err((at, why)) => {
+                let at = if at.is_empty() {
+                    format!("{path}.function.parameters")
+                } else {
+                    format!("{path}.function.parameters.{at}")
+                };
+                problems.add(at, format!("the schema does not compile: {why}"));
+                // Nothing that follows from the missing tool is reported as well.
+                uncompiled.push(name.to_string());
+            }
+        }
+    }
+    (tools, uncompiled)
 }
 
 fn empty_object_schema() -> Value {
