@@ -229,7 +229,7 @@ fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
 /// model) or a samples.csv.
 pub fn load_baseline(path: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Collection> {
     let csvs: Vec<PathBuf> = if path.is_dir() {
-        let in_site = crate::site::export::site_samples_csvs(path);
+        let in_site = crate::site::data::site_samples_csvs(path);
         if in_site.is_empty() {
             return load_runs(path, tasks, kind);
         }

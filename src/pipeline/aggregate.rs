@@ -4,7 +4,7 @@
 use super::read::RunInput;
 use crate::report::{self, Matrix, Scored, TaskInfo};
 use crate::site::ModelInfo;
-use crate::site::export::{self, Changes};
+use crate::site::data::{self, Changes};
 use crate::stats::IntervalKind;
 use crate::task::Task;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,7 +43,7 @@ pub fn aggregate(
     let matrix = report::aggregate_at(scored, infos, interval, thresholds);
     let changes = match previous {
         Previous::Unknown => None,
-        Previous::Outcomes(p) => Some(export::changes(&p, &matrix)),
+        Previous::Outcomes(p) => Some(data::changes(&p, &matrix)),
         Previous::Told(c) => Some(c),
     }
     .filter(|c| !c.is_empty());

@@ -56,7 +56,7 @@ const RENDERER: &[&str] = &[
 
 /// What a cached verdict was computed with: the scoring rules and the page renderer.
 pub fn identity() -> String {
-    let mut all = crate::site::export::rules_sha256().into_bytes();
+    let mut all = crate::site::data::rules_sha256().into_bytes();
     for s in RENDERER {
         all.extend_from_slice(crate::task::sha256_hex(s.as_bytes()).as_bytes());
     }

@@ -17,7 +17,7 @@ pub mod score;
 pub mod write;
 
 use crate::report::Scored;
-use crate::site::export::SkippedInput;
+use crate::site::data::SkippedInput;
 use crate::stats::{IntervalKind, Thresholds};
 use crate::task::Task;
 use anyhow::{Result, bail};
@@ -117,7 +117,7 @@ pub struct RunOutcome {
     /// Pages the previous build wrote for this run that this build does not write (in place).
     pub stale: Vec<String>,
     /// What changed since the previous build, when its outcomes come from the cache.
-    pub changes: crate::site::export::RunChanges,
+    pub changes: crate::site::data::RunChanges,
 }
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
@@ -237,7 +237,7 @@ pub fn run_samples(
         samples.push((sample, record));
     }
     let listing =
-        crate::site::export::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
+        crate::site::data::run_listing(listing.iter().map(|(f, h)| (f.as_str(), h.as_str())));
     out.listing_sha256 = crate::task::sha256_hex(listing.as_bytes());
     out.cached.listing_sha256 = out.listing_sha256.clone();
 
@@ -606,7 +606,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     });
     let n_samples = scored.len();
     let previous = match (changes_told, previous) {
-        (true, _) => aggregate::Previous::Told(crate::site::export::Changes::gather(
+        (true, _) => aggregate::Previous::Told(crate::site::data::Changes::gather(
             prior_site.as_ref().map_or(0, |s| s.samples),
             run_changes,
         )),

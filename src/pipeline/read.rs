@@ -5,7 +5,7 @@ use super::Inputs;
 use super::rel;
 use crate::report::SampleKey;
 use crate::runs::{self, RunDir, SampleFiles};
-use crate::site::export::{self, SkippedInput};
+use crate::site::data::{self, SkippedInput};
 use crate::task::Task;
 use crate::transcript::Transcript;
 use anyhow::{Context, Result, bail};
@@ -158,7 +158,7 @@ const MAX_PREVIOUS_CSV: u64 = 1 << 30;
 fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
     let paths = match &opts.previous {
         Some(p) => vec![p.clone()],
-        None => export::site_samples_csvs(&opts.out),
+        None => data::site_samples_csvs(&opts.out),
     };
     if paths.is_empty() {
         return Ok(None);
@@ -168,7 +168,7 @@ fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
         // Bounded (a site holds at most 1 GB on Pages) and a regular file only: a FIFO given as
         // --previous is an error that says so, not a wait.
         match crate::fsafe::read_bounded(&path, MAX_PREVIOUS_CSV) {
-            Ok(bytes) => match export::read_previous(&bytes) {
+            Ok(bytes) => match data::read_previous(&bytes) {
                 Ok(p) => all.extend(p),
                 Err(e) if opts.previous.is_some() => {
                     bail!(

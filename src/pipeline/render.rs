@@ -6,7 +6,7 @@ use super::aggregate::Aggregates;
 use super::read::Sample;
 use crate::runs::{CellInfo, RunDir};
 use crate::score::Verdict;
-use crate::site::export::SkippedInput;
+use crate::site::data::SkippedInput;
 use crate::site::{self, SiteInput, transcript};
 use crate::task::Task;
 use anyhow::{Context, Result};

@@ -7,7 +7,7 @@ pub mod answers;
 pub mod card;
 pub mod charts;
 pub mod compare;
-pub mod export;
+pub mod data;
 pub mod html;
 pub mod repeats;
 pub mod reuse;
@@ -27,7 +27,7 @@ use crate::stats::interval::{percent, show};
 use crate::task::{Expect, Order, Task};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
-use export::{Changes, SkippedInput};
+use data::{Changes, SkippedInput};
 use html::{cell_id, escape, json_html, root, slug};
 use rayon::prelude::*;
 use serde_json::Value;
@@ -72,7 +72,7 @@ pub struct SiteInput<'a> {
     /// Task id → sha256 of its file, for the manifest.
     pub task_hashes: &'a BTreeMap<String, String>,
     /// Run folder (relative to the runs root) → sha256 of its listing (every file in it with
-    /// its sha256: [`export::run_listing`]), for the manifest.
+    /// its sha256: [`data::run_listing`]), for the manifest.
     pub transcripts: &'a BTreeMap<String, String>,
     /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
     pub comparisons: &'a [crate::compare::Comparison],
@@ -789,7 +789,7 @@ struct ChangesPage<'a> {
     moves: Vec<(String, String, u64)>,
     /// The samples listed: at most `max_examples` per move, so that a scoring change that
     /// moves every verdict does not make a page the size of the collection.
-    shown: Vec<&'a export::Change>,
+    shown: Vec<&'a data::Change>,
     max_examples: usize,
 }
 
@@ -1198,7 +1198,7 @@ fn index_page(
         totals,
         legend: legend(),
         max_marks: MAX_MARKS,
-        rules: export::rules_sha256()[..12].to_string(),
+        rules: data::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
         answers: answers::block(m, rep),
         // The rows marked in the shape table and the answers (tagged tasks), and in the
@@ -1842,7 +1842,7 @@ fn routed_files(
     let matrix = || {
         sink((
             "data/matrix.json".into(),
-            export::matrix_json(m, r, input.skipped),
+            data::matrix_json(m, r, input.skipped),
         ))
     };
     let routing = || {
@@ -1894,7 +1894,7 @@ fn flush(files: &mut Vec<File>, sink: Sink) -> Result<(), SiteError> {
 fn data_files(input: &SiteInput, rep: &repeats::Repeats, sink: Sink) -> Result<(), SiteError> {
     let m = input.matrix;
     let export_and_index = || {
-        let samples_csvs = export::samples_csv_files(m, export::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
+        let samples_csvs = data::samples_csv_files(m, data::CSV_SPLIT_BYTES, &mut |f| sink(f))?;
         let mut files: Vec<File> = Vec::new();
         index_page(input, rep, &samples_csvs, &mut files)?;
         flush(&mut files, sink)
@@ -1904,7 +1904,7 @@ fn data_files(input: &SiteInput, rep: &repeats::Repeats, sink: Sink) -> Result<(
     let manifest = || {
         sink((
             "data/manifest.json".into(),
-            export::manifest_json(m, input.task_hashes, input.transcripts),
+            data::manifest_json(m, input.task_hashes, input.transcripts),
         ))
     };
     let (a, (b, c)) = rayon::join(export_and_index, || rayon::join(samples, manifest));
