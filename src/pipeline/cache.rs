@@ -43,7 +43,7 @@ const MAX_FILE: u64 = 2 << 30;
 /// hash is published in the manifest) and everything that renders a sample's page.
 const RENDERER: &[&str] = &[
     env!("CARGO_PKG_VERSION"),
-    include_str!("../site/transcript.rs"),
+    include_str!("../site/pages/run.rs"),
     include_str!("../site/html.rs"),
     include_str!("../../templates/sample.html"),
     include_str!("../../templates/run.html"),

@@ -321,7 +321,7 @@ pub fn run_samples(
             out.changes.sample(&scored, old);
         }
         let request_changes = reference.as_ref().map_or(Vec::new(), |r| {
-            crate::site::transcript::request_changes(
+            crate::site::pages::run::request_changes(
                 r.value.as_deref(),
                 &r.bytes,
                 sample.transcript.request.as_deref(),
@@ -339,7 +339,7 @@ pub fn run_samples(
             site_url,
         )?;
         sections.push_str(&section);
-        marks.push(crate::site::transcript::SampleMark {
+        marks.push(crate::site::pages::run::SampleMark {
             name: sample.key.sample.clone(),
             outcome: verdict.outcome,
         });

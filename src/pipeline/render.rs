@@ -7,7 +7,8 @@ use super::read::Sample;
 use crate::runs::{CellInfo, RunDir};
 use crate::score::Verdict;
 use crate::site::data::SkippedInput;
-use crate::site::{self, SiteInput, transcript};
+use crate::site::pages::run;
+use crate::site::{self, SiteInput};
 use crate::task::Task;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -25,7 +26,7 @@ pub fn sample_section(
     completion: Option<&crate::score::wire::Completion>,
     site_url: Option<&str>,
 ) -> Result<(String, (String, String))> {
-    let section = transcript::render(&transcript::SampleContext {
+    let section = run::render(&run::SampleContext {
         key: &sample.key,
         task,
         cell,
@@ -37,7 +38,7 @@ pub fn sample_section(
         completion,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
-    let stub = transcript::render_stub(&sample.key, verdict, site_url)
+    let stub = run::render_stub(&sample.key, verdict, site_url)
         .with_context(|| format!("rendering the page of {}", sample.key.permalink()))?;
     Ok((section, (sample.key.permalink(), stub)))
 }
@@ -58,13 +59,13 @@ pub struct RunRequest {
 pub fn run_page(
     task: &Task,
     run: &RunDir,
-    samples: &[transcript::SampleMark],
+    samples: &[run::SampleMark],
     sections: &str,
     request: Option<&RunRequest>,
     cells: usize,
     site_url: Option<&str>,
 ) -> Result<(String, String)> {
-    let html = transcript::render_run(&transcript::RunContext {
+    let html = run::render_run(&run::RunContext {
         task,
         cell: &run.cell,
         model: &run.model,

@@ -6,15 +6,12 @@
 pub mod answers;
 pub mod card;
 pub mod charts;
-pub mod compare;
 pub mod data;
 pub mod html;
+pub mod pages;
 pub mod repeats;
 pub mod reuse;
-pub mod routing;
-pub mod samples;
 pub mod tags;
-pub mod transcript;
 pub mod value;
 
 use crate::hitec::HitecError;
@@ -29,6 +26,7 @@ use crate::taxonomy::{Label, Outcome};
 use askama::Template;
 use data::{Changes, SkippedInput};
 use html::{cell_id, escape, json_html, root, slug};
+use pages::{compare, routing, samples};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -120,7 +120,7 @@ impl Keys {
         let mut h = self.start("model", model);
         field(
             &mut h,
-            super::compare::block(input.comparisons, 1, Some(model), None).as_bytes(),
+            super::pages::compare::block(input.comparisons, 1, Some(model), None).as_bytes(),
         );
         for t in &input.matrix.tasks {
             self.cell(&mut h, model, &t.id);
@@ -133,7 +133,7 @@ impl Keys {
         let mut h = self.start("task", task);
         field(
             &mut h,
-            super::compare::block(input.comparisons, 1, None, Some(task)).as_bytes(),
+            super::pages::compare::block(input.comparisons, 1, None, Some(task)).as_bytes(),
         );
         for mv in &input.matrix.models {
             self.cell(&mut h, &mv.name, task);

@@ -124,7 +124,7 @@ pub fn samples_js(m: &Matrix) -> Vec<u8> {
         o.push(outcome_code(x.outcome));
         // Shown by the page's script as text: its control characters visibly, as on the pages.
         let clipped = crate::json::clip_cow(&x.detail, DETAIL_CHARS);
-        d.push(details.id(&super::html::visible_text(&clipped)));
+        d.push(details.id(&crate::site::html::visible_text(&clipped)));
     }
     // Per feedback sample: the index of the sample it follows up, or -1 when that is not a
     // first-round sample of this build.

@@ -9,12 +9,12 @@
 //! shown by reference when they are the task's own): a BFCL-sized collection is hundreds of
 //! thousands of samples, and its site must fit GitHub Pages' 1 GB.
 
-use super::html::{json_html, json_reindent, root, shell_quote, text, text_into};
 use crate::report::SampleKey;
 use crate::runs::CellInfo;
 use crate::score::Verdict;
 use crate::score::extract::Source;
 use crate::score::wire::sse_events;
+use crate::site::html::{json_html, json_reindent, root, shell_quote, text, text_into};
 use crate::task::{Expect, Task};
 use crate::taxonomy::{Outcome, Stage};
 use crate::transcript::{Meta, Transcript};
@@ -117,7 +117,7 @@ struct Section<'a> {
 struct Stub<'a> {
     title: String,
     key: &'a SampleKey,
-    /// Escaped HTML: the link card's tags ([`super::card`]).
+    /// Escaped HTML: the link card's tags ([`crate::site::card`]).
     card: String,
 }
 
@@ -626,9 +626,9 @@ pub struct RunContext<'a> {
     /// The sample whose request is shown (the run's first), its bytes, and whether its response
     /// was a stream (for curl's `-N`); absent when no sample's request could be read.
     pub reference: Option<(&'a str, &'a [u8], bool)>,
-    /// Models × tasks of the site: where the run's cell is drawn ([`super::cell_href_in`]).
+    /// Models × tasks of the site: where the run's cell is drawn ([`crate::site::cell_href_in`]).
     pub cells: usize,
-    /// The site's base address ([`super::card::site_url`]), when known: the card's `og:url`.
+    /// The site's base address ([`crate::site::card::site_url`]), when known: the card's `og:url`.
     pub site_url: Option<&'a str>,
 }
 
@@ -637,7 +637,7 @@ pub struct RunContext<'a> {
 struct RunPage<'a> {
     title: String,
     root: String,
-    /// Escaped HTML: the link card's tags ([`super::card`]).
+    /// Escaped HTML: the link card's tags ([`crate::site::card`]).
     card: String,
     /// The samples' outcomes in words, counted ([`outcome_counts`]).
     outcomes: String,
@@ -680,8 +680,8 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         Sent::default()
     };
     let title = format!("{} · {} · run {}", cx.model, cx.task.id, cx.run);
-    let card = super::card::render(
-        &super::card::Card {
+    let card = crate::site::card::render(
+        &crate::site::card::Card {
             title: &title,
             description: &run_summary(cx),
             path: &format!("t/{}/{}/{}/index.html", cx.model, cx.task.id, cx.run),
@@ -698,7 +698,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         task: &cx.task.id,
         task_title: &cx.task.title,
         run: cx.run,
-        cell_href: super::cell_href_in(cx.cells, &cx.task.tags, cx.model, &cx.task.id),
+        cell_href: crate::site::cell_href_in(cx.cells, &cx.task.tags, cx.model, &cx.task.id),
         k: cx.samples.len(),
         started: &cx.cell.started,
         ended: &cx.cell.ended,
@@ -711,7 +711,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
                 name: m.name.clone(),
                 outcome: m.outcome.name(),
                 kind: m.outcome.kind(),
-                glyph: super::glyph(m.outcome),
+                glyph: crate::site::glyph(m.outcome),
             })
             .collect(),
         sections: cx.sections,
@@ -753,15 +753,15 @@ fn run_summary(cx: &RunContext) -> String {
 
 /// The permalink page of a sample (`t/<model>/<task>/<run>/<NNN>.html`): a shared link's title
 /// and card, and the way to the sample's section of the run's page. `site_url` is the site's
-/// base address ([`super::card::site_url`]), when known.
+/// base address ([`crate::site::card::site_url`]), when known.
 pub fn render_stub(
     key: &SampleKey,
     v: &Verdict,
     site_url: Option<&str>,
 ) -> Result<String, askama::Error> {
     let path = key.permalink();
-    let card = super::card::render(
-        &super::card::Card {
+    let card = crate::site::card::render(
+        &crate::site::card::Card {
             // What a shared link is about: whose answer, to what, and what went wrong.
             title: &format!("{} · {} · {}", key.model, key.task, v.outcome.name()),
             description: &v.detail,

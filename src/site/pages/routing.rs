@@ -2,10 +2,10 @@
 //! label, and which of the router's policies wins per row and per tag, at what cost. Pure: a
 //! [`Routing`] in, bytes out.
 
-use super::{File, SiteError, render};
 use crate::report::Matrix;
 use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
+use crate::site::{File, SiteError, render};
 use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
 use askama::Template;
@@ -336,9 +336,9 @@ pub fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
         .collect()
 }
 
-/// A label page's group key ([`super::reuse`]) extended with its measured actions: they depend
+/// A label page's group key ([`crate::site::reuse`]) extended with its measured actions: they depend
 /// on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
-pub fn label_key(key: super::reuse::Key, actions: &[LabelView]) -> super::reuse::Key {
+pub fn label_key(key: crate::site::reuse::Key, actions: &[LabelView]) -> crate::site::reuse::Key {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(key);
