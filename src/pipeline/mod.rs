@@ -486,7 +486,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         .collect::<BTreeSet<&str>>()
         .len()
         * tasks.len();
-    let matrix_on_index = crate::site::index_draws_matrix(cells);
+    let matrix_on_index = crate::site::matrix::index_draws_matrix(cells);
     // The previous build's pages can be kept where they are only when the site in --out is
     // still exactly the one it wrote. (Run pages link their cell where it is drawn: when that
     // moved, every run page changes.)

@@ -70,7 +70,7 @@ pub fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
                         ));
                         // The identical-samples mark alone (the shape table below gives its
                         // text), so that the first screen stays a short answer.
-                        if let Some(why) = super::shape_why(m, rep, &mv.name, tag) {
+                        if let Some(why) = rep.why_tag(m, &mv.name, tag) {
                             t.push(' ');
                             t.push_str(&why.short_mark());
                         }

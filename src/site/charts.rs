@@ -7,8 +7,10 @@
 //! are the same bytes on every machine. The layout below sizes its margins from character counts
 //! for the same reason.
 
+use crate::report::pooled::Pooled;
 use crate::stats::interval::{Interval, percent, show};
 use crate::stats::{Reliability, Thresholds};
+use crate::taxonomy::{Outcome, Retry};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -20,6 +22,20 @@ pub struct ForestRow {
     pub scored: u64,
     pub interval: Option<Interval>,
     pub reliability: Reliability,
+}
+
+/// Chart rows from pooled rates: the interval drawn is the one by task.
+pub fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<ForestRow> {
+    items
+        .into_iter()
+        .map(|(name, p)| ForestRow {
+            name,
+            passes: p.passes,
+            scored: p.scored,
+            interval: p.interval,
+            reliability: p.reliability(at),
+        })
+        .collect()
 }
 
 /// One bar of a distribution chart.
@@ -44,6 +60,19 @@ pub fn reliability_colour(r: Reliability) -> RGBColor {
         Reliability::Uncertain => RGBColor(154, 103, 0),
         Reliability::Unreliable => RGBColor(188, 76, 0),
         Reliability::Broken => RGBColor(207, 34, 46),
+    }
+}
+
+/// The bar colour of an outcome in distribution charts.
+pub fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
+    match o {
+        Outcome::Pass => (26, 127, 55),
+        Outcome::Error => (110, 119, 129),
+        Outcome::Fail(l) => match l.retry() {
+            Retry::Reroll => (191, 135, 0),
+            Retry::Repair => (9, 105, 218),
+            Retry::Fallback => (207, 34, 46),
+        },
     }
 }
 

@@ -8,7 +8,7 @@
 
 use super::ModelInfo;
 use super::html::{escape, escape_into};
-use crate::report::Cell;
+use crate::report::{Cell, Matrix, TaskInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The mark, a character that reads "the same" without colour.
@@ -73,6 +73,44 @@ impl Repeats {
             zero: self.zero.contains(row),
         };
         (cells > 0 && (w.zero || w.repeated > 0)).then_some(w)
+    }
+
+    /// Why one model's pooled verdict over one tag (its cells of the tag's tasks) may overstate
+    /// the evidence.
+    pub fn why_tag(&self, m: &Matrix, model: &str, tag: &str) -> Option<Why> {
+        let cells = m
+            .tasks
+            .iter()
+            .filter(|t| t.tags.iter().any(|x| x == tag))
+            .filter_map(|t| m.cell(model, &t.id));
+        self.why(model, cells)
+    }
+
+    /// The mark of one model's pooled verdict over one tag ([`Repeats::why_tag`]), or `""`.
+    pub fn tag_mark(&self, m: &Matrix, model: &str, tag: &str) -> String {
+        self.why_tag(m, model, tag)
+            .map(|w| w.mark())
+            .unwrap_or_default()
+    }
+
+    /// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for the
+    /// page's [`note`].
+    pub fn marked_rows<'a>(
+        &self,
+        m: &'a Matrix,
+        tasks: impl Iterator<Item = &'a TaskInfo> + Clone,
+    ) -> Vec<(&'a str, bool)> {
+        m.models
+            .iter()
+            .filter(|mv| {
+                self.why(
+                    &mv.name,
+                    tasks.clone().filter_map(|t| m.cell(&mv.name, &t.id)),
+                )
+                .is_some()
+            })
+            .map(|mv| (mv.name.as_str(), true))
+            .collect()
     }
 }
 

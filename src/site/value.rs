@@ -2,7 +2,8 @@
 //! build's interval, pooled with the by-task interval, only where a task reports them.
 
 use super::html::escape;
-use super::{fill, pooled_td, rate_text};
+use super::matrix::{fill, pooled_td};
+use super::text::rate_text;
 use crate::json::preview;
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, ValuePooled};

@@ -2,11 +2,13 @@
 //! `data/compare.json` export, and the small "Comparisons" blocks the index, model and task
 //! pages carry. Pure: comparisons in, files and HTML out.
 
+use super::render;
 use crate::compare::{self, Comparison, Mark};
 use crate::report::Matrix;
 use crate::site::html::{depth_of, escape, root};
+use crate::site::marks::{MAX_MARKS, glyph, grouped_marks};
 use crate::site::repeats::{self, Repeats};
-use crate::site::{File, SiteError, glyph, render};
+use crate::site::{File, SiteError};
 use crate::stats::Direction;
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::taxonomy::Outcome;
@@ -157,20 +159,20 @@ impl Sides<'_> {
     }
 }
 
-/// A side's marks of one task: one per sample up to [`crate::site::MAX_MARKS`] samples, linked to
+/// A side's marks of one task: one per sample up to [`MAX_MARKS`] samples, linked to
 /// each transcript; above, one per outcome group with its count (as the other summary pages
 /// draw them), each linked to the group's first sample, so that the page grows with the tasks
 /// compared, not with k. Unlinked for a baseline, whose transcripts are not on this site.
 fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     let mut out = String::from("<span class=\"dots\">");
-    if list.len() > crate::site::MAX_MARKS {
+    if list.len() > MAX_MARKS {
         // Groups in the order of the other pages (passes, labels in taxonomy order, errors:
         // `Outcome`'s order), each with its count and first sample (the list is in key order).
         let mut groups: std::collections::BTreeMap<Outcome, (u64, &Mark)> = Default::default();
         for m in list {
             groups.entry(m.kind).or_insert((0, m)).0 += 1;
         }
-        crate::site::grouped_marks(
+        grouped_marks(
             list.len(),
             groups.into_iter().map(|(kind, (n, first))| {
                 let href =

@@ -1,6 +1,35 @@
 //! The site's pages, one module each: its askama struct(s) and the builder that fills them.
 
+pub mod changes;
 pub mod compare;
+pub mod index;
+pub mod label;
+pub mod model;
+pub mod not_found;
 pub mod routing;
 pub mod run;
 pub mod samples;
+pub mod tag;
+pub mod task;
+
+use super::SiteError;
+use askama::Template;
+
+/// A page's bytes, or which page failed (a template bug, never bad input).
+fn render<T: Template>(page: &str, t: &T) -> Result<Vec<u8>, SiteError> {
+    t.render()
+        .map(String::into_bytes)
+        .map_err(|source| SiteError::Template {
+            page: page.to_string(),
+            source,
+        })
+}
+
+/// A chart's bytes, or which chart failed.
+fn chart(name: &str, r: Result<String, String>) -> Result<Vec<u8>, SiteError> {
+    r.map(String::into_bytes)
+        .map_err(|message| SiteError::Chart {
+            chart: name.to_string(),
+            message,
+        })
+}

@@ -2,10 +2,11 @@
 //! label, and which of the router's policies wins per row and per tag, at what cost. Pure: a
 //! [`Routing`] in, bytes out.
 
+use super::render;
 use crate::report::Matrix;
 use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
-use crate::site::{File, SiteError, render};
+use crate::site::{File, SiteError};
 use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
 use askama::Template;
@@ -250,7 +251,7 @@ pub fn anchor(model: &str) -> String {
 }
 
 /// `routing.html`.
-pub fn routing_page(r: &Routing) -> Result<File, SiteError> {
+pub fn page(r: &Routing) -> Result<File, SiteError> {
     let rows = r
         .models
         .iter()

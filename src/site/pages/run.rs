@@ -626,7 +626,7 @@ pub struct RunContext<'a> {
     /// The sample whose request is shown (the run's first), its bytes, and whether its response
     /// was a stream (for curl's `-N`); absent when no sample's request could be read.
     pub reference: Option<(&'a str, &'a [u8], bool)>,
-    /// Models × tasks of the site: where the run's cell is drawn ([`crate::site::cell_href_in`]).
+    /// Models × tasks of the site: where the run's cell is drawn ([`crate::site::matrix::cell_href_in`]).
     pub cells: usize,
     /// The site's base address ([`crate::site::card::site_url`]), when known: the card's `og:url`.
     pub site_url: Option<&'a str>,
@@ -698,7 +698,12 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         task: &cx.task.id,
         task_title: &cx.task.title,
         run: cx.run,
-        cell_href: crate::site::cell_href_in(cx.cells, &cx.task.tags, cx.model, &cx.task.id),
+        cell_href: crate::site::matrix::cell_href_in(
+            cx.cells,
+            &cx.task.tags,
+            cx.model,
+            &cx.task.id,
+        ),
         k: cx.samples.len(),
         started: &cx.cell.started,
         ended: &cx.cell.ended,
@@ -711,7 +716,7 @@ pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
                 name: m.name.clone(),
                 outcome: m.outcome.name(),
                 kind: m.outcome.kind(),
-                glyph: crate::site::glyph(m.outcome),
+                glyph: crate::site::marks::glyph(m.outcome),
             })
             .collect(),
         sections: cx.sections,

@@ -1,6 +1,7 @@
-//! The triage page's data, `data/samples.js`: every sample in a compact columnar encoding,
-//! loaded by `samples.html` with `<script src>` (a `fetch` of local JSON is blocked from
-//! `file://`, and a script is not), then filtered and rendered page by page by `samples.js`.
+//! `samples.html`, the triage page, and its data, `data/samples.js`: every sample in a compact
+//! columnar encoding, loaded by `samples.html` with `<script src>` (a `fetch` of local JSON is
+//! blocked from `file://`, and a script is not), then filtered and rendered page by page by
+//! `samples.js`.
 //!
 //! Size matters at 300,000 samples, so nothing is repeated per sample that can be shared:
 //! samples are in key order, so model, task and run are stored once per run directory (`runs`),
@@ -11,11 +12,52 @@
 //! their style (`runs.f`), and each its parent's index (`p`), so the page lists them apart,
 //! by style, each linked to the failure it follows up.
 
+use super::render;
 use crate::report::Matrix;
 use crate::runs::FeedbackStyle;
+use crate::site::{File, SiteError};
 use crate::taxonomy::{Label, Outcome};
+use askama::Template;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
+
+/// The page's script, which filters and pages the samples in the browser.
+const SAMPLES_JS: &str = include_str!("../samples.js");
+
+#[derive(Template)]
+#[template(path = "samples.html")]
+struct SamplesPage {
+    title: String,
+    root: String,
+    n_samples: usize,
+    /// Feedback samples (SPEC §11), listed under the round filter.
+    n_feedback: usize,
+    styles: Vec<&'static str>,
+    clip: usize,
+}
+
+/// The triage page and what it loads: `samples.html`, `samples.js` and `data/samples.js` (a
+/// function of its own so the page benchmark, examples/samples_page.rs, renders exactly it).
+pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
+    Ok(vec![
+        ("samples.js".into(), SAMPLES_JS.as_bytes().to_vec()),
+        ("data/samples.js".into(), samples_js(m)),
+        (
+            "samples.html".into(),
+            render(
+                "samples.html",
+                &SamplesPage {
+                    title: "every sample".into(),
+                    root: String::new(),
+                    n_samples: m.samples.len(),
+                    n_feedback: m.feedback.len(),
+                    styles: FeedbackStyle::ALL.iter().map(|st| st.as_str()).collect(),
+                    clip: DETAIL_CHARS,
+                },
+            )?,
+        ),
+    ])
+}
 
 /// Details longer than this are clipped in the index (the transcript page has the whole text).
 pub const DETAIL_CHARS: usize = 200;

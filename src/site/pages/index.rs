@@ -1,0 +1,282 @@
+//! `index.html`: what each model can be relied on for, then the models × tags table, the matrix
+//! (or, above [`MATRIX_CELLS`] cells, the pages that hold it), the label counts and the models'
+//! totals.
+
+use super::{compare, render};
+use crate::report::{Matrix, TaskInfo};
+use crate::site::data::{self, SkippedInput};
+use crate::site::html::slug;
+use crate::site::marks::{LegendItem, MAX_MARKS, legend};
+use crate::site::matrix::{MATRIX_CELLS, MatrixRow, matrix_row, pooled_td};
+use crate::site::repeats::{self, Repeats};
+use crate::site::text::{TotalRow, total_row};
+use crate::site::{File, SiteError, SiteInput, answers, card, tags};
+use crate::stats::interval::show;
+use crate::taxonomy::Label;
+use askama::Template;
+use std::collections::BTreeMap;
+
+/// One model's samples counted by outcome, in label order.
+struct LabelCountRow {
+    model: String,
+    passes: u64,
+    counts: Vec<u64>,
+    errors: u64,
+}
+
+/// One row of the models × tags table.
+struct ShapeRow {
+    tag: String,
+    link: String,
+    description: String,
+    tasks: usize,
+    /// Pre-rendered `<td>`s, one per model.
+    cells: String,
+}
+
+/// Above [`MATRIX_CELLS`], one page holding part of the matrix: a tag page, or the page of a
+/// task with no tag.
+struct MatrixPageLink {
+    name: String,
+    link: String,
+    tasks: usize,
+}
+
+/// The tasks grouped under one tag in the index's matrix.
+struct MatrixGroup {
+    tag: String,
+    link: Option<String>,
+    rows: Vec<MatrixRow>,
+}
+
+#[derive(Template)]
+#[template(path = "index.html")]
+struct IndexPage<'a> {
+    title: String,
+    root: String,
+    /// Escaped HTML: the link card's tags ([`card`]).
+    card: String,
+    method: &'static str,
+    n_models: usize,
+    n_tasks: usize,
+    n_samples: usize,
+    passes: u64,
+    fails: u64,
+    errors: u64,
+    skipped: &'a [SkippedInput],
+    has_changes: bool,
+    models: Vec<String>,
+    shapes: Vec<ShapeRow>,
+    /// The matrix, empty above [`MATRIX_CELLS`] cells.
+    groups: Vec<MatrixGroup>,
+    n_cells: usize,
+    matrix_cells: usize,
+    /// Above [`MATRIX_CELLS`] cells: the pages that hold the matrix instead.
+    matrix_pages: Vec<MatrixPageLink>,
+    labels: Vec<&'static str>,
+    label_rows: Vec<LabelCountRow>,
+    totals: Vec<TotalRow>,
+    legend: Vec<LegendItem>,
+    /// Above this many samples a cell's marks are counts ([`MAX_MARKS`]).
+    max_marks: usize,
+    rules: String,
+    /// The pre-rendered "Comparisons" block (empty without comparisons).
+    comparisons: String,
+    /// The pre-rendered first answer: per model, the shapes it is reliable on, those it is
+    /// not, and those not told yet ([`answers`]).
+    answers: String,
+    /// The one-row-per-sample export: `data/samples.csv`, or one file per model.
+    samples_csvs: &'a [String],
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
+    /// `--reliable-at` and the broken threshold as the legend writes them (`90 %`, `50 %`).
+    reliable_at: String,
+    broken_below: String,
+    /// The interval of 5/5 in one cell, and the fewest all-passing samples a cell needs to
+    /// read `reliable` (0: never, within four billion).
+    five_of_five: String,
+    cell_reliable_from: u64,
+}
+
+/// The tag a task is grouped under in the matrix: its first, or none.
+fn primary_tag(t: &TaskInfo) -> &str {
+    t.tags.first().map_or("", String::as_str)
+}
+
+/// The models × tags table's rows, one per tag with its description and one pooled cell per
+/// model (`root` leads to the site root).
+fn shape_rows(m: &Matrix, root: &str, rep: &Repeats) -> Vec<ShapeRow> {
+    m.tags
+        .iter()
+        .map(|tag| {
+            let tasks = m.tasks.iter().filter(|t| t.tags.contains(tag)).count();
+            let mut cells = String::new();
+            for mv in &m.models {
+                match mv.pooled.get(tag) {
+                    Some(p) => {
+                        pooled_td(m.thresholds, p, &rep.tag_mark(m, &mv.name, tag), &mut cells)
+                    }
+                    None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
+                }
+            }
+            ShapeRow {
+                tag: tag.clone(),
+                link: format!("{root}tags/{}.html", slug(tag)),
+                description: tags::describe(tag),
+                tasks,
+                cells,
+            }
+        })
+        .collect()
+}
+
+/// `index.html`; `samples_csvs` are the export's files, which it links.
+pub fn page(
+    input: &SiteInput,
+    rep: &Repeats,
+    samples_csvs: &[String],
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
+    let m = input.matrix;
+    // Tasks down the side, grouped under their first tag (tag order, then id); models across.
+    let mut by_group: BTreeMap<&str, Vec<&TaskInfo>> = BTreeMap::new();
+    for t in &m.tasks {
+        by_group.entry(primary_tag(t)).or_default().push(t);
+    }
+    let n_cells = m.models.len() * m.tasks.len();
+    let mut groups = Vec::new();
+    let mut matrix_pages = Vec::new();
+    if n_cells > MATRIX_CELLS {
+        // Too many cells for one page: each tag's page is its part of the matrix (with the
+        // cells' anchors), and tasks with no tag are listed with their own pages.
+        for tag in &m.tags {
+            matrix_pages.push(MatrixPageLink {
+                name: tag.clone(),
+                link: format!("tags/{}.html", slug(tag)),
+                tasks: m.tasks.iter().filter(|t| t.tags.contains(tag)).count(),
+            });
+        }
+        for t in by_group.remove("").unwrap_or_default() {
+            matrix_pages.push(MatrixPageLink {
+                name: t.id.clone(),
+                link: format!("tasks/{}.html", t.id),
+                tasks: 1,
+            });
+        }
+        by_group.clear();
+    }
+    for (tag, tasks) in by_group {
+        let rows = tasks
+            .into_iter()
+            .map(|t| {
+                let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
+                matrix_row(m, t, "", also.join(", "), rep)
+            })
+            .collect();
+        groups.push(MatrixGroup {
+            tag: if tag.is_empty() {
+                "untagged".into()
+            } else {
+                tag.to_string()
+            },
+            link: (!tag.is_empty()).then(|| format!("tags/{}.html", slug(tag))),
+            rows,
+        });
+    }
+    let label_rows = m
+        .models
+        .iter()
+        .map(|mv| LabelCountRow {
+            model: mv.name.clone(),
+            passes: mv.total.passes,
+            counts: Label::ALL
+                .iter()
+                .map(|l| mv.labels.get(l).copied().unwrap_or(0))
+                .collect(),
+            errors: mv.total.errors,
+        })
+        .collect();
+    let totals = m
+        .models
+        .iter()
+        .map(|mv| {
+            total_row(
+                m.thresholds,
+                &mv.name,
+                format!("models/{}.html", mv.name),
+                &mv.total,
+                &mv.pooled_total,
+                Some(&mv.latency),
+            )
+        })
+        .collect();
+    let (passes, fails, errors) = m.outcome_counts();
+    let card = card::render(
+        &card::Card {
+            title: &format!(
+                "Tool-call conformance: {} model{} × {} task{}",
+                m.models.len(),
+                if m.models.len() == 1 { "" } else { "s" },
+                m.tasks.len(),
+                if m.tasks.len() == 1 { "" } else { "s" },
+            ),
+            description: &format!(
+                "{} samples: {passes} passed, {fails} failed with a label, {errors} transport errors; every rate with its 95 % interval, every failure linked to its transcript.",
+                m.samples.len()
+            ),
+            // The site's own address.
+            path: "",
+            kind: "website",
+        },
+        input.site_url,
+    );
+    let page = IndexPage {
+        title: "Tool-call conformance".into(),
+        root: String::new(),
+        card,
+        method: m.method.title(),
+        n_models: m.models.len(),
+        n_tasks: m.tasks.len(),
+        n_samples: m.samples.len(),
+        passes,
+        fails,
+        errors,
+        skipped: input.skipped,
+        has_changes: input.changes.is_some(),
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        shapes: shape_rows(m, "", rep),
+        groups,
+        n_cells,
+        matrix_cells: MATRIX_CELLS,
+        matrix_pages,
+        labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
+        label_rows,
+        totals,
+        legend: legend(),
+        max_marks: MAX_MARKS,
+        rules: data::rules_sha256()[..12].to_string(),
+        comparisons: compare::block(input.comparisons, 0, None, None),
+        answers: answers::block(m, rep),
+        // The rows marked in the shape table and the answers (tagged tasks), and in the
+        // matrix when the index draws it (every task).
+        repeats: repeats::note(
+            rep.marked_rows(
+                m,
+                m.tasks
+                    .iter()
+                    .filter(|t| n_cells <= MATRIX_CELLS || !t.tags.is_empty()),
+            ),
+            "",
+        ),
+        samples_csvs,
+        reliable_at: m.thresholds.reliable_percent(),
+        broken_below: m.thresholds.broken_percent(),
+        five_of_five: crate::stats::interval::interval(m.method, 5, 5)
+            .as_ref()
+            .map(show)
+            .unwrap_or_default(),
+        cell_reliable_from: m.thresholds.fewest_samples(m.method).unwrap_or(0),
+    };
+    files.push(("index.html".into(), render("index.html", &page)?));
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, its chart,
+//! and its tasks × models with every sample linked.
+
+use super::{chart, render};
+use crate::report::TaskInfo;
+use crate::report::pooled::Pooled;
+use crate::site::charts;
+use crate::site::html::{root, slug};
+use crate::site::marks::{LegendItem, legend};
+use crate::site::matrix::{MatrixRow, matrix_row, pooled_td};
+use crate::site::repeats::{self, Repeats};
+use crate::site::text::{LatencyText, latency_text};
+use crate::site::{File, SiteError, SiteInput, tags, value};
+use askama::Template;
+
+#[derive(Template)]
+#[template(path = "tag.html")]
+struct TagPage<'a> {
+    title: String,
+    root: String,
+    tag: &'a str,
+    description: String,
+    method: &'static str,
+    models: Vec<String>,
+    /// Pre-rendered pooled `<td>`s, one per model.
+    pooled: String,
+    /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
+    repeats: String,
+    /// Per model, in the same order.
+    latency: Vec<LatencyText>,
+    rows: Vec<MatrixRow>,
+    chart: Option<String>,
+    legend: Vec<LegendItem>,
+    /// Per model: conformance, value accuracy and BFCL-style accuracy over the tag's tasks
+    /// that report values (empty when none does).
+    value_rows: Vec<value::ValueRow>,
+    /// The tag's tasks that report values.
+    value_tasks: usize,
+    value_first: &'static str,
+    value_meaning: &'static str,
+    bfcl_style_meaning: &'static str,
+}
+
+/// `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, and its
+/// tasks × models with every sample linked.
+pub fn page(
+    input: &SiteInput,
+    rep: &Repeats,
+    tag: &str,
+    files: &mut Vec<File>,
+) -> Result<(), SiteError> {
+    let m = input.matrix;
+    let r = root(1);
+    let tasks: Vec<&TaskInfo> = m
+        .tasks
+        .iter()
+        .filter(|t| t.tags.iter().any(|x| x == tag))
+        .collect();
+    let rows = tasks
+        .iter()
+        .map(|t| {
+            // The cells' anchors here too: above [`MATRIX_CELLS`] the tag pages are the matrix.
+            let also = t
+                .tags
+                .iter()
+                .filter(|x| *x != tag)
+                .cloned()
+                .collect::<Vec<_>>();
+            matrix_row(m, t, &r, also.join(", "), rep)
+        })
+        .collect();
+    let mut pooled = String::new();
+    for mv in &m.models {
+        match mv.pooled.get(tag) {
+            Some(p) => pooled_td(
+                m.thresholds,
+                p,
+                &rep.tag_mark(m, &mv.name, tag),
+                &mut pooled,
+            ),
+            None => pooled.push_str("<td class=\"none\">not run</td>"),
+        }
+    }
+    let items: Vec<(String, &Pooled)> = m
+        .models
+        .iter()
+        .filter_map(|mv| mv.pooled.get(tag).map(|p| (mv.name.clone(), p)))
+        .collect();
+    let chart_file = format!("charts/tags/{}.svg", slug(tag));
+    let has_chart = !items.is_empty();
+    if has_chart {
+        files.push((
+            chart_file.clone(),
+            chart(
+                &chart_file,
+                charts::forest(
+                    &format!("tag {tag}: pass rate by model"),
+                    &charts::forest_rows(m.thresholds, items),
+                    m.thresholds,
+                ),
+            )?,
+        ));
+    }
+    let latency = m
+        .models
+        .iter()
+        .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
+        .collect();
+    let value_rows = m
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let v = mv.value_by_tag.get(tag)?;
+            Some(value::row(
+                m.thresholds,
+                mv.name.clone(),
+                format!("{r}models/{}.html", mv.name),
+                v,
+            ))
+        })
+        .collect();
+    let repeats = repeats::note(rep.marked_rows(m, tasks.iter().copied()), &r);
+    let page = TagPage {
+        repeats,
+        value_rows,
+        value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
+        value_first: "model",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
+        title: format!("tag {tag}"),
+        latency,
+        root: r,
+        tag,
+        description: tags::describe(tag),
+        method: m.method.title(),
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        pooled,
+
+        rows,
+        chart: has_chart.then_some(chart_file),
+        legend: legend(),
+    };
+    files.push((
+        format!("tags/{}.html", slug(tag)),
+        render("tag page", &page)?,
+    ));
+    Ok(())
+}
