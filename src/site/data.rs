@@ -1,10 +1,17 @@
-//! The data exports (documented in docs/data.md): `data/matrix.json`, `data/samples.csv`,
-//! `data/manifest.json`, and reading a previous build's `samples.csv` to say what changed.
-//! Pure serialisers, hyperfine-style: data in, bytes out.
+//! The files of `data/` (documented in docs/data.md): `data/matrix.json`, `data/routing.json`,
+//! `data/compare.json`, `data/samples.csv` (or one file per model) and `data/manifest.json`;
+//! and reading a previous build's `samples.csv` to say what changed. Pure serialisers,
+//! hyperfine-style: data in, bytes out. (`data/samples.js` is the triage page's own encoding:
+//! [`super::pages::samples`].)
 
-use crate::report::{Matrix, Scored};
-use crate::stats::Reliability;
-use crate::stats::interval::round4;
+use crate::compare::Comparison;
+use crate::hitec::{F1, HitecError};
+use crate::report::pooled::Pooled;
+use crate::report::routing::{Measure, ModelRouting, PolicyResult, Routing};
+use crate::report::{Matrix, ModelView, Scored, Total, ValuePooled};
+use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
+use crate::stats::interval::{Interval, round4};
+use crate::stats::{Reliability, Thresholds};
 use crate::taxonomy::Label;
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
@@ -47,6 +54,26 @@ fn num(x: f64) -> Value {
 
 fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
+}
+
+/// An interval's bounds, `{"lower", "upper"}`, or null without an interval.
+fn bounds(iv: Option<&Interval>) -> Value {
+    iv.map_or(
+        Value::Null,
+        |iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)}),
+    )
+}
+
+/// The objects `parts` as one, their keys in the order given: for objects that share a run of
+/// keys (a model's and a tag's totals).
+fn object(parts: impl IntoIterator<Item = Value>) -> Value {
+    let mut all = Map::new();
+    for part in parts {
+        if let Value::Object(o) = part {
+            all.extend(o);
+        }
+    }
+    Value::Object(all)
 }
 
 /// A number of `data/matrix.json` written straight from its struct: rounded to four decimals
@@ -104,13 +131,13 @@ impl RateWithInterval {
 }
 
 /// A pooled rate whose interval takes the task as its unit (report::pooled).
-fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::stats::Thresholds) -> Value {
+fn pooled_json(p: &Pooled, at: Thresholds) -> Value {
     json!({
         "unit": "task",
         "tasks": p.tasks, "scored": p.scored, "passes": p.passes,
         "rate": opt_num(p.rate()),
         "design_effect": num(p.deff),
-        "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+        "interval": bounds(p.interval.as_ref()),
         "verdict": p.reliability(at).as_str(),
         "all_passed_cells": p.all_passed,
         "flaky_cells": p.flaky,
@@ -119,14 +146,14 @@ fn pooled_json(p: &crate::report::pooled::Pooled, at: crate::stats::Thresholds) 
 
 /// Value accuracy and BFCL-style accuracy pooled by task over the tasks that report them, with
 /// the conformance rate over the same tasks (report::ValuePooled).
-fn values_json(v: &crate::report::ValuePooled, at: crate::stats::Thresholds) -> Value {
-    let part = |p: &crate::report::pooled::Pooled| {
+fn values_json(v: &ValuePooled, at: Thresholds) -> Value {
+    let part = |p: &Pooled| {
         json!({
             "unit": "task",
             "tasks": p.tasks, "count": p.passes, "of": p.scored,
             "rate": opt_num(p.rate()),
             "design_effect": num(p.deff),
-            "interval": p.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
+            "interval": bounds(p.interval.as_ref()),
         })
     };
     json!({
@@ -225,98 +252,7 @@ impl serde::Serialize for Cells<'_> {
 }
 
 /// `data/matrix.json`.
-pub fn matrix_json(
-    m: &Matrix,
-    routing: &crate::report::routing::Routing,
-    skipped: &[SkippedInput],
-) -> Vec<u8> {
-    let labels: Vec<Value> = Label::ALL
-        .iter()
-        .map(|l| {
-            let per_model: Map<String, Value> = m
-                .models
-                .iter()
-                .filter_map(|mv| {
-                    let r = mv.reroll.get(l)?;
-                    // The interval of routing.json's reroll measure: over these tasks, the
-                    // trials of one failure sharing its cell (docs/data.md).
-                    let interval = routing
-                        .model(&mv.name)
-                        .and_then(|o| o.labels.iter().find(|x| x.label == *l))
-                        .and_then(|x| x.reroll.interval);
-                    Some((
-                        mv.name.clone(),
-                        json!({
-                            "failures": r.failures,
-                            "rerolls": r.trials,
-                            "rerolls_passed": r.successes,
-                            "rate": opt_num(r.rate()),
-                            "interval": interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                        }),
-                    ))
-                })
-                .collect();
-            json!({
-                "label": l.as_str(),
-                "meaning": l.meaning(),
-                "retry": l.retry().as_str(),
-                "reroll_success": per_model,
-            })
-        })
-        .collect();
-    let models: Vec<Value> = m
-        .models
-        .iter()
-        .map(|mv| {
-            let t = &mv.total;
-            let tags: Map<String, Value> = mv
-                .tags
-                .iter()
-                .map(|(tag, t)| {
-                    let mut v = json!({
-                            "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
-                            "rate": opt_num(t.rate()),
-                            "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                            "verdict": t.reliability(m.thresholds).as_str(),
-                            "pass_at_1": opt_num(t.pass_at_1()),
-                            "pass_all_k": opt_num(t.pass_all_k()),
-                            "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                            "by_task": mv.pooled.get(tag).map(|p| pooled_json(p, m.thresholds)),
-                        });
-                    if let Some(x) = mv.value_by_tag.get(tag) {
-                        v["values_by_task"] = values_json(x, m.thresholds);
-                    }
-                    (tag.clone(), v)
-                })
-                .collect();
-            let f1 = |f: &crate::hitec::F1| {
-                json!({"true_positives": f.true_positives, "emitted": f.emitted, "gold": f.gold,
-                       "precision": opt_num(f.precision()), "recall": opt_num(f.recall()), "f1": opt_num(f.f1())})
-            };
-            let mut v = json!({
-                "model": mv.name,
-                "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
-                "rate": opt_num(t.rate()),
-                "interval": t.interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                "verdict": t.reliability(m.thresholds).as_str(),
-                "pass_at_1": opt_num(t.pass_at_1()),
-                "pass_all_k": opt_num(t.pass_all_k()),
-                "pass_all_k_interval": t.all_passed_interval.map(|iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)})),
-                "flaky_cells": t.flaky_cells,
-                "by_task": pooled_json(&mv.pooled_total, m.thresholds),
-                "tags": tags,
-                "hitec": crate::hitec::HitecError::ALL.iter().map(|h| json!({
-                    "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
-                })).collect::<Vec<_>>(),
-                "f1_name": f1(&mv.metrics.name),
-                "f1_name_parameter": f1(&mv.metrics.name_and_parameters),
-            });
-            if let Some(x) = &mv.value_total {
-                v["values_by_task"] = values_json(x, m.thresholds);
-            }
-            v
-        })
-        .collect();
+pub fn matrix_json(m: &Matrix, routing: &Routing, skipped: &[SkippedInput]) -> Vec<u8> {
     /// The document, in the order its fields are written.
     #[derive(serde::Serialize)]
     struct Doc<'a> {
@@ -331,25 +267,22 @@ pub fn matrix_json(
         labels: Vec<Value>,
         skipped: Vec<Value>,
     }
-    let at = m.thresholds;
     let doc = Doc {
         callcheck_version: env!("CARGO_PKG_VERSION"),
         interval: json!({"method": m.method.as_str(), "confidence": crate::stats::interval::CONFIDENCE}),
-        verdicts: json!({
-            Reliability::Reliable.as_str(): format!("interval lower bound >= {at}"),
-            Reliability::Unreliable.as_str(): format!("interval upper bound < {at}"),
-            Reliability::Broken.as_str(): format!("interval upper bound < {}", m.thresholds.broken_below()),
-            Reliability::Uncertain.as_str(): format!("the interval straddles {at}, or no scored sample"),
-        }),
+        verdicts: verdicts_json(m.thresholds),
         reliable_at: m.thresholds.reliable_at(),
         tasks: m
             .tasks
             .iter()
             .map(|t| json!({"id": t.id, "title": t.title, "tags": t.tags}))
             .collect(),
-        models,
+        models: m.models.iter().map(|mv| model_json(m, mv)).collect(),
         cells: Cells(m),
-        labels,
+        labels: Label::ALL
+            .iter()
+            .map(|&l| label_json(m, routing, l))
+            .collect(),
         skipped: skipped
             .iter()
             .map(|s| json!({"path": s.path, "reason": s.reason}))
@@ -362,6 +295,226 @@ pub fn matrix_json(
     if serde_json::to_writer_pretty(&mut out, &doc).is_err() {
         out.clear();
     }
+    out.push(b'\n');
+    out
+}
+
+/// What each verdict word means at the build's thresholds.
+fn verdicts_json(at: Thresholds) -> Value {
+    json!({
+        Reliability::Reliable.as_str(): format!("interval lower bound >= {at}"),
+        Reliability::Unreliable.as_str(): format!("interval upper bound < {at}"),
+        Reliability::Broken.as_str(): format!("interval upper bound < {}", at.broken_below()),
+        Reliability::Uncertain.as_str(): format!("the interval straddles {at}, or no scored sample"),
+    })
+}
+
+/// The totals over a model's or a tag's cells (report::Total): the keys both objects share.
+fn total_json(t: &Total, at: Thresholds) -> Value {
+    json!({
+        "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
+        "rate": opt_num(t.rate()),
+        "interval": bounds(t.interval.as_ref()),
+        "verdict": t.reliability(at).as_str(),
+        "pass_at_1": opt_num(t.pass_at_1()),
+        "pass_all_k": opt_num(t.pass_all_k()),
+        "pass_all_k_interval": bounds(t.all_passed_interval.as_ref()),
+    })
+}
+
+/// A name-and-parameters match's F1 with its counts (HiTEC).
+fn f1_json(f: &F1) -> Value {
+    json!({"true_positives": f.true_positives, "emitted": f.emitted, "gold": f.gold,
+           "precision": opt_num(f.precision()), "recall": opt_num(f.recall()), "f1": opt_num(f.f1())})
+}
+
+/// One model of `data/matrix.json`: its totals, pooled by task, per tag, its HiTEC counts and
+/// F1, and its value accuracy where its tasks report values.
+fn model_json(m: &Matrix, mv: &ModelView) -> Value {
+    let at = m.thresholds;
+    let tags: Map<String, Value> = mv
+        .tags
+        .iter()
+        .map(|(tag, t)| {
+            let mut v = object([
+                total_json(t, at),
+                json!({"by_task": mv.pooled.get(tag).map(|p| pooled_json(p, at))}),
+            ]);
+            if let Some(x) = mv.value_by_tag.get(tag) {
+                v["values_by_task"] = values_json(x, at);
+            }
+            (tag.clone(), v)
+        })
+        .collect();
+    let mut v = object([
+        json!({"model": mv.name}),
+        total_json(&mv.total, at),
+        json!({
+            "flaky_cells": mv.total.flaky_cells,
+            "by_task": pooled_json(&mv.pooled_total, at),
+            "tags": tags,
+            "hitec": HitecError::ALL.iter().map(|h| json!({
+                "type": h.number(), "name": h.name(), "count": mv.hitec[h.number() as usize]
+            })).collect::<Vec<_>>(),
+            "f1_name": f1_json(&mv.metrics.name),
+            "f1_name_parameter": f1_json(&mv.metrics.name_and_parameters),
+        }),
+    ]);
+    if let Some(x) = &mv.value_total {
+        v["values_by_task"] = values_json(x, at);
+    }
+    v
+}
+
+/// One label of `data/matrix.json`: what it means, its retry class, and per model how often a
+/// reroll of its failures passed.
+fn label_json(m: &Matrix, routing: &Routing, l: Label) -> Value {
+    let per_model: Map<String, Value> = m
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let r = mv.reroll.get(&l)?;
+            // The interval of routing.json's reroll measure: over these tasks, the trials of
+            // one failure sharing its cell (docs/data.md).
+            let interval = routing
+                .model(&mv.name)
+                .and_then(|o| o.labels.iter().find(|x| x.label == l))
+                .and_then(|x| x.reroll.interval);
+            Some((
+                mv.name.clone(),
+                json!({
+                    "failures": r.failures,
+                    "rerolls": r.trials,
+                    "rerolls_passed": r.successes,
+                    "rate": opt_num(r.rate()),
+                    "interval": bounds(interval.as_ref()),
+                }),
+            ))
+        })
+        .collect();
+    json!({
+        "label": l.as_str(),
+        "meaning": l.meaning(),
+        "retry": l.retry().as_str(),
+        "reroll_success": per_model,
+    })
+}
+
+/// One measured action (SPEC §11): its trials, passes, rate and interval.
+fn measure_json(m: &Measure) -> Value {
+    json!({
+        "n": m.n,
+        "passes": m.passes,
+        "rate": opt_num(m.rate()),
+        "interval": bounds(m.interval.as_ref()),
+    })
+}
+
+/// One routing policy's expected success and cost.
+fn policy_json(p: &PolicyResult) -> Value {
+    let mut o = json!({
+        "policy": p.policy.as_str(),
+        "success": {"rate": opt_num(p.rate), "interval": bounds(p.interval.as_ref())},
+        "tasks": p.tasks,
+        "requests": num(p.requests),
+        "tokens": opt_num(p.tokens),
+        "latency_ms": opt_num(p.latency_ms),
+        "imputed": p.imputed,
+    });
+    if let (Some(b), Some(map)) = (&p.fallback_to, o.as_object_mut()) {
+        map.insert("fallback_to".into(), Value::String(b.clone()));
+    }
+    o
+}
+
+/// `data/routing.json` (docs/data.md).
+pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+    // Each row's part is made on its own core (a row of many labels holds a fallback measure
+    // per label and other row), and they are taken in the rows' order.
+    let models: Vec<Value> = r
+        .models
+        .par_iter()
+        .map(|mr| {
+            let labels: Vec<Value> = mr
+                .labels
+                .iter()
+                .map(|l| {
+                    let feedback: serde_json::Map<String, Value> = l
+                        .feedback
+                        .iter()
+                        .map(|(st, x)| (st.as_str().to_string(), measure_json(x)))
+                        .collect();
+                    let fallback: Vec<Value> = l
+                        .fallback
+                        .iter()
+                        .map(|(b, x)| {
+                            let mut v = measure_json(x);
+                            if let Some(o) = v.as_object_mut() {
+                                o.insert("model".into(), Value::String(b.clone()));
+                            }
+                            v
+                        })
+                        .collect();
+                    json!({
+                        "label": l.label.as_str(),
+                        "default": l.label.retry().as_str(),
+                        "failures": l.failures,
+                        "reroll": measure_json(&l.reroll),
+                        "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
+                        "feedback": feedback,
+                        "fallback": fallback,
+                    })
+                })
+                .collect();
+            let tags: Vec<Value> = mr
+                .by_tag
+                .iter()
+                .map(|(tag, ps)| {
+                    json!({
+                        "tag": tag,
+                        "winner": ModelRouting::winner(ps).map(|p| p.policy.as_str()),
+                        "policies": ps.iter().map(policy_json).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({
+                "model": mr.model,
+                "feedback_samples": mr.feedback_samples,
+                "parent_passes": mr.parent_passes,
+                "orphans": mr.orphans,
+                "feedback_errors": mr.feedback_errors,
+                "labels": labels,
+                "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
+                "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),
+                "tags": tags,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "format_version": 1,
+        "interval_method": m.method.as_str(),
+        "success_unit": "these tasks: the mean over the row's tasks, each weighing the same, of the task's expected success under the policy",
+        "models": models,
+    });
+    let mut out = serde_json::to_vec(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// `data/compare.json`: the numbers of every comparison page.
+pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
+    let doc = json!({
+        "callcheck_version": env!("CARGO_PKG_VERSION"),
+        "difference": "B − A, as a proportion (A the baseline)",
+        "confidence": crate::stats::interval::CONFIDENCE,
+        "pooled_method": POOLED_METHOD,
+        "gate_method": GATE_METHOD,
+        "cell_method": CELL_METHOD,
+        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", crate::stats::compare::ALPHA),
+        "pooled_comparisons": family,
+        "comparisons": comparisons,
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
     out
 }

@@ -142,7 +142,7 @@ fn routed_files(
         ))
     };
     let routing = || {
-        sink((routing::JSON.into(), routing::routing_json(m, r)))?;
+        sink(("data/routing.json".into(), data::routing_json(m, r)))?;
         sink(routing::page(r)?)
     };
     let pages = || {

@@ -1,5 +1,5 @@
-//! Comparison pages (SPEC §9): `compare/<a>--<b>.html` and `compare/baseline/<row>.html`, the
-//! `data/compare.json` export, and the small "Comparisons" blocks the index, model and task
+//! Comparison pages (SPEC §9): `compare/<a>--<b>.html` and `compare/baseline/<row>.html` (with
+//! their numbers, `data/compare.json`), and the small "Comparisons" blocks the index, model and task
 //! pages carry. Pure: comparisons in, files and HTML out.
 
 use super::render;
@@ -13,7 +13,6 @@ use crate::stats::Direction;
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::taxonomy::Outcome;
 use askama::Template;
-use serde_json::json;
 
 /// Percent with one decimal.
 fn pct(x: f64) -> String {
@@ -353,24 +352,6 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
     render(&c.page, &page)
 }
 
-/// `data/compare.json`: the numbers of every comparison page.
-pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
-    let doc = json!({
-        "callcheck_version": env!("CARGO_PKG_VERSION"),
-        "difference": "B − A, as a proportion (A the baseline)",
-        "confidence": crate::stats::interval::CONFIDENCE,
-        "pooled_method": POOLED_METHOD,
-        "gate_method": GATE_METHOD,
-        "cell_method": CELL_METHOD,
-        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", crate::stats::compare::ALPHA),
-        "pooled_comparisons": family,
-        "comparisons": comparisons,
-    });
-    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-    out.push(b'\n');
-    out
-}
-
 /// Every comparison page and `data/compare.json`; nothing when there is no comparison.
 /// `m` is this site's matrix (the tasks' tags); `rep` tells which of its rows ask for
 /// temperature 0.
@@ -389,7 +370,7 @@ pub fn files(
     }
     files.push((
         "data/compare.json".into(),
-        compare_json(comparisons, family),
+        crate::site::data::compare_json(comparisons, family),
     ));
     Ok(())
 }

@@ -1,133 +1,18 @@
-//! `data/routing.json` and `routing.html` (SPEC §11): the measured retry semantics per row and
-//! label, and which of the router's policies wins per row and per tag, at what cost. Pure: a
-//! [`Routing`] in, bytes out.
+//! `routing.html` (SPEC §11): the measured retry semantics per row and label, and which of the
+//! router's policies wins per row and per tag, at what cost; and the measured actions a label's
+//! page shows. Pure: a [`Routing`] in, bytes out. Its numbers are `data/routing.json`
+//! ([`crate::site::data::routing_json`]).
 
 use super::render;
-use crate::report::Matrix;
 use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
 use crate::runs::FeedbackStyle;
 use crate::site::{File, SiteError};
 use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
 use askama::Template;
-use rayon::prelude::*;
-use serde_json::{Value, json};
 
 /// The page's path, from the site root.
 pub const PAGE: &str = "routing.html";
-/// The export's path, from the site root.
-pub const JSON: &str = "data/routing.json";
-
-fn num(x: f64) -> Value {
-    serde_json::Number::from_f64(round4(x)).map_or(Value::Null, Value::Number)
-}
-
-fn bounds(iv: Option<&Interval>) -> Value {
-    iv.map_or(
-        Value::Null,
-        |iv| json!({"lower": num(iv.lower), "upper": num(iv.upper)}),
-    )
-}
-
-fn measure_json(m: &Measure) -> Value {
-    json!({
-        "n": m.n,
-        "passes": m.passes,
-        "rate": m.rate().map_or(Value::Null, num),
-        "interval": bounds(m.interval.as_ref()),
-    })
-}
-
-fn policy_json(p: &PolicyResult) -> Value {
-    let mut o = json!({
-        "policy": p.policy.as_str(),
-        "success": {"rate": p.rate.map_or(Value::Null, num), "interval": bounds(p.interval.as_ref())},
-        "tasks": p.tasks,
-        "requests": num(p.requests),
-        "tokens": p.tokens.map_or(Value::Null, num),
-        "latency_ms": p.latency_ms.map_or(Value::Null, num),
-        "imputed": p.imputed,
-    });
-    if let (Some(b), Some(map)) = (&p.fallback_to, o.as_object_mut()) {
-        map.insert("fallback_to".into(), Value::String(b.clone()));
-    }
-    o
-}
-
-/// `data/routing.json` (docs/data.md).
-pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
-    // Each row's part is made on its own core (a row of many labels holds a fallback measure
-    // per label and other row), and they are taken in the rows' order.
-    let models: Vec<Value> = r
-        .models
-        .par_iter()
-        .map(|mr| {
-            let labels: Vec<Value> = mr
-                .labels
-                .iter()
-                .map(|l| {
-                    let feedback: serde_json::Map<String, Value> = l
-                        .feedback
-                        .iter()
-                        .map(|(st, x)| (st.as_str().to_string(), measure_json(x)))
-                        .collect();
-                    let fallback: Vec<Value> = l
-                        .fallback
-                        .iter()
-                        .map(|(b, x)| {
-                            let mut v = measure_json(x);
-                            if let Some(o) = v.as_object_mut() {
-                                o.insert("model".into(), Value::String(b.clone()));
-                            }
-                            v
-                        })
-                        .collect();
-                    json!({
-                        "label": l.label.as_str(),
-                        "default": l.label.retry().as_str(),
-                        "failures": l.failures,
-                        "reroll": measure_json(&l.reroll),
-                        "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
-                        "feedback": feedback,
-                        "fallback": fallback,
-                    })
-                })
-                .collect();
-            let tags: Vec<Value> = mr
-                .by_tag
-                .iter()
-                .map(|(tag, ps)| {
-                    json!({
-                        "tag": tag,
-                        "winner": ModelRouting::winner(ps).map(|p| p.policy.as_str()),
-                        "policies": ps.iter().map(policy_json).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            json!({
-                "model": mr.model,
-                "feedback_samples": mr.feedback_samples,
-                "parent_passes": mr.parent_passes,
-                "orphans": mr.orphans,
-                "feedback_errors": mr.feedback_errors,
-                "labels": labels,
-                "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
-                "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),
-                "tags": tags,
-            })
-        })
-        .collect();
-    let doc = json!({
-        "format_version": 1,
-        "interval_method": m.method.as_str(),
-        "success_unit": "these tasks: the mean over the row's tasks, each weighing the same, of the task's expected success under the policy",
-        "models": models,
-    });
-    let mut out = serde_json::to_vec(&doc).unwrap_or_default();
-    out.push(b'\n');
-    out
-}
-
 /// One unit of a figure that a table cell must not break (`67 %`, `[21–94 %]`, `1.15 req`):
 /// its spaces no-break spaces, and a word joiner after an en dash (a line may otherwise break
 /// after one). A cell then wraps only between units, never inside an interval.
