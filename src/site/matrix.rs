@@ -160,6 +160,19 @@ pub(crate) fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String
     out.push_str("</small></td>");
 }
 
+/// Each model's pooled verdict over `tag` as a `<td>` ([`pooled_td`]), marked when the cells it
+/// pools repeat one answer; `not_run` where the model ran none of the tag's tasks.
+pub(crate) fn pooled_row(m: &Matrix, rep: &Repeats, tag: &str, not_run: &str) -> String {
+    let mut cells = String::new();
+    for mv in &m.models {
+        match mv.pooled.get(tag) {
+            Some(p) => pooled_td(m.thresholds, p, &rep.tag_mark(m, &mv.name, tag), &mut cells),
+            None => cells.push_str(not_run),
+        }
+    }
+    cells
+}
+
 /// Where a cell is drawn with its `c~<model>~<task>` anchor, relative to the site root: the
 /// index's matrix, or above [`MATRIX_CELLS`] the page of the task's first tag (tag pages always
 /// carry the anchors), or the task's own page for a task with no tag.

@@ -207,6 +207,7 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     out
 }
 
+/// One comparison's page; `family` is the number of pooled comparisons Holm corrects over.
 fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError> {
     let root = root(depth_of(&c.page));
     let unknown = Repeats::default();
@@ -215,19 +216,45 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
         a: if c.a_linked { rep } else { &unknown },
         b: if c.b_linked { rep } else { &unknown },
     };
-    // The cells a pooled figure pools: both sides scored, and of the scope's tag. The `errors`
-    // row compares getting an answer at all, which repeated answers do not bear on.
-    let scored = || c.cells.iter().filter(|x| x.a_scored > 0 && x.b_scored > 0);
-    let pooled_mark = |scope: &str| match scope {
-        "errors" => String::new(),
-        "overall" => sides.mark(scored()),
-        tag => sides.mark(scored().filter(move |x| {
-            m.task(&x.task)
-                .is_some_and(|t| t.tags.iter().any(|g| g == tag))
-        })),
+    let (lead, lead_class) = lead(c, family);
+    let page = ComparePage {
+        title: format!("{} against {}", c.b, c.a),
+        root: root.clone(),
+        a: c.a.clone(),
+        b: c.b.clone(),
+        a_link: c.a_linked.then(|| format!("{root}models/{}.html", c.a_row)),
+        b_link: c.b_linked.then(|| format!("{root}models/{}.html", c.b_row)),
+        why: why_compared(c),
+        lead_class,
+        lead,
+        unmeasured: c.unmeasured.clone(),
+        missing: c.missing.clone(),
+        settings_known: c.settings_known,
+        settings: c
+            .settings
+            .iter()
+            .map(|s| (s.setting.clone(), s.a.clone(), s.b.clone()))
+            .collect(),
+        pooled: pooled_views(&sides, m),
+        cells: cell_views(&sides, &root),
+        gained: label_moves(c, |a, b| b > a),
+        lost: label_moves(c, |a, b| b < a),
+        n_pooled: c.pooled_rows().count(),
+        n_cells: c.compared_cells(),
+        family,
+        pooled_method: POOLED_METHOD,
+        gate_method: GATE_METHOD,
+        cell_method: CELL_METHOD,
+        order: CELL_ORDER,
+        repeats: repeats::note(sides.rows(), &root),
     };
-    // The answer first: the gate's verdict (Holm-corrected, what `--fail-on regression`
-    // decides) and the scopes that moved; then the overall difference and its interval.
+    render(&c.page, &page)
+}
+
+/// The answer first: the gate's verdict (Holm-corrected, what `--fail-on regression` decides)
+/// and the scopes that moved; then the overall difference and its interval. With the class
+/// the sentence is shown in.
+fn lead(c: &Comparison, family: usize) -> (String, &'static str) {
     let failures = c.gate_failures(false);
     let gate = if failures.is_empty() {
         format!(
@@ -252,104 +279,107 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
             "{gate} The two rows have no task in common with a scored sample on both sides: nothing to compare."
         ),
     };
-    let lead_class = if failures.is_empty() {
+    let class = if failures.is_empty() {
         c.overall.as_ref().map_or("none", |o| o.direction.class())
     } else {
         "worse"
     };
-    let mut cells: Vec<&compare::CellDiff> = c.cells.iter().collect();
-    // The answer first, in the order the page states ([`CELL_ORDER`]): the tasks whose
-    // interval says worse, then better; then those whose rates differ without evidence, the
-    // largest difference first (a reader looks there next); then the unchanged; ties by id.
-    cells.sort_by(|x, y| cell_rank(x).cmp(&cell_rank(y)).then(x.task.cmp(&y.task)));
-    let page = ComparePage {
-        title: format!("{} against {}", c.b, c.a),
-        root: root.clone(),
-        a: c.a.clone(),
-        b: c.b.clone(),
-        a_link: c.a_linked.then(|| format!("{root}models/{}.html", c.a_row)),
-        b_link: c.b_linked.then(|| format!("{root}models/{}.html", c.b_row)),
-        why: match c.why.as_str() {
-            "same model id" => "both rows serve the same model id".into(),
-            "variant_of" => format!("{} is declared a variant of {} (variant_of)", c.b, c.a),
-            "--compare" => "asked for with build --compare".into(),
-            _ => format!(
-                "{} is this collection's row, {} the same-named row of the baseline (build --baseline)",
-                c.b, c.a
-            ),
-        },
-        lead_class,
-        lead,
-        unmeasured: c.unmeasured.clone(),
-        missing: c.missing.clone(),
-        settings_known: c.settings_known,
-        settings: c
-            .settings
-            .iter()
-            .map(|s| (s.setting.clone(), s.a.clone(), s.b.clone()))
-            .collect(),
-        pooled: c
-            .pooled_rows()
-            .map(|r| PooledView {
-                same: pooled_mark(&r.scope),
-                scope: r.scope.clone(),
-                tasks: r.pooled.tasks,
-                a: pct(r.pooled.a_rate),
-                b: pct(r.pooled.b_rate),
-                diff: difference(r.pooled.difference, &r.pooled.interval),
-                verdict: r.direction.as_str(),
-                class: r.direction.class(),
-                holm: format!("{:.4}", r.holm_p),
-                detects: match r.detectable_drop {
-                    Some(d) => format!("{:.0} points", d * 100.0),
-                    None => "nothing".into(),
-                },
-                regression: r.regression(),
-            })
-            .collect(),
-        cells: cells
-            .iter()
-            .map(|x| CellView {
-                same: if x.a_scored > 0 || x.b_scored > 0 {
-                    sides.mark(std::iter::once(*x))
-                } else {
-                    String::new()
-                },
-                task: x.task.clone(),
-                a: format!("{}/{}", x.a_passes, x.a_scored),
-                b: format!("{}/{}", x.b_passes, x.b_scored),
-                diff: match (x.difference, x.interval.as_ref()) {
-                    (Some(d), Some(iv)) => difference(d, iv),
-                    _ => "– (a side has no scored sample)".into(),
-                },
-                verdict: x.direction.as_str(),
-                class: x.direction.class(),
-                a_marks: marks(&x.a_marks, &root, c.a_linked),
-                b_marks: marks(&x.b_marks, &root, c.b_linked),
-            })
-            .collect(),
-        gained: c
-            .labels
-            .iter()
-            .filter(|l| l.b > l.a)
-            .map(|l| format!("{} {} ({} → {})", l.b - l.a, l.label.as_str(), l.a, l.b))
-            .collect(),
-        lost: c
-            .labels
-            .iter()
-            .filter(|l| l.b < l.a)
-            .map(|l| format!("{} {} ({} → {})", l.a - l.b, l.label.as_str(), l.a, l.b))
-            .collect(),
-        n_pooled: c.pooled_rows().count(),
-        n_cells: c.compared_cells(),
-        family,
-        pooled_method: POOLED_METHOD,
-        gate_method: GATE_METHOD,
-        cell_method: CELL_METHOD,
-        order: CELL_ORDER,
-        repeats: repeats::note(sides.rows(), &root),
+    (lead, class)
+}
+
+/// Why the two rows are compared, in words.
+fn why_compared(c: &Comparison) -> String {
+    match c.why.as_str() {
+        "same model id" => "both rows serve the same model id".into(),
+        "variant_of" => format!("{} is declared a variant of {} (variant_of)", c.b, c.a),
+        "--compare" => "asked for with build --compare".into(),
+        _ => format!(
+            "{} is this collection's row, {} the same-named row of the baseline (build --baseline)",
+            c.b, c.a
+        ),
+    }
+}
+
+/// The pooled comparisons (overall, errors, per tag), each with the identical-samples mark of
+/// the cells it pools: both sides scored, and of the scope's tag. The `errors` row compares
+/// getting an answer at all, which repeated answers do not bear on.
+fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
+    let c = sides.c;
+    let scored = || c.cells.iter().filter(|x| x.a_scored > 0 && x.b_scored > 0);
+    let pooled_mark = |scope: &str| match scope {
+        "errors" => String::new(),
+        "overall" => sides.mark(scored()),
+        tag => sides.mark(scored().filter(move |x| {
+            m.task(&x.task)
+                .is_some_and(|t| t.tags.iter().any(|g| g == tag))
+        })),
     };
-    render(&c.page, &page)
+    c.pooled_rows()
+        .map(|r| PooledView {
+            same: pooled_mark(&r.scope),
+            scope: r.scope.clone(),
+            tasks: r.pooled.tasks,
+            a: pct(r.pooled.a_rate),
+            b: pct(r.pooled.b_rate),
+            diff: difference(r.pooled.difference, &r.pooled.interval),
+            verdict: r.direction.as_str(),
+            class: r.direction.class(),
+            holm: format!("{:.4}", r.holm_p),
+            detects: match r.detectable_drop {
+                Some(d) => format!("{:.0} points", d * 100.0),
+                None => "nothing".into(),
+            },
+            regression: r.regression(),
+        })
+        .collect()
+}
+
+/// The tasks compared, in the order the page states ([`CELL_ORDER`]): the tasks whose interval
+/// says worse, then better; then those whose rates differ without evidence, the largest
+/// difference first (a reader looks there next); then the unchanged; ties by id.
+fn cell_views(sides: &Sides, root: &str) -> Vec<CellView> {
+    let c = sides.c;
+    let mut cells: Vec<&compare::CellDiff> = c.cells.iter().collect();
+    cells.sort_by(|x, y| cell_rank(x).cmp(&cell_rank(y)).then(x.task.cmp(&y.task)));
+    cells
+        .iter()
+        .map(|x| CellView {
+            same: if x.a_scored > 0 || x.b_scored > 0 {
+                sides.mark(std::iter::once(*x))
+            } else {
+                String::new()
+            },
+            task: x.task.clone(),
+            a: format!("{}/{}", x.a_passes, x.a_scored),
+            b: format!("{}/{}", x.b_passes, x.b_scored),
+            diff: match (x.difference, x.interval.as_ref()) {
+                (Some(d), Some(iv)) => difference(d, iv),
+                _ => "– (a side has no scored sample)".into(),
+            },
+            verdict: x.direction.as_str(),
+            class: x.direction.class(),
+            a_marks: marks(&x.a_marks, root, c.a_linked),
+            b_marks: marks(&x.b_marks, root, c.b_linked),
+        })
+        .collect()
+}
+
+/// The labels whose counts moved from A to B the way `moved(a, b)` says (gained: B more),
+/// each as `3 wrong_tool (1 → 4)`.
+fn label_moves(c: &Comparison, moved: fn(u64, u64) -> bool) -> Vec<String> {
+    c.labels
+        .iter()
+        .filter(|l| moved(l.a, l.b))
+        .map(|l| {
+            format!(
+                "{} {} ({} → {})",
+                l.a.abs_diff(l.b),
+                l.label.as_str(),
+                l.a,
+                l.b
+            )
+        })
+        .collect()
 }
 
 /// Every comparison page and `data/compare.json`; nothing when there is no comparison.

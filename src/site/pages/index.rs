@@ -7,7 +7,7 @@ use crate::report::{Matrix, TaskInfo};
 use crate::site::data::{self, SkippedInput};
 use crate::site::html::slug;
 use crate::site::marks::{LegendItem, MAX_MARKS, legend};
-use crate::site::matrix::{MATRIX_CELLS, MatrixRow, matrix_row, pooled_td};
+use crate::site::matrix::{MATRIX_CELLS, MatrixRow, index_draws_matrix, matrix_row, pooled_row};
 use crate::site::repeats::{self, Repeats};
 use crate::site::text::{TotalRow, total_row};
 use crate::site::{File, SiteError, SiteInput, answers, card, tags};
@@ -110,15 +110,8 @@ fn shape_rows(m: &Matrix, root: &str, rep: &Repeats) -> Vec<ShapeRow> {
         .iter()
         .map(|tag| {
             let tasks = m.tasks.iter().filter(|t| t.tags.contains(tag)).count();
-            let mut cells = String::new();
-            for mv in &m.models {
-                match mv.pooled.get(tag) {
-                    Some(p) => {
-                        pooled_td(m.thresholds, p, &rep.tag_mark(m, &mv.name, tag), &mut cells)
-                    }
-                    None => cells.push_str("<td class=\"none\" data-v=\"-2\">not run</td>"),
-                }
-            }
+            // Sortable: a model that ran none of the tag's tasks sorts below every rate.
+            let cells = pooled_row(m, rep, tag, "<td class=\"none\" data-v=\"-2\">not run</td>");
             ShapeRow {
                 tag: tag.clone(),
                 link: format!("{root}tags/{}.html", slug(tag)),
@@ -138,102 +131,17 @@ pub fn page(
     files: &mut Vec<File>,
 ) -> Result<(), SiteError> {
     let m = input.matrix;
-    // Tasks down the side, grouped under their first tag (tag order, then id); models across.
-    let mut by_group: BTreeMap<&str, Vec<&TaskInfo>> = BTreeMap::new();
-    for t in &m.tasks {
-        by_group.entry(primary_tag(t)).or_default().push(t);
-    }
     let n_cells = m.models.len() * m.tasks.len();
-    let mut groups = Vec::new();
-    let mut matrix_pages = Vec::new();
-    if n_cells > MATRIX_CELLS {
-        // Too many cells for one page: each tag's page is its part of the matrix (with the
-        // cells' anchors), and tasks with no tag are listed with their own pages.
-        for tag in &m.tags {
-            matrix_pages.push(MatrixPageLink {
-                name: tag.clone(),
-                link: format!("tags/{}.html", slug(tag)),
-                tasks: m.tasks.iter().filter(|t| t.tags.contains(tag)).count(),
-            });
-        }
-        for t in by_group.remove("").unwrap_or_default() {
-            matrix_pages.push(MatrixPageLink {
-                name: t.id.clone(),
-                link: format!("tasks/{}.html", t.id),
-                tasks: 1,
-            });
-        }
-        by_group.clear();
-    }
-    for (tag, tasks) in by_group {
-        let rows = tasks
-            .into_iter()
-            .map(|t| {
-                let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
-                matrix_row(m, t, "", also.join(", "), rep)
-            })
-            .collect();
-        groups.push(MatrixGroup {
-            tag: if tag.is_empty() {
-                "untagged".into()
-            } else {
-                tag.to_string()
-            },
-            link: (!tag.is_empty()).then(|| format!("tags/{}.html", slug(tag))),
-            rows,
-        });
-    }
-    let label_rows = m
-        .models
-        .iter()
-        .map(|mv| LabelCountRow {
-            model: mv.name.clone(),
-            passes: mv.total.passes,
-            counts: Label::ALL
-                .iter()
-                .map(|l| mv.labels.get(l).copied().unwrap_or(0))
-                .collect(),
-            errors: mv.total.errors,
-        })
-        .collect();
-    let totals = m
-        .models
-        .iter()
-        .map(|mv| {
-            total_row(
-                m.thresholds,
-                &mv.name,
-                format!("models/{}.html", mv.name),
-                &mv.total,
-                &mv.pooled_total,
-                Some(&mv.latency),
-            )
-        })
-        .collect();
+    let (groups, matrix_pages) = if index_draws_matrix(n_cells) {
+        (matrix_groups(m, rep), Vec::new())
+    } else {
+        (Vec::new(), matrix_page_links(m))
+    };
     let (passes, fails, errors) = m.outcome_counts();
-    let card = card::render(
-        &card::Card {
-            title: &format!(
-                "Tool-call conformance: {} model{} × {} task{}",
-                m.models.len(),
-                if m.models.len() == 1 { "" } else { "s" },
-                m.tasks.len(),
-                if m.tasks.len() == 1 { "" } else { "s" },
-            ),
-            description: &format!(
-                "{} samples: {passes} passed, {fails} failed with a label, {errors} transport errors; every rate with its 95 % interval, every failure linked to its transcript.",
-                m.samples.len()
-            ),
-            // The site's own address.
-            path: "",
-            kind: "website",
-        },
-        input.site_url,
-    );
     let page = IndexPage {
         title: "Tool-call conformance".into(),
         root: String::new(),
-        card,
+        card: link_card(m, (passes, fails, errors), input.site_url),
         method: m.method.title(),
         n_models: m.models.len(),
         n_tasks: m.tasks.len(),
@@ -250,8 +158,21 @@ pub fn page(
         matrix_cells: MATRIX_CELLS,
         matrix_pages,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
-        label_rows,
-        totals,
+        label_rows: label_rows(m),
+        totals: m
+            .models
+            .iter()
+            .map(|mv| {
+                total_row(
+                    m.thresholds,
+                    &mv.name,
+                    format!("models/{}.html", mv.name),
+                    &mv.total,
+                    &mv.pooled_total,
+                    Some(&mv.latency),
+                )
+            })
+            .collect(),
         legend: legend(),
         max_marks: MAX_MARKS,
         rules: data::rules_sha256()[..12].to_string(),
@@ -264,7 +185,7 @@ pub fn page(
                 m,
                 m.tasks
                     .iter()
-                    .filter(|t| n_cells <= MATRIX_CELLS || !t.tags.is_empty()),
+                    .filter(|t| index_draws_matrix(n_cells) || !t.tags.is_empty()),
             ),
             "",
         ),
@@ -279,4 +200,94 @@ pub fn page(
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
+}
+
+/// The tasks grouped under their first tag (`""` for the untagged), in tag order, then id.
+fn by_primary_tag(m: &Matrix) -> BTreeMap<&str, Vec<&TaskInfo>> {
+    let mut by_group: BTreeMap<&str, Vec<&TaskInfo>> = BTreeMap::new();
+    for t in &m.tasks {
+        by_group.entry(primary_tag(t)).or_default().push(t);
+    }
+    by_group
+}
+
+/// The matrix: tasks down the side grouped under their first tag (tag order, then id), models
+/// across.
+fn matrix_groups(m: &Matrix, rep: &Repeats) -> Vec<MatrixGroup> {
+    by_primary_tag(m)
+        .into_iter()
+        .map(|(tag, tasks)| MatrixGroup {
+            tag: if tag.is_empty() {
+                "untagged".into()
+            } else {
+                tag.to_string()
+            },
+            link: (!tag.is_empty()).then(|| format!("tags/{}.html", slug(tag))),
+            rows: tasks
+                .into_iter()
+                .map(|t| {
+                    let also = t.tags.iter().skip(1).cloned().collect::<Vec<_>>();
+                    matrix_row(m, t, "", also.join(", "), rep)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Too many cells for one page: each tag's page is its part of the matrix (with the cells'
+/// anchors), and tasks with no tag are listed with their own pages.
+fn matrix_page_links(m: &Matrix) -> Vec<MatrixPageLink> {
+    let tags = m.tags.iter().map(|tag| MatrixPageLink {
+        name: tag.clone(),
+        link: format!("tags/{}.html", slug(tag)),
+        tasks: m.tasks.iter().filter(|t| t.tags.contains(tag)).count(),
+    });
+    let untagged = by_primary_tag(m).remove("").unwrap_or_default();
+    tags.chain(untagged.into_iter().map(|t| MatrixPageLink {
+        name: t.id.clone(),
+        link: format!("tasks/{}.html", t.id),
+        tasks: 1,
+    }))
+    .collect()
+}
+
+/// Each model's samples counted by outcome.
+fn label_rows(m: &Matrix) -> Vec<LabelCountRow> {
+    m.models
+        .iter()
+        .map(|mv| LabelCountRow {
+            model: mv.name.clone(),
+            passes: mv.total.passes,
+            counts: Label::ALL
+                .iter()
+                .map(|l| mv.labels.get(l).copied().unwrap_or(0))
+                .collect(),
+            errors: mv.total.errors,
+        })
+        .collect()
+}
+
+/// The site's link card: what was measured, in one line; `outcomes` are the samples passed,
+/// failed with a label and lost to transport errors.
+fn link_card(m: &Matrix, outcomes: (u64, u64, u64), site_url: Option<&str>) -> String {
+    let (passes, fails, errors) = outcomes;
+    card::render(
+        &card::Card {
+            title: &format!(
+                "Tool-call conformance: {} model{} × {} task{}",
+                m.models.len(),
+                if m.models.len() == 1 { "" } else { "s" },
+                m.tasks.len(),
+                if m.tasks.len() == 1 { "" } else { "s" },
+            ),
+            description: &format!(
+                "{} samples: {passes} passed, {fails} failed with a label, {errors} transport errors; every rate with its 95 % interval, every failure linked to its transcript.",
+                m.samples.len()
+            ),
+            // The site's own address.
+            path: "",
+            kind: "website",
+        },
+        site_url,
+    )
 }

@@ -5,10 +5,11 @@
 use super::{render, routing};
 use crate::hitec::HitecError;
 use crate::report::routing::Routing;
+use crate::report::{Cell, Matrix};
 use crate::site::html::root;
 use crate::site::matrix::cell_href;
-use crate::site::{GroupKeys, Sink, SiteError, SiteInput};
-use crate::taxonomy::{Label, Outcome};
+use crate::site::{File, GroupKeys, Sink, SiteError, SiteInput, group};
+use crate::taxonomy::{Label, Outcome, Retry};
 use askama::Template;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -77,138 +78,140 @@ struct LabelsPage {
     rows: Vec<LabelIndexRow>,
 }
 
-fn retry_meaning(r: crate::taxonomy::Retry) -> &'static str {
+/// What a retry class tells a caller to do.
+fn retry_meaning(r: Retry) -> &'static str {
     match r {
-        crate::taxonomy::Retry::Reroll => {
-            "a sampling artifact: asking the same model again is reasonable"
-        }
-        crate::taxonomy::Retry::Fallback => "a capability gap: send the request to another model",
-        crate::taxonomy::Retry::Repair => "mechanically fixable by the caller",
+        Retry::Reroll => "a sampling artifact: asking the same model again is reasonable",
+        Retry::Fallback => "a capability gap: send the request to another model",
+        Retry::Repair => "mechanically fixable by the caller",
     }
 }
 
-/// The label pages, each handed to `sink` as it is drawn (or left as it is: [`crate::site::reuse`]), and
-/// their index.
+/// The label pages, each handed to `sink` as it is drawn (or left as it is:
+/// [`crate::site::reuse`]), and their index.
 pub fn pages(
     input: &SiteInput,
     keys: GroupKeys,
     routing_of: &Routing,
     sink: Sink,
 ) -> Result<(), SiteError> {
-    let m = input.matrix;
-    let r = root(1);
+    // Each label's page is drawn on its own core, unless the site being updated holds it as
+    // drawn from the same cells and routing evidence.
+    Label::ALL.par_iter().try_for_each(|&l| {
+        let actions = routing::label_actions(routing_of, l);
+        let key = keys.map(|(g, k)| (*g, routing::label_key(k.label(input, l), &actions)));
+        group(key, &format!("label {l}"), sink, |files| {
+            files.push((format!("labels/{l}.html"), page(input.matrix, l, actions)?));
+            Ok(())
+        })
+    })?;
+    sink(index(input.matrix)?)
+}
+
+/// One label's page; `actions` are what each row's failures with it measured when retried.
+fn page(m: &Matrix, l: Label, actions: Vec<routing::LabelView>) -> Result<Vec<u8>, SiteError> {
+    let groups = label_groups(m, l, &root(1));
+    let hitec = HitecError::ALL
+        .iter()
+        .filter(|h| h.labels().contains(l.as_str()))
+        .map(|h| format!("type {} (\u{201c}{}\u{201d})", h.number(), h.name()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let page = LabelPage {
+        title: format!("label {l}"),
+        root: root(1),
+        label: l.as_str(),
+        meaning: l.meaning(),
+        retry: l.retry().as_str(),
+        retry_meaning: retry_meaning(l.retry()),
+        hitec: if hitec.is_empty() {
+            "none".into()
+        } else {
+            hitec
+        },
+        actions,
+        total: groups.iter().map(|g| g.count).sum(),
+        n_cells: groups.iter().map(|g| g.cells.len()).sum(),
+        groups,
+        max_examples: MAX_LABEL_EXAMPLES,
+    };
+    render("label page", &page)
+}
+
+/// The cells with label `l`, per model, in model and task order (`r` leads to the site root).
+fn label_groups(m: &Matrix, l: Label, r: &str) -> Vec<LabelGroup> {
+    let mut by_model: BTreeMap<&str, Vec<LabelCell>> = BTreeMap::new();
+    for c in m.cells.values() {
+        if let Some(&count) = c.labels.get(&l) {
+            by_model
+                .entry(c.model.as_str())
+                .or_default()
+                .push(label_cell(m, c, l, count, r));
+        }
+    }
+    by_model
+        .into_iter()
+        .map(|(model, cells)| LabelGroup {
+            model: model.to_string(),
+            count: cells.iter().map(|c| c.count).sum(),
+            cells,
+        })
+        .collect()
+}
+
+/// One cell's `count` samples with label `l`: only the first [`MAX_LABEL_EXAMPLES`] are given
+/// as examples, so that the page grows with cells, not samples; the first one's detail is shown.
+fn label_cell(m: &Matrix, c: &Cell, l: Label, count: u64, r: &str) -> LabelCell {
+    let mut examples = Vec::new();
+    let mut detail = String::new();
+    for &i in &c.samples {
+        let s = &m.samples[i];
+        if s.outcome != Outcome::Fail(l) {
+            continue;
+        }
+        if examples.is_empty() {
+            detail = crate::json::clip(&s.detail, 240);
+        }
+        examples.push(LabelSample {
+            link: format!("{r}{}", s.key.section(true)),
+            run: s.key.run.clone(),
+            sample: s.key.sample.clone(),
+        });
+        if examples.len() == MAX_LABEL_EXAMPLES {
+            break;
+        }
+    }
+    LabelCell {
+        task: c.task.clone(),
+        cell: cell_href(m, &c.model, &c.task),
+        count,
+        scored: c.scored,
+        more: count - examples.len() as u64,
+        examples,
+        detail,
+    }
+}
+
+/// `labels/index.html`: every label with its meaning and how many samples it marks.
+fn index(m: &Matrix) -> Result<File, SiteError> {
     let mut totals: BTreeMap<Label, u64> = BTreeMap::new();
     for c in m.cells.values() {
         for (&l, &count) in &c.labels {
             *totals.entry(l).or_default() += count;
         }
     }
-    // Each label's page is drawn on its own core, unless the site being updated holds it as
-    // drawn from the same cells and routing evidence.
-    Label::ALL.par_iter().try_for_each(|&l| {
-        let actions = routing::label_actions(routing_of, l);
-        let key = keys.map(|(g, k)| (*g, routing::label_key(k.label(input, l), &actions)));
-        if key.is_some_and(|(g, k)| g.keep(&label_group(l), &k)) {
-            return Ok(());
-        }
-        // model → the cells with the label, in model and task order. Only the first
-        // MAX_LABEL_EXAMPLES samples of each cell are kept: the page grows with cells, not
-        // samples.
-        let mut by_model: BTreeMap<&str, Vec<LabelCell>> = BTreeMap::new();
-        for c in m.cells.values() {
-            let Some(&count) = c.labels.get(&l) else {
-                continue;
-            };
-            let mut examples = Vec::new();
-            let mut detail = String::new();
-            for &i in &c.samples {
-                let s = &m.samples[i];
-                if s.outcome != Outcome::Fail(l) {
-                    continue;
-                }
-                if examples.is_empty() {
-                    detail = crate::json::clip(&s.detail, 240);
-                }
-                examples.push(LabelSample {
-                    link: format!("{r}{}", s.key.section(true)),
-                    run: s.key.run.clone(),
-                    sample: s.key.sample.clone(),
-                });
-                if examples.len() == MAX_LABEL_EXAMPLES {
-                    break;
-                }
-            }
-            by_model
-                .entry(c.model.as_str())
-                .or_default()
-                .push(LabelCell {
-                    task: c.task.clone(),
-                    cell: cell_href(m, &c.model, &c.task),
-                    count,
-                    scored: c.scored,
-                    more: count - examples.len() as u64,
-                    examples,
-                    detail,
-                });
-        }
-        let groups: Vec<LabelGroup> = by_model
-            .into_iter()
-            .map(|(model, cells)| LabelGroup {
-                model: model.to_string(),
-                count: cells.iter().map(|c| c.count).sum(),
-                cells,
-            })
-            .collect();
-        let total: u64 = groups.iter().map(|g| g.count).sum();
-        let n_cells = groups.iter().map(|g| g.cells.len()).sum();
-        let hitec = HitecError::ALL
-            .iter()
-            .filter(|h| h.labels().contains(l.as_str()))
-            .map(|h| format!("type {} (\u{201c}{}\u{201d})", h.number(), h.name()))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let page = LabelPage {
-            title: format!("label {l}"),
-            root: r.clone(),
-            label: l.as_str(),
-            meaning: l.meaning(),
-            retry: l.retry().as_str(),
-            retry_meaning: retry_meaning(l.retry()),
-            hitec: if hitec.is_empty() {
-                "none".into()
-            } else {
-                hitec
-            },
-            actions,
-            groups,
-            total,
-            n_cells,
-            max_examples: MAX_LABEL_EXAMPLES,
-        };
-        let path = format!("labels/{l}.html");
-        if let Some((g, key)) = key {
-            g.drawn(&label_group(l), key, vec![path.clone()]);
-        }
-        sink((path, render("label page", &page)?))
-    })?;
-    let index_rows = Label::ALL
-        .iter()
-        .map(|&l| LabelIndexRow {
-            label: l.as_str(),
-            meaning: l.meaning(),
-            retry: l.retry().as_str(),
-            count: totals.get(&l).copied().unwrap_or(0),
-        })
-        .collect();
     let page = LabelsPage {
         title: "labels".into(),
-        root: r,
-        rows: index_rows,
+        root: root(1),
+        rows: Label::ALL
+            .iter()
+            .map(|&l| LabelIndexRow {
+                label: l.as_str(),
+                meaning: l.meaning(),
+                retry: l.retry().as_str(),
+                count: totals.get(&l).copied().unwrap_or(0),
+            })
+            .collect(),
     };
-    sink(("labels/index.html".into(), render("labels index", &page)?))
-}
-
-/// The name of a label page's group ([`crate::site::reuse`]).
-fn label_group(l: Label) -> String {
-    format!("label {l}")
+    Ok(("labels/index.html".into(), render("labels index", &page)?))
 }

@@ -5,12 +5,12 @@
 use super::{chart, compare, render, routing};
 use crate::hitec::HitecError;
 use crate::report::pooled::Pooled;
-use crate::report::{ModelView, routing::Routing};
+use crate::report::{Matrix, ModelView, routing::Routing};
 use crate::site::charts::{self, outcome_colour};
 use crate::site::html::{json_html, root, slug};
 use crate::site::matrix::cell_td;
 use crate::site::text::{TotalRow, label_summary, total_row};
-use crate::site::{File, SiteError, SiteInput, value};
+use crate::site::{File, ModelInfo, SiteError, SiteInput, value};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
 use serde_json::Value;
@@ -233,48 +233,65 @@ pub fn page(
 ) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
-    let mut tasks = Vec::new();
-    for t in &m.tasks {
-        let Some(c) = m.cell(&mv.name, &t.id) else {
-            continue;
-        };
-        let mut td = String::new();
-        // A summary: compact marks, no per-sample links (the task and tag pages have them).
-        cell_td(m, c, &r, false, false, None, &mut td);
-        tasks.push(TaskRow {
-            task: t.id.clone(),
-            title: t.title.clone(),
-            td,
-            all_passed: if c.scored == 0 {
-                "–"
-            } else if c.all_passed() {
-                "yes"
-            } else {
-                "no"
-            },
-            flaky: if c.flaky() { "flaky" } else { "" },
-            value: if c.value_compared > 0 {
-                format!("{}/{}", c.value_matches, c.value_compared)
-            } else {
-                "–".into()
-            },
-            labels: label_summary(c),
-        });
-    }
-    let tags = mv
-        .tags
-        .iter()
-        .map(|(tag, t)| {
-            total_row(
-                m.thresholds,
-                tag,
-                format!("{r}tags/{}.html", slug(tag)),
-                t,
-                mv.pooled.get(tag).unwrap_or(&Pooled::default()),
-                mv.latency_by_tag.get(tag),
-            )
-        })
-        .collect();
+    draw_charts(m, mv, files)?;
+    let unknown = ModelInfo::default();
+    let info = input.models.get(&mv.name).unwrap_or(&unknown);
+    let page = ModelPage {
+        value_rows: value_rows(m, mv, &r),
+        value_first: "tag",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
+        comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
+        title: mv.name.clone(),
+        root: r.clone(),
+        name: &mv.name,
+        total: total_row(
+            m.thresholds,
+            &mv.name,
+            String::new(),
+            &mv.total,
+            &mv.pooled_total,
+            Some(&mv.latency),
+        ),
+        method: m.method.title(),
+        tasks: task_rows(m, mv, &r),
+        tags: tag_rows(m, mv, &r),
+        rerolls: reroll_rows(mv, routing),
+        hitec: HitecError::ALL
+            .iter()
+            .map(|h| HitecRow {
+                number: h.number(),
+                name: h.name(),
+                labels: h.labels(),
+                count: mv.hitec[h.number() as usize],
+            })
+            .collect(),
+        f1_name: f1_text(&mv.metrics.name),
+        f1_param: f1_text(&mv.metrics.name_and_parameters),
+        entries: info.entries.iter().map(|e| json_html(e, None)).collect(),
+        servers: info.servers.iter().map(server_rows).collect(),
+        preflight: info
+            .servers
+            .iter()
+            .filter_map(|s| s.get("preflight"))
+            .map(preflight_rows)
+            .collect(),
+        versions: info.versions.join(", "),
+        runs: &info.runs,
+        determinism: crate::report::distinct::determinism_note(
+            m.cells.values().filter(|c| c.model == mv.name),
+            &info.entries,
+        ),
+    };
+    files.push((
+        format!("models/{}.html", mv.name),
+        render("model page", &page)?,
+    ));
+    Ok(())
+}
+
+/// The model's pass rate per tag (forest) and its outcomes (bars), as SVG.
+fn draw_charts(m: &Matrix, mv: &ModelView, files: &mut Vec<File>) -> Result<(), SiteError> {
     let mut forest_items: Vec<(String, &Pooled)> = vec![("all tasks".into(), &mv.pooled_total)];
     forest_items.extend(mv.pooled.iter().map(|(t, x)| (format!("tag {t}"), x)));
     let forest_file = format!("charts/models/{}.tags.svg", mv.name);
@@ -297,10 +314,64 @@ pub fn page(
             charts::bars(&format!("{}: outcomes", mv.name), &label_bars(mv)),
         )?,
     ));
-    // The reroll figure with routing's interval (these tasks; the trials of one failure share
-    // its cell), never the bare rate of the pairs.
+    Ok(())
+}
+
+/// The model's cells, one row per task it ran (`r` leads to the site root).
+fn task_rows(m: &Matrix, mv: &ModelView, r: &str) -> Vec<TaskRow> {
+    let mut tasks = Vec::new();
+    for t in &m.tasks {
+        let Some(c) = m.cell(&mv.name, &t.id) else {
+            continue;
+        };
+        let mut td = String::new();
+        // A summary: compact marks, no per-sample links (the task and tag pages have them).
+        cell_td(m, c, r, false, false, None, &mut td);
+        tasks.push(TaskRow {
+            task: t.id.clone(),
+            title: t.title.clone(),
+            td,
+            all_passed: if c.scored == 0 {
+                "–"
+            } else if c.all_passed() {
+                "yes"
+            } else {
+                "no"
+            },
+            flaky: if c.flaky() { "flaky" } else { "" },
+            value: if c.value_compared > 0 {
+                format!("{}/{}", c.value_matches, c.value_compared)
+            } else {
+                "–".into()
+            },
+            labels: label_summary(c),
+        });
+    }
+    tasks
+}
+
+/// The model's totals per tag, each linked to its tag's page.
+fn tag_rows(m: &Matrix, mv: &ModelView, r: &str) -> Vec<TotalRow> {
+    mv.tags
+        .iter()
+        .map(|(tag, t)| {
+            total_row(
+                m.thresholds,
+                tag,
+                format!("{r}tags/{}.html", slug(tag)),
+                t,
+                mv.pooled.get(tag).unwrap_or(&Pooled::default()),
+                mv.latency_by_tag.get(tag),
+            )
+        })
+        .collect()
+}
+
+/// Per label the model failed with, what asking again measured: with routing's interval (these
+/// tasks; the trials of one failure share its cell), never the bare rate of the pairs.
+fn reroll_rows(mv: &ModelView, routing: &Routing) -> Vec<RerollRow> {
     let own = routing.model(&mv.name);
-    let rerolls = Label::ALL
+    Label::ALL
         .iter()
         .filter_map(|l| {
             let x = mv.reroll.get(l)?;
@@ -317,79 +388,28 @@ pub fn page(
                 },
             })
         })
-        .collect();
-    let hitec = HitecError::ALL
-        .iter()
-        .map(|h| HitecRow {
-            number: h.number(),
-            name: h.name(),
-            labels: h.labels(),
-            count: mv.hitec[h.number() as usize],
-        })
-        .collect();
-    let info = input.models.get(&mv.name).cloned().unwrap_or_default();
-    let servers: Vec<Vec<(String, String)>> = info.servers.iter().map(server_rows).collect();
-    let preflight = info
-        .servers
-        .iter()
-        .filter_map(|s| s.get("preflight"))
-        .map(preflight_rows)
-        .collect();
-    let runs: Vec<(String, String, u32, String, String)> = info.runs.clone();
-    let mut value_rows = Vec::new();
-    if let Some(v) = &mv.value_total {
-        value_rows.push(value::row(
-            m.thresholds,
-            "all such tasks".into(),
-            String::new(),
-            v,
-        ));
-        value_rows.extend(mv.value_by_tag.iter().map(|(tag, v)| {
-            value::row(
-                m.thresholds,
-                tag.clone(),
-                format!("{r}tags/{}.html", slug(tag)),
-                v,
-            )
-        }));
-    }
-    let page = ModelPage {
-        value_rows,
-        value_first: "tag",
-        value_meaning: value::VALUE_MEANING,
-        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
-        comparisons: compare::block(input.comparisons, 1, Some(&mv.name), None),
-        title: mv.name.clone(),
-        root: r.clone(),
-        name: &mv.name,
-        total: total_row(
-            m.thresholds,
-            &mv.name,
-            String::new(),
-            &mv.total,
-            &mv.pooled_total,
-            Some(&mv.latency),
-        ),
-        method: m.method.title(),
-        tasks,
-        tags,
-        rerolls,
-        hitec,
-        f1_name: f1_text(&mv.metrics.name),
-        f1_param: f1_text(&mv.metrics.name_and_parameters),
-        entries: info.entries.iter().map(|e| json_html(e, None)).collect(),
-        servers,
-        preflight,
-        versions: info.versions.join(", "),
-        runs: &runs,
-        determinism: crate::report::distinct::determinism_note(
-            input.matrix.cells.values().filter(|c| c.model == mv.name),
-            &info.entries,
-        ),
+        .collect()
+}
+
+/// Value accuracy over all the model's tasks that report values, then per tag; empty when it
+/// ran none.
+fn value_rows(m: &Matrix, mv: &ModelView, r: &str) -> Vec<value::ValueRow> {
+    let Some(v) = &mv.value_total else {
+        return Vec::new();
     };
-    files.push((
-        format!("models/{}.html", mv.name),
-        render("model page", &page)?,
-    ));
-    Ok(())
+    let mut rows = vec![value::row(
+        m.thresholds,
+        "all such tasks".into(),
+        String::new(),
+        v,
+    )];
+    rows.extend(mv.value_by_tag.iter().map(|(tag, v)| {
+        value::row(
+            m.thresholds,
+            tag.clone(),
+            format!("{r}tags/{}.html", slug(tag)),
+            v,
+        )
+    }));
+    rows
 }

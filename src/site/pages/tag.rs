@@ -2,12 +2,12 @@
 //! and its tasks × models with every sample linked.
 
 use super::{chart, render};
-use crate::report::TaskInfo;
 use crate::report::pooled::Pooled;
+use crate::report::{Matrix, TaskInfo};
 use crate::site::charts;
 use crate::site::html::{root, slug};
 use crate::site::marks::{LegendItem, legend};
-use crate::site::matrix::{MatrixRow, matrix_row, pooled_td};
+use crate::site::matrix::{MatrixRow, matrix_row, pooled_row};
 use crate::site::repeats::{self, Repeats};
 use crate::site::text::{LatencyText, latency_text};
 use crate::site::{File, SiteError, SiteInput, tags, value};
@@ -69,45 +69,65 @@ pub fn page(
             matrix_row(m, t, &r, also.join(", "), rep)
         })
         .collect();
-    let mut pooled = String::new();
-    for mv in &m.models {
-        match mv.pooled.get(tag) {
-            Some(p) => pooled_td(
-                m.thresholds,
-                p,
-                &rep.tag_mark(m, &mv.name, tag),
-                &mut pooled,
-            ),
-            None => pooled.push_str("<td class=\"none\">not run</td>"),
-        }
-    }
+    let page = TagPage {
+        repeats: repeats::note(rep.marked_rows(m, tasks.iter().copied()), &r),
+        value_rows: value_rows(m, tag, &r),
+        value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
+        value_first: "model",
+        value_meaning: value::VALUE_MEANING,
+        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
+        title: format!("tag {tag}"),
+        latency: m
+            .models
+            .iter()
+            .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
+            .collect(),
+        root: r,
+        tag,
+        description: tags::describe(tag),
+        method: m.method.title(),
+        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
+        pooled: pooled_row(m, rep, tag, "<td class=\"none\">not run</td>"),
+        rows,
+        chart: draw_chart(m, tag, files)?,
+        legend: legend(),
+    };
+    files.push((
+        format!("tags/{}.html", slug(tag)),
+        render("tag page", &page)?,
+    ));
+    Ok(())
+}
+
+/// The tag's pass rate by model (forest), as SVG, and its path; none when no model ran the tag.
+fn draw_chart(m: &Matrix, tag: &str, files: &mut Vec<File>) -> Result<Option<String>, SiteError> {
     let items: Vec<(String, &Pooled)> = m
         .models
         .iter()
         .filter_map(|mv| mv.pooled.get(tag).map(|p| (mv.name.clone(), p)))
         .collect();
-    let chart_file = format!("charts/tags/{}.svg", slug(tag));
-    let has_chart = !items.is_empty();
-    if has_chart {
-        files.push((
-            chart_file.clone(),
-            chart(
-                &chart_file,
-                charts::forest(
-                    &format!("tag {tag}: pass rate by model"),
-                    &charts::forest_rows(m.thresholds, items),
-                    m.thresholds,
-                ),
-            )?,
-        ));
+    if items.is_empty() {
+        return Ok(None);
     }
-    let latency = m
-        .models
-        .iter()
-        .map(|mv| latency_text(mv.latency_by_tag.get(tag)))
-        .collect();
-    let value_rows = m
-        .models
+    let chart_file = format!("charts/tags/{}.svg", slug(tag));
+    files.push((
+        chart_file.clone(),
+        chart(
+            &chart_file,
+            charts::forest(
+                &format!("tag {tag}: pass rate by model"),
+                &charts::forest_rows(m.thresholds, items),
+                m.thresholds,
+            ),
+        )?,
+    ));
+    Ok(Some(chart_file))
+}
+
+/// Per model: conformance, value accuracy and BFCL-style accuracy over the tag's tasks that
+/// report values (`r` leads to the site root).
+fn value_rows(m: &Matrix, tag: &str, r: &str) -> Vec<value::ValueRow> {
+    m.models
         .iter()
         .filter_map(|mv| {
             let v = mv.value_by_tag.get(tag)?;
@@ -118,31 +138,5 @@ pub fn page(
                 v,
             ))
         })
-        .collect();
-    let repeats = repeats::note(rep.marked_rows(m, tasks.iter().copied()), &r);
-    let page = TagPage {
-        repeats,
-        value_rows,
-        value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
-        value_first: "model",
-        value_meaning: value::VALUE_MEANING,
-        bfcl_style_meaning: value::BFCL_STYLE_MEANING,
-        title: format!("tag {tag}"),
-        latency,
-        root: r,
-        tag,
-        description: tags::describe(tag),
-        method: m.method.title(),
-        models: m.models.iter().map(|mv| mv.name.clone()).collect(),
-        pooled,
-
-        rows,
-        chart: has_chart.then_some(chart_file),
-        legend: legend(),
-    };
-    files.push((
-        format!("tags/{}.html", slug(tag)),
-        render("tag page", &page)?,
-    ));
-    Ok(())
+        .collect()
 }
