@@ -29,7 +29,7 @@ fn answer(r: Reliability) -> Answer {
 
 /// The answers as HTML (a list, one item per model, so that it reads the same on a phone), or
 /// `""` without a model. Model and tag names are escaped; links are relative to the site root.
-pub fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
+pub(crate) fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
     if m.models.is_empty() {
         return String::new();
     }

@@ -10,26 +10,26 @@
 use super::html::escape_into;
 
 /// What a shared link shows.
-pub struct Card<'a> {
+pub(crate) struct Card<'a> {
     /// The card's title (`og:title`).
-    pub title: &'a str,
+    pub(crate) title: &'a str,
     /// The line under it (`og:description` and the page's description).
-    pub description: &'a str,
+    pub(crate) description: &'a str,
     /// The page's address relative to the site root, made absolute with the site's URL when
     /// `build --site-url` gave one (`og:url`); without it no `og:url` is written, as a
     /// relative one is not allowed.
-    pub path: &'a str,
+    pub(crate) path: &'a str,
     /// `article` for a sample or a run, `website` for the summary pages.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
 /// The most characters of a description: unfurlers cut longer ones anyway.
-pub const MAX_DESCRIPTION: usize = 200;
+const MAX_DESCRIPTION: usize = 200;
 
 /// A site's base URL as `build --site-url` accepts it: `http(s)://` and a host, no whitespace,
 /// control characters, quotes, angle brackets, query or fragment; returned with one trailing
 /// `/` so that page paths append to it. The error says what is wrong.
-pub fn site_url(url: &str) -> Result<String, String> {
+pub(crate) fn site_url(url: &str) -> Result<String, String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -49,7 +49,7 @@ pub fn site_url(url: &str) -> Result<String, String> {
 }
 
 /// The card's tags, escaped, one per line. `base` is [`site_url`]'s result.
-pub fn render(card: &Card, base: Option<&str>) -> String {
+pub(crate) fn render(card: &Card, base: Option<&str>) -> String {
     let mut s = String::with_capacity(320);
     let mut tag = |attr: &str, content: &str| {
         s.push_str("<meta ");

@@ -16,16 +16,16 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One row of a forest chart.
 #[derive(Debug, Clone)]
-pub struct ForestRow {
-    pub name: String,
-    pub passes: u64,
-    pub scored: u64,
-    pub interval: Option<Interval>,
-    pub reliability: Reliability,
+pub(crate) struct ForestRow {
+    name: String,
+    passes: u64,
+    scored: u64,
+    interval: Option<Interval>,
+    reliability: Reliability,
 }
 
 /// Chart rows from pooled rates: the interval drawn is the one by task.
-pub fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<ForestRow> {
+pub(crate) fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<ForestRow> {
     items
         .into_iter()
         .map(|(name, p)| ForestRow {
@@ -40,13 +40,13 @@ pub fn forest_rows(at: Thresholds, items: Vec<(String, &Pooled)>) -> Vec<ForestR
 
 /// One bar of a distribution chart.
 #[derive(Debug, Clone)]
-pub struct Bar {
-    pub name: String,
-    pub count: u64,
+pub(crate) struct Bar {
+    pub(crate) name: String,
+    pub(crate) count: u64,
     /// CSS-like colour of the bar, `(r, g, b)`.
-    pub colour: (u8, u8, u8),
+    pub(crate) colour: (u8, u8, u8),
     /// Whether the bar counts toward the shares (transport errors do not).
-    pub counted: bool,
+    pub(crate) counted: bool,
 }
 
 const ROW: i32 = 24;
@@ -54,7 +54,7 @@ const TOP: i32 = 30;
 const CHAR_W: i32 = 8;
 const FONT: &str = "sans-serif";
 
-pub fn reliability_colour(r: Reliability) -> RGBColor {
+fn reliability_colour(r: Reliability) -> RGBColor {
     match r {
         Reliability::Reliable => RGBColor(26, 127, 55),
         Reliability::Uncertain => RGBColor(154, 103, 0),
@@ -64,7 +64,7 @@ pub fn reliability_colour(r: Reliability) -> RGBColor {
 }
 
 /// The bar colour of an outcome in distribution charts.
-pub fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
+pub(crate) fn outcome_colour(o: Outcome) -> (u8, u8, u8) {
     match o {
         Outcome::Pass => (26, 127, 55),
         Outcome::Error => (110, 119, 129),
@@ -101,7 +101,7 @@ fn label(
 /// A forest chart: one row per name, the interval as a line, the rate as a dot, and the numbers
 /// and the verdict written beside it. Grey lines mark 0, 100 % and the thresholds the verdicts
 /// were taken at (`at`: 50 % and `--reliable-at`, 90 % unless given).
-pub fn forest(title: &str, rows: &[ForestRow], at: Thresholds) -> Result<String, String> {
+pub(crate) fn forest(title: &str, rows: &[ForestRow], at: Thresholds) -> Result<String, String> {
     let name_w = rows
         .iter()
         .map(|r| text_width(&r.name))
@@ -211,7 +211,7 @@ fn ticks(at: Thresholds, x_of: impl Fn(f64) -> i32) -> Vec<(i32, String, bool)> 
 }
 
 /// Horizontal bars, one per name, each with its count and share written at its end.
-pub fn bars(title: &str, bars: &[Bar]) -> Result<String, String> {
+pub(crate) fn bars(title: &str, bars: &[Bar]) -> Result<String, String> {
     let name_w = bars
         .iter()
         .map(|b| text_width(&b.name))

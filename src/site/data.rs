@@ -34,7 +34,7 @@ const RULES: &[(&str, &str)] = &[
 ];
 
 /// sha256 over the scoring rules' sources (each as its path, a NUL, its length, a NUL, its text).
-pub fn rules_sha256() -> String {
+pub(crate) fn rules_sha256() -> String {
     let mut all = Vec::new();
     for (path, text) in RULES {
         all.extend_from_slice(path.as_bytes());
@@ -167,8 +167,8 @@ fn values_json(v: &ValuePooled, at: Thresholds) -> Value {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SkippedInput {
     /// Relative to the runs root, `/`-separated.
-    pub path: String,
-    pub reason: String,
+    pub(crate) path: String,
+    pub(crate) reason: String,
 }
 
 /// One cell of `data/matrix.json`.
@@ -252,7 +252,7 @@ impl serde::Serialize for Cells<'_> {
 }
 
 /// `data/matrix.json`.
-pub fn matrix_json(m: &Matrix, routing: &Routing, skipped: &[SkippedInput]) -> Vec<u8> {
+pub(crate) fn matrix_json(m: &Matrix, routing: &Routing, skipped: &[SkippedInput]) -> Vec<u8> {
     /// The document, in the order its fields are written.
     #[derive(serde::Serialize)]
     struct Doc<'a> {
@@ -428,7 +428,7 @@ fn policy_json(p: &PolicyResult) -> Value {
 }
 
 /// `data/routing.json` (docs/data.md).
-pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
     // Each row's part is made on its own core (a row of many labels holds a fallback measure
     // per label and other row), and they are taken in the rows' order.
     let models: Vec<Value> = r
@@ -502,7 +502,7 @@ pub fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
 }
 
 /// `data/compare.json`: the numbers of every comparison page.
-pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
+pub(crate) fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
     let doc = json!({
         "callcheck_version": env!("CARGO_PKG_VERSION"),
         "difference": "B − A, as a proportion (A the baseline)",
@@ -520,7 +520,7 @@ pub fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-pub const CSV_COLUMNS: [&str; 16] = [
+const CSV_COLUMNS: [&str; 16] = [
     "permalink",
     "model",
     "task",
@@ -538,12 +538,6 @@ pub const CSV_COLUMNS: [&str; 16] = [
     "parent",
     "feedback",
 ];
-
-/// `data/samples.csv`: one row per sample, RFC 4180 quoting.
-pub fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
-    let models = csv_models(m);
-    samples_csv_of(models.iter().flat_map(|model| model_rows(m, model)))
-}
 
 /// Every model with a sample, first-round or feedback, in name order.
 fn csv_models(m: &Matrix) -> Vec<&str> {
@@ -575,13 +569,13 @@ fn model_rows<'a>(m: &'a Matrix, model: &str) -> Box<dyn Iterator<Item = &'a Sco
 
 /// The largest `data/samples.csv` written whole; a bigger one is split by model (GitHub warns
 /// at 50 MB per file, and a notebook reading one model should not fetch all of them).
-pub const CSV_SPLIT_BYTES: usize = 40 << 20;
+pub(crate) const CSV_SPLIT_BYTES: usize = 40 << 20;
 
 /// Writes the one-row-per-sample export through `sink`: `data/samples.csv`, or, past `limit`
 /// bytes, `data/samples/<model>.csv` (each with the header), in model order. Returns the paths
 /// written. Each model's rows are rendered once; no more than `limit` bytes of them are held
 /// before the choice is made, and none after.
-pub fn samples_csv_files(
+pub(crate) fn samples_csv_files(
     m: &Matrix,
     limit: usize,
     sink: &mut dyn FnMut((String, Vec<u8>)) -> Result<(), super::SiteError>,
@@ -654,12 +648,12 @@ pub fn samples_csv_files(
 }
 
 /// The export's path when written whole, and its folder when split by model.
-pub const SAMPLES_CSV: &str = "data/samples.csv";
-pub const SAMPLES_DIR: &str = "data/samples";
+const SAMPLES_CSV: &str = "data/samples.csv";
+const SAMPLES_DIR: &str = "data/samples";
 
 /// The samples.csv files of a published site in `site`: the whole one, or the per-model ones
 /// (sorted); empty when it has neither.
-pub fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
     let whole = site.join(SAMPLES_CSV);
     if whole.is_file() {
         return vec![whole];
@@ -675,6 +669,7 @@ pub fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
     parts
 }
 
+/// The header, then one row per sample of `samples`: RFC 4180 quoting, CRLF line ends.
 fn samples_csv_of<'a>(samples: impl Iterator<Item = &'a Scored>) -> Result<Vec<u8>, csv::Error> {
     let mut out = Vec::new();
     {
@@ -798,7 +793,7 @@ fn push_tenths(out: &mut String, x: f64) {
 /// runs root) to the sha256 of its listing ([`run_listing`]): one line per run, so the manifest
 /// grows with runs, not with files, and anyone can check a site against its `runs/` with
 /// `sha256sum` (docs/data.md).
-pub fn manifest_json(
+pub(crate) fn manifest_json(
     m: &Matrix,
     tasks: &BTreeMap<String, String>,
     runs: &BTreeMap<String, String>,
@@ -821,7 +816,7 @@ pub fn manifest_json(
 /// `find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum` prints it from inside the
 /// folder: one `<sha256>  ./<path>` line per file, sorted by path bytes. `files` are the paths
 /// relative to the folder (`cell.json`, `samples/000/request.json`…) with their sha256.
-pub fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut lines: Vec<(String, &str)> = files
         .into_iter()
         .map(|(path, sha)| (format!("./{path}"), sha))
@@ -839,7 +834,7 @@ pub fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> S
 
 /// One row of a previous build's `samples.csv`: the permalink and what the sample was then
 /// (`pass`, `error` or the label).
-pub fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
     // Flexible: a row only needs the columns read here (a previous build may have fewer).
     let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let headers = r.headers().map_err(|e| e.to_string())?.clone();
@@ -863,36 +858,36 @@ pub fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
 
 /// One sample whose outcome changed between two builds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub permalink: String,
-    pub old: String,
-    pub new: String,
-    pub detail: String,
+pub(crate) struct Change {
+    pub(crate) permalink: String,
+    pub(crate) old: String,
+    pub(crate) new: String,
+    pub(crate) detail: String,
 }
 
 /// What changed since the previous build.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     /// In permalink order.
-    pub changed: Vec<Change>,
+    pub(crate) changed: Vec<Change>,
     /// (old, new) → count.
-    pub moves: BTreeMap<(String, String), u64>,
+    pub(crate) moves: BTreeMap<(String, String), u64>,
     /// Samples in this build and not in the previous one, and the other way round.
-    pub added: u64,
-    pub removed: u64,
-    pub previous: u64,
+    pub(crate) added: u64,
+    pub(crate) removed: u64,
+    pub(crate) previous: u64,
 }
 
 impl Changes {
     /// Nothing moved, appeared or disappeared: the rebuild re-scored the same samples the same
     /// way, and no changes page is written (so rebuilding unchanged inputs gives the same site).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.changed.is_empty() && self.added == 0 && self.removed == 0
     }
 }
 
 /// Compares the previous build's outcomes with this build's.
-pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
+pub(crate) fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
     let mut c = RunChanges::default();
     for s in m.samples.iter().chain(&m.feedback) {
         c.sample(s, previous.get(&s.key.permalink()).map(String::as_str));
@@ -905,16 +900,16 @@ pub fn changes(previous: &BTreeMap<String, String>, m: &Matrix) -> Changes {
 #[derive(Debug, Default)]
 pub struct RunChanges {
     /// Samples the previous build had too.
-    pub seen: u64,
+    pub(crate) seen: u64,
     /// Samples it did not have.
-    pub added: u64,
+    added: u64,
     /// Samples whose outcome moved.
-    pub changed: Vec<Change>,
+    changed: Vec<Change>,
 }
 
 impl RunChanges {
     /// Sample `s`, whose outcome in the previous build was `old` (`None`: it had no such sample).
-    pub fn sample(&mut self, s: &Scored, old: Option<&str>) {
+    pub(crate) fn sample(&mut self, s: &Scored, old: Option<&str>) {
         let new = s.outcome.name();
         match old {
             None => self.added += 1,
@@ -936,7 +931,7 @@ impl RunChanges {
 impl Changes {
     /// The changes of all samples, told in parts, against a previous build of `previous`
     /// samples: what it had and this build has not were removed.
-    pub fn gather(previous: u64, parts: impl IntoIterator<Item = RunChanges>) -> Changes {
+    pub(crate) fn gather(previous: u64, parts: impl IntoIterator<Item = RunChanges>) -> Changes {
         let mut c = Changes {
             previous,
             ..Changes::default()
@@ -984,6 +979,13 @@ mod split_tests {
             }
         }
         crate::report::aggregate(samples, crate::compare::infos(tasks), IntervalKind::Wilson)
+    }
+
+    /// `data/samples.csv` written in one go: every model's rows after one header, RFC 4180
+    /// quoting.
+    fn samples_csv(m: &Matrix) -> Result<Vec<u8>, csv::Error> {
+        let models = csv_models(m);
+        samples_csv_of(models.iter().flat_map(|model| model_rows(m, model)))
     }
 
     /// Past the limit, the export is one file per model holding exactly that model's rows, and

@@ -7,7 +7,7 @@ use std::fmt::Write;
 /// Escapes text for element content only (`&`, `<`, `>`): quotes need no escaping there, and
 /// leaving them alone keeps JSON-heavy transcript pages a third smaller. Never use it for
 /// attribute values. Control characters are written visibly ([`is_hidden`]).
-pub fn text_into(out: &mut String, s: &str) {
+pub(crate) fn text_into(out: &mut String, s: &str) {
     escape_with(out, s, &TEXT);
 }
 
@@ -77,13 +77,13 @@ fn escape_with(out: &mut String, s: &str, stop: &[bool; 256]) {
 /// A control character other than a newline or a tab: a terminal escape, a NUL, a carriage
 /// return, DEL, a C1 control. A page never carries one raw: a browser draws nothing (or a
 /// blank) for it, so a garbage response would look cleaner than it is.
-pub fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control() && c != '\n' && c != '\t'
 }
 
 /// `s` with its control characters written visibly ([`is_hidden`]), nothing else changed: for
 /// text a script puts on a page (a browser draws a raw one as nothing there too).
-pub fn visible_text(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn visible_text(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.chars().any(is_hidden) {
         return s.into();
     }
@@ -108,7 +108,7 @@ fn visible(out: &mut String, c: char) {
 /// escaping, with control characters written visibly as well, so that no
 /// field (a detail, a header, an error) can carry a raw one onto a page.
 #[derive(Debug, Clone, Copy)]
-pub struct Visible;
+pub(crate) struct Visible;
 
 impl askama::filters::Escaper for Visible {
     fn write_escaped_str<W: Write>(&self, mut dest: W, s: &str) -> std::fmt::Result {
@@ -124,39 +124,39 @@ impl askama::filters::Escaper for Visible {
 }
 
 /// [`text_into`], returning a new string.
-pub fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 16);
     text_into(&mut out, s);
     out
 }
 
 /// Escapes text for HTML element content and quoted attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     escape_into(&mut out, s);
     out
 }
 
 /// Escapes `s` onto `out`.
-pub fn escape_into(out: &mut String, s: &str) {
+pub(crate) fn escape_into(out: &mut String, s: &str) {
     escape_with(out, s, &ATTRIBUTE);
 }
 
 /// The prefix that leads from a page at `depth` folders below the site root back to the root:
 /// `""`, `"../"`, `"../../"`… Every link on the site is relative, so the site works from the file
 /// system and from a GitHub Pages project path alike.
-pub fn root(depth: usize) -> String {
+pub(crate) fn root(depth: usize) -> String {
     "../".repeat(depth)
 }
 
 /// The depth of a page from its path relative to the site root (`models/x.html` → 1).
-pub fn depth_of(path: &str) -> usize {
+pub(crate) fn depth_of(path: &str) -> usize {
     path.matches('/').count()
 }
 
 /// The anchor id of a model × task cell on the index page. `~` cannot occur in model or task
 /// names (SPEC §4), so the id is unambiguous.
-pub fn cell_id(model: &str, task: &str) -> String {
+pub(crate) fn cell_id(model: &str, task: &str) -> String {
     format!("c~{model}~{task}")
 }
 
@@ -185,7 +185,7 @@ pub fn slug(name: &str) -> String {
 /// JSON pretty-printed as HTML element content (two-space indent, serde_json's layout), with the value at
 /// JSON Pointer `mark` wrapped in `<mark id="fail">`. When `mark` does not exist in `v` (a missing
 /// required key), its nearest existing ancestor is marked instead, so the anchor always lands.
-pub fn json_html(v: &Value, mark: Option<&str>) -> String {
+pub(crate) fn json_html(v: &Value, mark: Option<&str>) -> String {
     let target = mark.map(|m| nearest_existing(v, m));
     let mut out = String::new();
     write_value(&mut out, v, "", 0, target.as_deref(), false);
@@ -290,7 +290,7 @@ fn write_value(
 /// string, number and key is kept as written, in its order, duplicates too (a parsed and
 /// re-printed value would lose those, and a server's `1.0`, `\u00e9` or repeated key is
 /// evidence). The caller checks that the text is JSON.
-pub fn json_reindent(s: &str) -> String {
+pub(crate) fn json_reindent(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len() + s.len() / 2);
     let mut level = 0usize;
@@ -354,7 +354,7 @@ pub fn json_reindent(s: &str) -> String {
 }
 
 /// Quotes a string for a POSIX shell: single quotes, with each `'` written as `'\''`.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -369,7 +369,7 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 /// Formats a byte count for people: `812 B`, `14.2 KB`, `3.1 MB`.
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     let mut s = String::new();
     if n < 1000 {
         let _ = write!(s, "{n} B");

@@ -9,19 +9,19 @@
 //! cell as a `<td>`, and where it is drawn), [`text`] (figures as words) and [`charts`]; the
 //! files of `data/` are written by [`data`].
 
-pub mod answers;
-pub mod card;
-pub mod charts;
+pub(crate) mod answers;
+pub(crate) mod card;
+pub(crate) mod charts;
 pub mod data;
 pub mod html;
-pub mod marks;
-pub mod matrix;
+pub(crate) mod marks;
+pub(crate) mod matrix;
 pub mod pages;
-pub mod repeats;
+pub(crate) mod repeats;
 pub mod reuse;
-pub mod tags;
-pub mod text;
-pub mod value;
+pub(crate) mod tags;
+pub(crate) mod text;
+pub(crate) mod value;
 
 use crate::report::Matrix;
 use crate::task::Task;
@@ -50,37 +50,37 @@ pub enum SiteError {
 #[derive(Debug, Clone, Default)]
 pub struct ModelInfo {
     /// The distinct model entries used (already redacted by collect), in run order.
-    pub entries: Vec<Value>,
+    pub(crate) entries: Vec<Value>,
     /// The distinct `server` objects recorded.
-    pub servers: Vec<Value>,
+    pub(crate) servers: Vec<Value>,
     /// callcheck versions that collected the runs, sorted.
-    pub versions: Vec<String>,
+    pub(crate) versions: Vec<String>,
     /// (task, run id, k, started, ended), sorted.
-    pub runs: Vec<(String, String, u32, String, String)>,
+    pub(crate) runs: Vec<(String, String, u32, String, String)>,
 }
 
 /// Everything the site is rendered from.
-pub struct SiteInput<'a> {
-    pub matrix: &'a Matrix,
+pub(crate) struct SiteInput<'a> {
+    pub(crate) matrix: &'a Matrix,
     /// The corpus, sorted by id.
-    pub tasks: &'a [Task],
-    pub models: &'a BTreeMap<String, ModelInfo>,
-    pub skipped: &'a [SkippedInput],
-    pub changes: Option<&'a Changes>,
+    pub(crate) tasks: &'a [Task],
+    pub(crate) models: &'a BTreeMap<String, ModelInfo>,
+    pub(crate) skipped: &'a [SkippedInput],
+    pub(crate) changes: Option<&'a Changes>,
     /// Task id → sha256 of its file, for the manifest.
-    pub task_hashes: &'a BTreeMap<String, String>,
+    pub(crate) task_hashes: &'a BTreeMap<String, String>,
     /// Run folder (relative to the runs root) → sha256 of its listing (every file in it with
     /// its sha256: [`data::run_listing`]), for the manifest.
-    pub transcripts: &'a BTreeMap<String, String>,
+    pub(crate) transcripts: &'a BTreeMap<String, String>,
     /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
-    pub comparisons: &'a [crate::compare::Comparison],
+    pub(crate) comparisons: &'a [crate::compare::Comparison],
     /// The groups of pages the site being updated holds ([`reuse`]): the pages of a model, a
     /// task, a tag or a label whose inputs did not change are left as they are. `None`: every
     /// page is drawn, and none is recorded.
-    pub groups: Option<&'a dyn reuse::Groups>,
+    pub(crate) groups: Option<&'a dyn reuse::Groups>,
     /// The site's base address (`build --site-url`, checked by [`card::site_url`]): the link
     /// cards' `og:url`.
-    pub site_url: Option<&'a str>,
+    pub(crate) site_url: Option<&'a str>,
 }
 
 /// A rendered file: its path relative to the site root, and its bytes.
@@ -91,14 +91,14 @@ const STYLE: &str = include_str!("style.css");
 const SORT_JS: &str = include_str!("sort.js");
 
 /// Where each rendered summary file goes: called from two threads at once.
-pub type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
+pub(crate) type Sink<'a> = &'a (dyn Fn(File) -> Result<(), SiteError> + Sync);
 
 /// Renders every file of the site except the per-sample pages (which `cmd::build` renders while
 /// it scores, so that no more than a handful of verdicts are alive at once), on every core: the
 /// router's evidence is computed beside the files that do not read it, and each group of files
 /// is drawn on its own. Each file is handed to `sink` as soon as it is drawn: a BFCL-sized
 /// site's summary files are hundreds of megabytes, never held at once.
-pub fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
+pub(crate) fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError> {
     // Which rows ask for temperature 0: the identical-samples marks of the index, the tag and
     // the comparison pages.
     let rep = repeats::Repeats::of(input.models);

@@ -12,27 +12,27 @@ use crate::report::{Cell, Matrix, TaskInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The mark, a character that reads "the same" without colour.
-pub const MARK: &str = "≡";
+pub(crate) const MARK: &str = "≡";
 
 /// What the build knows of which rows ask for temperature 0 (from their runs' `cell.json`).
 #[derive(Debug, Default, Clone)]
-pub struct Repeats {
+pub(crate) struct Repeats {
     zero: BTreeSet<String>,
 }
 
 /// Why one verdict may overstate its evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Why {
+pub(crate) struct Why {
     /// Cells under the verdict whose two or more scored samples are one answer.
-    pub repeated: u64,
+    repeated: u64,
     /// Cells under the verdict with a scored sample.
-    pub cells: u64,
+    cells: u64,
     /// The row asks for temperature 0.
-    pub zero: bool,
+    zero: bool,
 }
 
 impl Repeats {
-    pub fn of(models: &BTreeMap<String, ModelInfo>) -> Repeats {
+    pub(crate) fn of(models: &BTreeMap<String, ModelInfo>) -> Repeats {
         Repeats {
             zero: models
                 .iter()
@@ -45,7 +45,11 @@ impl Repeats {
     /// Why the verdict of `row` over `cells` (its cells of a shape, a task or a comparison)
     /// may overstate the evidence; `None` when nothing under it repeats, or there is no cell
     /// (and so no verdict) at all.
-    pub fn why<'a>(&self, row: &str, cells: impl IntoIterator<Item = &'a Cell>) -> Option<Why> {
+    pub(crate) fn why<'a>(
+        &self,
+        row: &str,
+        cells: impl IntoIterator<Item = &'a Cell>,
+    ) -> Option<Why> {
         let mut w = Why {
             repeated: 0,
             cells: 0,
@@ -66,7 +70,7 @@ impl Repeats {
 
     /// The same from counts already taken (a comparison's cells, which may be a baseline's):
     /// `repeated` of `cells`.
-    pub fn why_counted(&self, row: &str, repeated: u64, cells: u64) -> Option<Why> {
+    pub(crate) fn why_counted(&self, row: &str, repeated: u64, cells: u64) -> Option<Why> {
         let w = Why {
             repeated,
             cells,
@@ -77,7 +81,7 @@ impl Repeats {
 
     /// Why one model's pooled verdict over one tag (its cells of the tag's tasks) may overstate
     /// the evidence.
-    pub fn why_tag(&self, m: &Matrix, model: &str, tag: &str) -> Option<Why> {
+    pub(crate) fn why_tag(&self, m: &Matrix, model: &str, tag: &str) -> Option<Why> {
         let cells = m
             .tasks
             .iter()
@@ -87,7 +91,7 @@ impl Repeats {
     }
 
     /// The mark of one model's pooled verdict over one tag ([`Repeats::why_tag`]), or `""`.
-    pub fn tag_mark(&self, m: &Matrix, model: &str, tag: &str) -> String {
+    pub(crate) fn tag_mark(&self, m: &Matrix, model: &str, tag: &str) -> String {
         self.why_tag(m, model, tag)
             .map(|w| w.mark())
             .unwrap_or_default()
@@ -95,7 +99,7 @@ impl Repeats {
 
     /// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for the
     /// page's [`note`].
-    pub fn marked_rows<'a>(
+    pub(crate) fn marked_rows<'a>(
         &self,
         m: &'a Matrix,
         tasks: impl Iterator<Item = &'a TaskInfo> + Clone,
@@ -117,13 +121,13 @@ impl Repeats {
 impl Why {
     /// The mark with its short text, as HTML: `≡ one answer in 3 of 4 tasks`, `≡ one answer`
     /// for a single cell, `≡ temperature 0`.
-    pub fn mark(&self) -> String {
+    pub(crate) fn mark(&self) -> String {
         wrap(&self.text())
     }
 
     /// The mark alone, its text as a tooltip: for a list that must stay short (the index's
     /// answers), beside a table that gives the text (the shape table).
-    pub fn short_mark(&self) -> String {
+    pub(crate) fn short_mark(&self) -> String {
         format!(
             "<small class=\"warn same\" title=\"{}: one observation, not k\">{MARK}</small>",
             self.text()
@@ -154,7 +158,7 @@ fn wrap(text: &str) -> String {
 
 /// The mark of a comparison's figure, which rests on two rows: `≡ A: one answer; B:
 /// temperature 0`; `""` when neither side repeats.
-pub fn mark_sides(a: Option<Why>, b: Option<Why>) -> String {
+pub(crate) fn mark_sides(a: Option<Why>, b: Option<Why>) -> String {
     let parts: Vec<String> = [("A", a), ("B", b)]
         .into_iter()
         .filter_map(|(side, w)| w.map(|w| format!("{side}: {}", w.text())))
@@ -168,7 +172,7 @@ pub fn mark_sides(a: Option<Why>, b: Option<Why>) -> String {
 
 /// The page's one sentence on the mark, linking the model pages of `rows` (`root` leads to the
 /// site root; a row without a page here, a baseline's, is named unlinked); `""` without a row.
-pub fn note<'a>(rows: impl IntoIterator<Item = (&'a str, bool)>, root: &str) -> String {
+pub(crate) fn note<'a>(rows: impl IntoIterator<Item = (&'a str, bool)>, root: &str) -> String {
     let rows: BTreeMap<&str, bool> = rows.into_iter().collect();
     if rows.is_empty() {
         return String::new();

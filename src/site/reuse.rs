@@ -30,7 +30,7 @@ pub trait Groups: Sync {
 }
 
 /// The keys of one build's groups.
-pub struct Keys {
+pub(crate) struct Keys {
     global: Key,
     /// Model → task → hash of the listings of the run folders under `runs/<model>/<task>/`
     /// (nested, so that a lookup borrows its names).
@@ -44,7 +44,7 @@ fn field(h: &mut Sha256, s: &[u8]) {
 }
 
 impl Keys {
-    pub fn of(input: &SiteInput) -> Keys {
+    pub(crate) fn of(input: &SiteInput) -> Keys {
         let m = input.matrix;
         let mut g = Sha256::new();
         field(&mut g, env!("CALLCHECK_SOURCE_HASH").as_bytes());
@@ -116,7 +116,7 @@ impl Keys {
     }
 
     /// A model's page and charts: its runs, and its block of comparisons.
-    pub fn model(&self, input: &SiteInput, model: &str) -> Key {
+    pub(crate) fn model(&self, input: &SiteInput, model: &str) -> Key {
         let mut h = self.start("model", model);
         field(
             &mut h,
@@ -129,7 +129,7 @@ impl Keys {
     }
 
     /// A task's page: its runs, every model's, and its block of comparisons.
-    pub fn task(&self, input: &SiteInput, task: &str) -> Key {
+    pub(crate) fn task(&self, input: &SiteInput, task: &str) -> Key {
         let mut h = self.start("task", task);
         field(
             &mut h,
@@ -142,7 +142,7 @@ impl Keys {
     }
 
     /// A tag's page and chart: the runs of its tasks.
-    pub fn tag(&self, input: &SiteInput, tag: &str) -> Key {
+    pub(crate) fn tag(&self, input: &SiteInput, tag: &str) -> Key {
         let mut h = self.start("tag", tag);
         for t in input
             .matrix
@@ -158,7 +158,7 @@ impl Keys {
     }
 
     /// A label's page: the runs of the cells where it occurs.
-    pub fn label(&self, input: &SiteInput, label: Label) -> Key {
+    pub(crate) fn label(&self, input: &SiteInput, label: Label) -> Key {
         let mut h = self.start("label", label.as_str());
         for c in input.matrix.cells.values() {
             if c.labels.contains_key(&label) {

@@ -109,7 +109,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
 
 /// The sentence for `tag`; imported `bfcl-…`/`live_…` categories and unknown tags get a plain
 /// fallback naming the tag.
-pub fn describe(tag: &str) -> String {
+pub(crate) fn describe(tag: &str) -> String {
     if let Ok(i) = DESCRIPTIONS.binary_search_by(|(t, _)| t.cmp(&tag)) {
         return DESCRIPTIONS[i].1.to_string();
     }

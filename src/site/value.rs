@@ -13,13 +13,13 @@ use crate::task::{Accept, Rule};
 use std::collections::BTreeMap;
 
 /// Value accuracy in one sentence (after its name), for a reader who knows BFCL's leaderboard.
-pub const VALUE_MEANING: &str = "of the samples that passed conformance, the share whose \
+pub(crate) const VALUE_MEANING: &str = "of the samples that passed conformance, the share whose \
 argument values are among the answers the task accepts — on BFCL's questions matched with \
 BFCL's own checker rules (strings without case, spaces or ,./-_*^; an integer for a float; an \
 optional parameter left out) — reported beside the label, never changing it.";
 
 /// BFCL-style accuracy in one sentence (after its name).
-pub const BFCL_STYLE_MEANING: &str = "the share of all scored samples that pass conformance \
+pub(crate) const BFCL_STYLE_MEANING: &str = "the share of all scored samples that pass conformance \
 and match a value (a question that expects no call, or any call, only has to pass), so no_call, \
 malformed_json and every other label count as wrong, as BFCL counts them: the number to hold \
 against BFCL's leaderboard, which asks each question once and reports a bare percentage, where \
@@ -46,7 +46,7 @@ fn td(count: u64, of: u64, iv: Option<&Interval>, note: &str, out: &mut String) 
 
 /// A cell's value accuracy and BFCL-style accuracy as two `<td>`s, each `x/n · rate
 /// [lo–hi %]` with the build's interval method over the cell's samples.
-pub fn cell_tds(m: &Matrix, c: &Cell, out: &mut String) {
+pub(crate) fn cell_tds(m: &Matrix, c: &Cell, out: &mut String) {
     if c.value_compared == 0 {
         out.push_str(
             "<td class=\"none\" data-v=\"-1\">– no passing sample with a value to compare</td>",
@@ -88,17 +88,17 @@ fn pooled_value_td(p: &Pooled, out: &mut String) {
 }
 
 /// One row of a value table: a model (tag page) or a tag (model page).
-pub struct ValueRow {
-    pub name: String,
-    pub link: String,
+pub(crate) struct ValueRow {
+    pub(crate) name: String,
+    pub(crate) link: String,
     /// Tasks pooled: those of the model × tag that report values.
-    pub tasks: u64,
+    pub(crate) tasks: u64,
     /// Pre-rendered `<td>`s: conformance over the same tasks, value accuracy, BFCL-style.
-    pub tds: String,
+    pub(crate) tds: String,
 }
 
 /// The value table's row for one set of pooled cells.
-pub fn row(at: Thresholds, name: String, link: String, v: &ValuePooled) -> ValueRow {
+pub(crate) fn row(at: Thresholds, name: String, link: String, v: &ValuePooled) -> ValueRow {
     let mut tds = String::new();
     pooled_td(at, &v.conformance, "", &mut tds);
     pooled_value_td(&v.value, &mut tds);
@@ -113,7 +113,7 @@ pub fn row(at: Thresholds, name: String, link: String, v: &ValuePooled) -> Value
 
 /// What an expected call's `accept` lists, one line per parameter: `city: "Paris" or "Paris,
 /// France" (BFCL's rule)`, `unit: "celsius", or left out`. Each value is clipped for the page.
-pub fn accept_lines(accept: &BTreeMap<String, Accept>) -> Vec<String> {
+pub(crate) fn accept_lines(accept: &BTreeMap<String, Accept>) -> Vec<String> {
     accept
         .iter()
         .map(|(name, a)| {

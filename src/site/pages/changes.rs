@@ -25,7 +25,7 @@ struct ChangesPage<'a> {
 }
 
 /// `changes.html`, from what changed since the previous build.
-pub fn page(c: &Changes) -> Result<File, SiteError> {
+pub(crate) fn page(c: &Changes) -> Result<File, SiteError> {
     let moves = c
         .moves
         .iter()

@@ -385,7 +385,7 @@ fn label_moves(c: &Comparison, moved: fn(u64, u64) -> bool) -> Vec<String> {
 /// Every comparison page and `data/compare.json`; nothing when there is no comparison.
 /// `m` is this site's matrix (the tasks' tags); `rep` tells which of its rows ask for
 /// temperature 0.
-pub fn files(
+pub(crate) fn files(
     comparisons: &[Comparison],
     m: &Matrix,
     rep: &Repeats,
@@ -406,7 +406,7 @@ pub fn files(
 }
 
 /// How a compare page orders its tasks, as the page says it.
-pub const CELL_ORDER: &str = "tasks whose interval says worse come first, then better, then those whose rates differ without evidence of a difference (the largest difference first), then those with the same rate; ties in task id order";
+const CELL_ORDER: &str = "tasks whose interval says worse come first, then better, then those whose rates differ without evidence of a difference (the largest difference first), then those with the same rate; ties in task id order";
 
 /// A task's place in [`CELL_ORDER`]: its group, then (within the undecided) the size of its
 /// difference in tenths of a point, larger first.
@@ -427,7 +427,7 @@ fn cell_rank(c: &crate::compare::CellDiff) -> (u8, std::cmp::Reverse<u64>) {
 /// The "Comparisons" block of a page at `depth`: a list of the comparisons that involve `row`
 /// (every one when `None`), each with its overall verdict; `anchor` points into the page (a
 /// task's row). Empty when there is none, so pages without comparisons are unchanged.
-pub fn block(
+pub(crate) fn block(
     comparisons: &[Comparison],
     depth: usize,
     row: Option<&str>,

@@ -124,7 +124,7 @@ fn shape_rows(m: &Matrix, root: &str, rep: &Repeats) -> Vec<ShapeRow> {
 }
 
 /// `index.html`; `samples_csvs` are the export's files, which it links.
-pub fn page(
+pub(crate) fn page(
     input: &SiteInput,
     rep: &Repeats,
     samples_csvs: &[String],

@@ -89,7 +89,7 @@ fn retry_meaning(r: Retry) -> &'static str {
 
 /// The label pages, each handed to `sink` as it is drawn (or left as it is:
 /// [`crate::site::reuse`]), and their index.
-pub fn pages(
+pub(crate) fn pages(
     input: &SiteInput,
     keys: GroupKeys,
     routing_of: &Routing,

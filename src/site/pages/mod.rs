@@ -1,16 +1,16 @@
 //! The site's pages, one module each: its askama struct(s) and the builder that fills them.
 
-pub mod changes;
-pub mod compare;
-pub mod index;
-pub mod label;
-pub mod model;
-pub mod not_found;
-pub mod routing;
+pub(crate) mod changes;
+pub(crate) mod compare;
+pub(crate) mod index;
+pub(crate) mod label;
+pub(crate) mod model;
+pub(crate) mod not_found;
+pub(crate) mod routing;
 pub mod run;
-pub mod samples;
-pub mod tag;
-pub mod task;
+pub(crate) mod samples;
+pub(crate) mod tag;
+pub(crate) mod task;
 
 use super::SiteError;
 use askama::Template;

@@ -225,7 +225,7 @@ fn label_bars(mv: &ModelView) -> Vec<charts::Bar> {
 
 /// `models/<model>.html` and its two charts; `routing` is the router's evidence, whose reroll
 /// measures the page gives.
-pub fn page(
+pub(crate) fn page(
     input: &SiteInput,
     mv: &ModelView,
     routing: &Routing,

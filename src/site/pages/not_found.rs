@@ -18,7 +18,7 @@ struct NotFoundPage {
 }
 
 /// `404.html`, naming the site's models and tasks.
-pub fn page(input: &SiteInput) -> Result<File, SiteError> {
+pub(crate) fn page(input: &SiteInput) -> Result<File, SiteError> {
     let page = NotFoundPage {
         title: "not found".into(),
         root: String::new(),

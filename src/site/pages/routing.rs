@@ -12,7 +12,7 @@ use crate::taxonomy::Label;
 use askama::Template;
 
 /// The page's path, from the site root.
-pub const PAGE: &str = "routing.html";
+const PAGE: &str = "routing.html";
 /// One unit of a figure that a table cell must not break (`67 %`, `[21–94 %]`, `1.15 req`):
 /// its spaces no-break spaces, and a word joiner after an en dash (a line may otherwise break
 /// after one). A cell then wraps only between units, never inside an interval.
@@ -33,7 +33,7 @@ fn rate_text(rate: Option<f64>, iv: Option<&Interval>) -> String {
     }
 }
 
-pub fn measure_text(m: &Measure) -> String {
+pub(crate) fn measure_text(m: &Measure) -> String {
     if m.n == 0 {
         return "–".into();
     }
@@ -46,11 +46,11 @@ pub fn measure_text(m: &Measure) -> String {
 }
 
 /// One policy's cell on the page.
-pub struct PolicyCell {
-    pub policy: &'static str,
-    pub success: String,
-    pub cost: String,
-    pub wins: bool,
+struct PolicyCell {
+    policy: &'static str,
+    success: String,
+    cost: String,
+    wins: bool,
 }
 
 fn cost_text(p: &PolicyResult) -> String {
@@ -85,38 +85,38 @@ fn policy_cells(ps: &[PolicyResult]) -> Vec<PolicyCell> {
         .collect()
 }
 
-pub struct RowView {
-    pub model: String,
-    pub anchor: String,
-    pub tasks: u64,
-    pub policies: Vec<PolicyCell>,
-    pub labels: Vec<LabelView>,
-    pub tags: Vec<TagView>,
-    pub parent_passes: u64,
-    pub orphans: u64,
-    pub feedback_samples: u64,
-    pub feedback_errors: u64,
+struct RowView {
+    model: String,
+    anchor: String,
+    tasks: u64,
+    policies: Vec<PolicyCell>,
+    labels: Vec<LabelView>,
+    tags: Vec<TagView>,
+    parent_passes: u64,
+    orphans: u64,
+    feedback_samples: u64,
+    feedback_errors: u64,
 }
 
-pub struct TagView {
-    pub tag: String,
-    pub winner: String,
-    pub success: String,
-    pub cost: String,
-    pub single: String,
+struct TagView {
+    tag: String,
+    winner: String,
+    success: String,
+    cost: String,
+    single: String,
 }
 
 #[derive(Debug)]
-pub struct LabelView {
-    pub label: &'static str,
-    pub default: &'static str,
-    pub failures: u64,
-    pub reroll: String,
-    pub repair: String,
-    pub feedback: Vec<String>,
-    pub fallback: String,
+pub(crate) struct LabelView {
+    label: &'static str,
+    default: &'static str,
+    pub(crate) failures: u64,
+    pub(crate) reroll: String,
+    pub(crate) repair: String,
+    pub(crate) feedback: Vec<String>,
+    pub(crate) fallback: String,
     /// The row (on label pages, where rows are listed per label).
-    pub model: String,
+    pub(crate) model: String,
 }
 
 #[derive(Template)]
@@ -131,12 +131,12 @@ struct RoutingPage {
 }
 
 /// The anchor of a row's section on the routing page (model pages link it).
-pub fn anchor(model: &str) -> String {
+pub(crate) fn anchor(model: &str) -> String {
     format!("m-{model}")
 }
 
 /// `routing.html`.
-pub fn page(r: &Routing) -> Result<File, SiteError> {
+pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
     let rows = r
         .models
         .iter()
@@ -212,7 +212,7 @@ fn label_view(model: &str, l: &LabelRouting) -> LabelView {
 }
 
 /// A label page's table: per row that failed with `label`, its four measured actions.
-pub fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
+pub(crate) fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
     r.models
         .iter()
         .filter_map(|mr| {
@@ -224,7 +224,10 @@ pub fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
 
 /// A label page's group key ([`crate::site::reuse`]) extended with its measured actions: they depend
 /// on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
-pub fn label_key(key: crate::site::reuse::Key, actions: &[LabelView]) -> crate::site::reuse::Key {
+pub(crate) fn label_key(
+    key: crate::site::reuse::Key,
+    actions: &[LabelView],
+) -> crate::site::reuse::Key {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(key);

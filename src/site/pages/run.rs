@@ -27,22 +27,22 @@ use std::fmt::Write as _;
 const MAX_SHOWN: usize = 256 * 1024;
 
 /// Everything one sample page is made from.
-pub struct SampleContext<'a> {
-    pub key: &'a SampleKey,
-    pub task: &'a Task,
-    pub cell: &'a CellInfo,
+pub(crate) struct SampleContext<'a> {
+    pub(crate) key: &'a SampleKey,
+    pub(crate) task: &'a Task,
+    pub(crate) cell: &'a CellInfo,
     /// The sample as the scorer read it: request and meta parsed (absent when they do not
     /// parse), the response bytes as received.
-    pub transcript: &'a Transcript,
+    pub(crate) transcript: &'a Transcript,
     /// `request.json` exactly as sent.
-    pub request_raw: &'a [u8],
+    pub(crate) request_raw: &'a [u8],
     /// What of the request differs from the run's (shown once, on the run page):
     /// [`request_changes`]; empty when nothing but the sample's own seed does.
-    pub request_changes: &'a [String],
-    pub verdict: &'a Verdict,
-    pub task_changed: bool,
+    pub(crate) request_changes: &'a [String],
+    pub(crate) verdict: &'a Verdict,
+    pub(crate) task_changed: bool,
     /// The response as the scorer read it.
-    pub completion: Option<&'a crate::score::wire::Completion>,
+    pub(crate) completion: Option<&'a crate::score::wire::Completion>,
 }
 
 struct StageRow {
@@ -123,8 +123,8 @@ struct Stub<'a> {
 
 /// What a run's page shows of one sample above the sections: its name and outcome.
 pub struct SampleMark {
-    pub name: String,
-    pub outcome: Outcome,
+    pub(crate) name: String,
+    pub(crate) outcome: Outcome,
 }
 
 struct MarkView {
@@ -277,7 +277,7 @@ fn message_view(m: &Value) -> MessageView {
 /// by name and in order, leaving out `seed`: collect gives each sample of a row that sets one
 /// its own, so that k samples are k draws, and that is not a difference worth a warning. A
 /// request that is not a JSON object is named whole. Empty: the same request.
-pub fn request_changes(
+pub(crate) fn request_changes(
     reference: Option<&Value>,
     reference_raw: &[u8],
     request: Option<&Value>,
@@ -306,7 +306,7 @@ pub fn request_changes(
 /// model entry's `api_key_env` (the field collect writes): a variable's name, never a value.
 /// Other fields are not guessed at: a hand-made `cell.json` with a key in some other field must
 /// not put it on a published page.
-pub fn key_variable(model: &Value) -> Option<String> {
+fn key_variable(model: &Value) -> Option<String> {
     let v = model.get("api_key_env")?.as_str()?;
     let v = v.strip_prefix('$').unwrap_or(v);
     let ok = !v.is_empty()
@@ -320,7 +320,7 @@ pub fn key_variable(model: &Value) -> Option<String> {
 /// block says about itself goes on comment lines before the command. The body is the request's
 /// bytes exactly, single-quoted; a body a shell argument cannot carry (a NUL byte, or bytes that
 /// are not UTF-8) is left to the sample's `request.json` instead.
-pub fn curl(cell: &CellInfo, request: &[u8], streamed: bool) -> String {
+pub(crate) fn curl(cell: &CellInfo, request: &[u8], streamed: bool) -> String {
     // The first replica when the entry lists several.
     let base = cell
         .model
@@ -615,21 +615,21 @@ fn sent_view(task: &Task, request: Option<&Value>) -> Sent {
 }
 
 /// Everything a run's page (`t/<model>/<task>/<run>/index.html`) is made from.
-pub struct RunContext<'a> {
-    pub task: &'a Task,
-    pub cell: &'a CellInfo,
-    pub model: &'a str,
-    pub run: &'a str,
+pub(crate) struct RunContext<'a> {
+    pub(crate) task: &'a Task,
+    pub(crate) cell: &'a CellInfo,
+    pub(crate) model: &'a str,
+    pub(crate) run: &'a str,
     /// Every scored sample, in order, and the HTML of their sections ([`render`]), concatenated.
-    pub samples: &'a [SampleMark],
-    pub sections: &'a str,
+    pub(crate) samples: &'a [SampleMark],
+    pub(crate) sections: &'a str,
     /// The sample whose request is shown (the run's first), its bytes, and whether its response
     /// was a stream (for curl's `-N`); absent when no sample's request could be read.
-    pub reference: Option<(&'a str, &'a [u8], bool)>,
+    pub(crate) reference: Option<(&'a str, &'a [u8], bool)>,
     /// Models × tasks of the site: where the run's cell is drawn ([`crate::site::matrix::cell_href_in`]).
-    pub cells: usize,
+    pub(crate) cells: usize,
     /// The site's base address ([`crate::site::card::site_url`]), when known: the card's `og:url`.
-    pub site_url: Option<&'a str>,
+    pub(crate) site_url: Option<&'a str>,
 }
 
 #[derive(Template)]
@@ -666,7 +666,7 @@ struct RunPage<'a> {
 
 /// Renders a run's page: its samples' sections, then the request they sent (shown once) and
 /// "copy as curl".
-pub fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
+pub(crate) fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
     let (request, curl_text) = match cx.reference {
         Some((_, bytes, streamed)) => (
             serde_json::from_slice::<Value>(bytes).ok(),
@@ -759,7 +759,7 @@ fn run_summary(cx: &RunContext) -> String {
 /// The permalink page of a sample (`t/<model>/<task>/<run>/<NNN>.html`): a shared link's title
 /// and card, and the way to the sample's section of the run's page. `site_url` is the site's
 /// base address ([`crate::site::card::site_url`]), when known.
-pub fn render_stub(
+pub(crate) fn render_stub(
     key: &SampleKey,
     v: &Verdict,
     site_url: Option<&str>,
@@ -791,7 +791,7 @@ pub fn render_stub(
 }
 
 /// Renders one sample's section of its run's page. Its failure anchor is `fail-<sample>`.
-pub fn render(cx: &SampleContext) -> Result<String, askama::Error> {
+pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let v = cx.verdict;
     let key = cx.key;
     let (calls, call_anchor) = calls_view(cx.task, v);

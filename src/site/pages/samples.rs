@@ -60,10 +60,10 @@ pub fn samples_page(m: &Matrix) -> Result<Vec<File>, SiteError> {
 }
 
 /// Details longer than this are clipped in the index (the transcript page has the whole text).
-pub const DETAIL_CHARS: usize = 200;
+const DETAIL_CHARS: usize = 200;
 
 /// The outcome codes, in order: `a` = pass, `b`… = the labels in taxonomy order, then error.
-pub fn outcome_names() -> Vec<&'static str> {
+fn outcome_names() -> Vec<&'static str> {
     let mut v = vec!["pass"];
     v.extend(Label::ALL.iter().map(|l| l.as_str()));
     v.push("error");
@@ -100,7 +100,7 @@ impl Table {
 }
 
 /// `data/samples.js`: one assignment, `window.CALLCHECK_SAMPLES = {…};`.
-pub fn samples_js(m: &Matrix) -> Vec<u8> {
+fn samples_js(m: &Matrix) -> Vec<u8> {
     let models: Vec<&str> = m.models.iter().map(|mv| mv.name.as_str()).collect();
     let model_ix: BTreeMap<&str, usize> = models.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     let task_ix: BTreeMap<&str, usize> = m

@@ -43,7 +43,7 @@ struct TagPage<'a> {
 
 /// `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, and its
 /// tasks × models with every sample linked.
-pub fn page(
+pub(crate) fn page(
     input: &SiteInput,
     rep: &Repeats,
     tag: &str,

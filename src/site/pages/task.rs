@@ -93,7 +93,7 @@ fn expected_sentence<'a>(tools: impl Iterator<Item = &'a str>, order: Order) -> 
 /// Renders task markdown and sanitises it: raw HTML, event handlers and `javascript:` links in a
 /// task description never reach the page. Images are dropped too: the site stays
 /// self-contained (no fetches a reader did not ask for, no links that can break).
-pub fn markdown(text: &str) -> String {
+pub(crate) fn markdown(text: &str) -> String {
     let parser = pulldown_cmark::Parser::new_ext(text, pulldown_cmark::Options::ENABLE_TABLES);
     let mut out = String::new();
     pulldown_cmark::html::push_html(&mut out, parser);
@@ -105,7 +105,7 @@ pub fn markdown(text: &str) -> String {
 }
 
 /// `tasks/<task>.html`.
-pub fn page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<(), SiteError> {
+pub(crate) fn page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Result<(), SiteError> {
     let m = input.matrix;
     let r = root(1);
     let mut results = Vec::new();
