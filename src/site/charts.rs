@@ -80,7 +80,24 @@ fn text_width(s: &str) -> i32 {
     s.chars().count() as i32 * CHAR_W
 }
 
+/// The width of a chart's name column: its longest name's, within 60–280 px, and a gap.
+fn name_width<'s>(names: impl Iterator<Item = &'s str>) -> i32 {
+    names.map(text_width).max().unwrap_or(0).clamp(60, 280) + 12
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A white SVG canvas drawn into `buf`, with `title` at its top left.
+fn titled_canvas<'b>(
+    buf: &'b mut String,
+    size: (u32, u32),
+    title: &str,
+) -> Result<Area<'b>, String> {
+    let area = SVGBackend::with_string(buf, size).into_drawing_area();
+    area.fill(&WHITE).map_err(|e| e.to_string())?;
+    label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
+    Ok(area)
+}
 
 fn label(
     area: &Area,
@@ -102,13 +119,7 @@ fn label(
 /// and the verdict written beside it. Grey lines mark 0, 100 % and the thresholds the verdicts
 /// were taken at (`at`: 50 % and `--reliable-at`, 90 % unless given).
 pub(crate) fn forest(title: &str, rows: &[ForestRow], at: Thresholds) -> Result<String, String> {
-    let name_w = rows
-        .iter()
-        .map(|r| text_width(&r.name))
-        .max()
-        .unwrap_or(0)
-        .clamp(60, 280)
-        + 12;
+    let name_w = name_width(rows.iter().map(|r| r.name.as_str()));
     let plot_w = 360;
     let text_w = 300;
     let width = (name_w + plot_w + text_w) as u32;
@@ -120,9 +131,7 @@ pub(crate) fn forest(title: &str, rows: &[ForestRow], at: Thresholds) -> Result<
         (TOP + ROW * rows.len().max(1) as i32 + 24 + if second_line { 14 } else { 0 }) as u32;
     let mut buf = String::new();
     {
-        let area = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
-        area.fill(&WHITE).map_err(|e| e.to_string())?;
-        label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
+        let area = titled_canvas(&mut buf, (width, height), title)?;
         let bottom = TOP + ROW * rows.len().max(1) as i32;
         let grey = RGBColor(150, 150, 150);
         for (x, text, lower) in &ticks {
@@ -212,13 +221,7 @@ fn ticks(at: Thresholds, x_of: impl Fn(f64) -> i32) -> Vec<(i32, String, bool)> 
 
 /// Horizontal bars, one per name, each with its count and share written at its end.
 pub(crate) fn bars(title: &str, bars: &[Bar]) -> Result<String, String> {
-    let name_w = bars
-        .iter()
-        .map(|b| text_width(&b.name))
-        .max()
-        .unwrap_or(0)
-        .clamp(60, 280)
-        + 12;
+    let name_w = name_width(bars.iter().map(|b| b.name.as_str()));
     let plot_w = 320;
     let text_w = 130;
     let width = (name_w + plot_w + text_w) as u32;
@@ -227,9 +230,7 @@ pub(crate) fn bars(title: &str, bars: &[Bar]) -> Result<String, String> {
     let max = bars.iter().map(|b| b.count).max().unwrap_or(0).max(1);
     let mut buf = String::new();
     {
-        let area = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
-        area.fill(&WHITE).map_err(|e| e.to_string())?;
-        label(&area, title, (4, 12), HPos::Left, &BLACK, 18)?;
+        let area = titled_canvas(&mut buf, (width, height), title)?;
         for (i, b) in bars.iter().enumerate() {
             let y = TOP + ROW * i as i32;
             let mid = y + ROW / 2;

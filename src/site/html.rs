@@ -233,56 +233,58 @@ fn write_value(
     let target = if inside { target } else { None };
     match v {
         Value::Object(o) if !o.is_empty() => {
-            out.push_str("{\n");
-            let n = o.len();
-            for (i, (k, x)) in o.iter().enumerate() {
-                let p = crate::json::pointer_push(path, k);
-                indent(out, level + 1);
-                let mark_member = target == Some(p.as_str());
-                if mark_member {
-                    out.push_str("<mark id=\"fail\">");
-                }
-                scalar(out, &Value::String(k.clone()));
-                out.push_str(": ");
-                write_value(out, x, &p, level + 1, target, mark_member);
-                if mark_member {
-                    out.push_str("</mark>");
-                }
-                if i + 1 < n {
-                    out.push(',');
-                }
-                out.push('\n');
-            }
-            indent(out, level);
-            out.push('}');
+            let members = o
+                .iter()
+                .map(|(k, x)| (crate::json::pointer_push(path, k), Some(k), x));
+            write_members(out, ('{', '}'), members, o.len(), level, target);
         }
         Value::Array(a) if !a.is_empty() => {
-            out.push_str("[\n");
-            let n = a.len();
-            for (i, x) in a.iter().enumerate() {
-                let p = format!("{path}/{i}");
-                indent(out, level + 1);
-                let mark_item = target == Some(p.as_str());
-                if mark_item {
-                    out.push_str("<mark id=\"fail\">");
-                }
-                write_value(out, x, &p, level + 1, target, mark_item);
-                if mark_item {
-                    out.push_str("</mark>");
-                }
-                if i + 1 < n {
-                    out.push(',');
-                }
-                out.push('\n');
-            }
-            indent(out, level);
-            out.push(']');
+            let items = a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| (format!("{path}/{i}"), None, x));
+            write_members(out, ('[', ']'), items, a.len(), level, target);
         }
         other => scalar(out, other),
     }
     if mark_here {
         out.push_str("</mark>");
     }
+}
+
+/// The `n` members of an object (each with its key) or items of an array, one a line between
+/// the brackets, each with its JSON pointer; the one at `target` is marked with its key.
+fn write_members<'v>(
+    out: &mut String,
+    (open, close): (char, char),
+    members: impl Iterator<Item = (String, Option<&'v String>, &'v Value)>,
+    n: usize,
+    level: usize,
+    target: Option<&str>,
+) {
+    out.push(open);
+    out.push('\n');
+    for (i, (p, key, x)) in members.enumerate() {
+        indent(out, level + 1);
+        let mark = target == Some(p.as_str());
+        if mark {
+            out.push_str("<mark id=\"fail\">");
+        }
+        if let Some(k) = key {
+            scalar(out, &Value::String(k.clone()));
+            out.push_str(": ");
+        }
+        write_value(out, x, &p, level + 1, target, mark);
+        if mark {
+            out.push_str("</mark>");
+        }
+        if i + 1 < n {
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    indent(out, level);
+    out.push(close);
 }
 
 /// Valid JSON text laid out as serde_json's pretty printer would (two-space indent, `": "`,

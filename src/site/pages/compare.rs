@@ -1,6 +1,6 @@
 //! Comparison pages (SPEC §9): `compare/<a>--<b>.html` and `compare/baseline/<row>.html` (with
-//! their numbers, `data/compare.json`), and the small "Comparisons" blocks the index, model and task
-//! pages carry. Pure: comparisons in, files and HTML out.
+//! their numbers, `data/compare.json`), and the small "Comparisons" blocks the index, model and
+//! task pages carry. Pure: comparisons in, files and HTML out.
 
 use super::render;
 use crate::compare::{self, Comparison, Mark};
@@ -128,33 +128,18 @@ impl Sides<'_> {
 
     /// The rows some figure of the page is marked for, with whether they have a page here.
     fn rows(&self) -> Vec<(&str, bool)> {
+        let c = self.c;
         // Every cell shown, compared or not (an identical cell has scored samples).
-        let cells = || self.c.cells.iter();
-        let n = cells().count() as u64;
-        let mut out = Vec::new();
-        if self
-            .a
-            .why_counted(
-                &self.c.a_row,
-                cells().filter(|x| x.a_identical).count() as u64,
-                n,
-            )
-            .is_some()
-        {
-            out.push((self.c.a_row.as_str(), self.c.a_linked));
-        }
-        if self
-            .b
-            .why_counted(
-                &self.c.b_row,
-                cells().filter(|x| x.b_identical).count() as u64,
-                n,
-            )
-            .is_some()
-        {
-            out.push((self.c.b_row.as_str(), self.c.b_linked));
-        }
-        out
+        let n = c.cells.len() as u64;
+        let same = |f: fn(&compare::CellDiff) -> bool| c.cells.iter().filter(|x| f(x)).count();
+        [
+            (self.a, &c.a_row, same(|x| x.a_identical), c.a_linked),
+            (self.b, &c.b_row, same(|x| x.b_identical), c.b_linked),
+        ]
+        .into_iter()
+        .filter(|(rep, row, same, _)| rep.why_counted(row, *same as u64, n).is_some())
+        .map(|(_, row, _, linked)| (row.as_str(), linked))
+        .collect()
     }
 }
 

@@ -222,8 +222,8 @@ pub(crate) fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
         .collect()
 }
 
-/// A label page's group key ([`crate::site::reuse`]) extended with its measured actions: they depend
-/// on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
+/// A label page's group key ([`crate::site::reuse`]) extended with its measured actions: they
+/// depend on other rows' cells (fallback) and on feedback runs, not only on the label's cells.
 pub(crate) fn label_key(
     key: crate::site::reuse::Key,
     actions: &[LabelView],

@@ -626,7 +626,8 @@ pub(crate) struct RunContext<'a> {
     /// The sample whose request is shown (the run's first), its bytes, and whether its response
     /// was a stream (for curl's `-N`); absent when no sample's request could be read.
     pub(crate) reference: Option<(&'a str, &'a [u8], bool)>,
-    /// Models × tasks of the site: where the run's cell is drawn ([`crate::site::matrix::cell_href_in`]).
+    /// Models × tasks of the site: where the run's cell is drawn
+    /// ([`crate::site::matrix::cell_href_in`]).
     pub(crate) cells: usize,
     /// The site's base address ([`crate::site::card::site_url`]), when known: the card's `og:url`.
     pub(crate) site_url: Option<&'a str>,
