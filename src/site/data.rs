@@ -8,7 +8,7 @@ use crate::compare::Comparison;
 use crate::hitec::{F1, HitecError};
 use crate::report::pooled::Pooled;
 use crate::report::routing::{Measure, ModelRouting, PolicyResult, Routing};
-use crate::report::{Matrix, ModelView, Scored, Total, ValuePooled};
+use crate::report::{Cell, Matrix, ModelView, Scored, Total, ValuePooled};
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::stats::interval::{Interval, round4};
 use crate::stats::{Reliability, Thresholds};
@@ -171,7 +171,6 @@ pub struct SkippedInput {
     pub(crate) reason: String,
 }
 
-/// One cell of `data/matrix.json`.
 /// One cell of `data/matrix.json`, in the order its fields are written (docs/data.md).
 #[derive(serde::Serialize)]
 struct CellJson<'a> {
@@ -207,7 +206,7 @@ impl serde::Serialize for LabelCounts<'_> {
     }
 }
 
-fn cell_json<'a>(m: &'a Matrix, c: &'a crate::report::Cell) -> CellJson<'a> {
+fn cell_json<'a>(m: &'a Matrix, c: &'a Cell) -> CellJson<'a> {
     CellJson {
         model: &c.model,
         task: &c.task,

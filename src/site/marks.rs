@@ -133,12 +133,14 @@ pub(crate) fn grouped_marks(
     }
 }
 
+/// One glyph of the legend with the outcome it stands for.
 pub(crate) struct LegendItem {
     pub(crate) glyph: &'static str,
     pub(crate) kind: &'static str,
     pub(crate) name: &'static str,
 }
 
+/// Every glyph in taxonomy order: pass, each label, then the transport error.
 pub(crate) fn legend() -> Vec<LegendItem> {
     let mut v = vec![LegendItem {
         glyph: glyph(Outcome::Pass),

@@ -9,6 +9,9 @@
 //! cell as a `<td>`, and where it is drawn), [`text`] (figures as words) and [`charts`]; the
 //! files of `data/` are written by [`data`].
 
+// Outside callcheck, only `html::slug` (the integration tests) and `samples_page` (its example)
+// are read. `data`, `pages`, `reuse` and `ModelInfo` are public because pipeline/ and compare/,
+// public themselves, show some of their types (SkippedInput, Changes, SampleMark, Groups).
 pub(crate) mod answers;
 pub(crate) mod card;
 pub(crate) mod charts;
@@ -86,8 +89,9 @@ pub(crate) struct SiteInput<'a> {
 /// A rendered file: its path relative to the site root, and its bytes.
 pub type File = (String, Vec<u8>);
 
+/// The stylesheet every page links (and the 404 page inlines).
 const STYLE: &str = include_str!("style.css");
-
+/// The optional script that sorts a `table.sortable` by the column clicked.
 const SORT_JS: &str = include_str!("sort.js");
 
 /// Where each rendered summary file goes: called from two threads at once.

@@ -34,6 +34,7 @@ fn spread_text(s: Option<Spread>, unit: &str) -> String {
     }
 }
 
+/// A model's (or a model's on one tag) latency and size as a row writes them.
 pub(crate) fn latency_text(l: Option<&Latency>) -> LatencyText {
     let l = l.cloned().unwrap_or_default();
     LatencyText {
@@ -43,6 +44,7 @@ pub(crate) fn latency_text(l: Option<&Latency>) -> LatencyText {
     }
 }
 
+/// A model's or a tag's totals as a row of the index's and a model page's tables.
 pub(crate) struct TotalRow {
     pub(crate) name: String,
     /// Median / p95 time to first byte, total time, completion tokens.
@@ -96,6 +98,7 @@ pub(crate) fn total_row(
     }
 }
 
+/// A cell's labels counted, in taxonomy order: `wrong_tool ×2, truncation ×1`.
 pub(crate) fn label_summary(c: &Cell) -> String {
     c.labels
         .iter()
