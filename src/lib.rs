@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | 0 | `taxonomy` `json` `fsafe` `names` `term` `transcript` `reply` `stats` | the vocabulary, file safety, the statistics |
 //! | 1 | `task` | the task model and what it accepts |
-//! | 2 | `request` `runs` `corrupt` | requests, the `runs/` tree, corrupted replies |
+//! | 2 | `request` `runs` `server` `corrupt` | requests, the `runs/` tree and its server record, corrupted replies |
 //! | 3 | `score` | the decision procedure |
 //! | 4 | `follow_up` `hitec` `lint` `synth` | follow-up requests, the HiTEC view, corpus checks, synthetic runs |
 //! | 5 | `report` | aggregates: the matrix, routing |
@@ -45,6 +45,7 @@ pub mod report;
 pub mod request;
 pub mod runs;
 pub mod score;
+pub mod server;
 pub mod site;
 pub mod stats;
 pub mod synth;

@@ -29,20 +29,9 @@
 use crate::collect::client::{Endpoint, Exchange, RetryPolicy};
 use crate::collect::config::ModelEntry;
 use crate::score::wire::{self, Completion};
+use crate::server::listed_model_ids;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
-
-/// The checks, in the order `run` makes them and `cell.json` records them (a row whose server
-/// fails `models` or `model_id` stops after those two).
-pub const CHECKS: [&str; 7] = [
-    "models",
-    "model_id",
-    "tools_in_prompt",
-    "tool_choice_auto",
-    "tool_choice_required",
-    "tool_choice_named",
-    "stream",
-];
 
 /// The completion budget of every probe: enough to see a call start, cheap on a CPU.
 pub const PROBE_MAX_TOKENS: u64 = 16;
@@ -321,51 +310,6 @@ pub fn probe_body(
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     Value::Object(body)
-}
-
-/// The model ids one endpoint's recorded `/models` answer lists (`cell.json`'s
-/// `server.endpoints[]`), or `None` when it holds no model list. Reads both shapes: the
-/// bounded [`ModelList`] summary, and the whole body that collections before it stored.
-pub fn listed_model_ids(endpoint: &Value) -> Option<Vec<String>> {
-    if let Some(ids) = endpoint.pointer("/models/ids").and_then(Value::as_array) {
-        return Some(
-            ids.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
-        );
-    }
-    let data = endpoint.pointer("/models/data")?.as_array()?;
-    Some(
-        data.iter()
-            .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_string))
-            .collect(),
-    )
-}
-
-/// The model ids an endpoint lists, for people: the ids, and how many more there were or that
-/// the list was cut (new summaries only; an old whole body lists every id).
-pub fn listed_models_text(endpoint: &Value) -> Option<String> {
-    let ids = listed_model_ids(endpoint)?;
-    if ids.is_empty() {
-        return None;
-    }
-    let count = endpoint
-        .pointer("/models/count")
-        .and_then(Value::as_u64)
-        .map_or(ids.len(), |c| c as usize);
-    let cut = endpoint
-        .pointer("/models/truncated")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let mut s = ids.join(", ");
-    if count > ids.len() {
-        s.push_str(&format!(" (+{} more)", count - ids.len()));
-    }
-    if cut {
-        s.push_str(" (list cut at the preflight's read cap)");
-    }
-    Some(s)
 }
 
 /// The `models` and `model_id` checks from what `Endpoint::server_info` gathered, and the
@@ -739,6 +683,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::listed_models_text;
     use crate::transcript::Meta;
 
     fn entry(extra_toml: &str) -> ModelEntry {

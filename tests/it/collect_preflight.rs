@@ -5,8 +5,8 @@
 //! row only; `--no-preflight` skips all of it.
 
 use crate::support::collect::*;
-use callcheck::collect::preflight::CHECKS;
 use callcheck::runs;
+use callcheck::server::CHECKS;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -90,7 +90,7 @@ fn the_preflight_is_one_line_per_row_unless_verbose() {
     let out = collect_in(&cfg, &corpus(), &runs, &flags, &[]);
     ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
-    let n = callcheck::collect::preflight::CHECKS.len();
+    let n = callcheck::server::CHECKS.len();
     for row in ["a", "b"] {
         let lines = lines_with(&err, &format!("preflight {row}: "));
         assert_eq!(lines.len(), 1, "{err}");

@@ -12,9 +12,6 @@ const KNOWN: &[(&str, &str)] = &[
     // through site/: both go when one evidence loader sits below them (issue 42).
     ("compare", "pipeline"),
     ("compare", "site"),
-    // The model page reads the preflight's checks from collect/: they move down beside the
-    // record they describe once the page modules have settled (issue 42).
-    ("site", "collect"),
 ];
 
 fn src() -> PathBuf {

@@ -14,9 +14,9 @@
 //! not: the labels a stochastic 135M model earns, per row.
 
 use callcheck::collect::config;
-use callcheck::collect::preflight::CHECKS;
 use callcheck::request::sample_request;
 use callcheck::runs;
+use callcheck::server::CHECKS;
 use callcheck::task::Task;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -104,7 +104,7 @@ fn preflight_rows(p: &Value) -> Vec<PreflightRow> {
     };
     // Probe order, whatever order the file has them in; checks a later collect may add come
     // after, by name.
-    use crate::collect::preflight::CHECKS;
+    use crate::server::CHECKS;
     let rank = |k: &str| CHECKS.iter().position(|c| *c == k).unwrap_or(CHECKS.len());
     let mut keys: Vec<&String> = o.keys().collect();
     keys.sort_by_key(|k| (rank(k), k.as_str()));
@@ -160,7 +160,7 @@ fn server_rows(s: &Value) -> Vec<(String, String)> {
                     v.as_str().unwrap_or_default().to_string(),
                 )),
                 "models_status" => rows.push((format!("GET /models{n}"), v.to_string())),
-                "models" => match crate::collect::preflight::listed_models_text(e) {
+                "models" => match crate::server::listed_models_text(e) {
                     Some(ids) => rows.push((format!("models listed{n}"), ids)),
                     _ => flatten(v, &format!("models{n}"), 2, &mut rows),
                 },
