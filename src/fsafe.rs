@@ -52,12 +52,32 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// [`open_regular`], its errors naming the file as `shown` (a file name where the folder is
 /// said elsewhere). Errors other than the file's kind are the system's, unchanged.
 pub fn open_shown(path: &Path, shown: &str) -> io::Result<File> {
+    open_with(path, shown, 0)
+}
+
+/// Opens a file callcheck reads as its own input (a transcript under `runs/`, a task in a task
+/// folder, its cache, a site it wrote) when it is a regular file *at* `path`: a symlink there is
+/// refused, never followed (SPEC §12, turn 5). A committed `runs/` is input from whoever can open
+/// a pull request, and a link in it could point at `/proc/self/environ` or a key file, which
+/// the build would then publish. The folders above `path` are the caller's to check (the scan
+/// lists them without following links). Otherwise as [`open_shown`].
+pub fn open_own(path: &Path, shown: &str) -> io::Result<File> {
+    open_with(path, shown, libc::O_NOFOLLOW)
+}
+
+/// [`read_bounded`] through [`open_own`]: a symlink at `path` is an error that says so.
+pub fn read_own(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let f = open_own(path, &path.display().to_string())?;
+    read_opened(f, path, max)
+}
+
+fn open_with(path: &Path, shown: &str, flags: libc::c_int) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)
-        .map_err(|e| describe_open_error(shown, e))?;
+        .map_err(|e| describe_open_error(path, shown, e))?;
     let ft = f.metadata()?.file_type();
     if let Some(what) = not_regular(&ft) {
         return Err(io::Error::new(
@@ -79,10 +99,22 @@ pub fn open_shown(path: &Path, shown: &str) -> io::Result<File> {
     Ok(f)
 }
 
+/// What a refused symlink is called in an error, after the file's name.
+pub const IS_SYMLINK: &str = "is a symlink: callcheck reads no input through a link (it could point at any file of this machine); put the file itself in its place";
+
 /// The error of an `open` said in the path's terms: a symlink cycle reads "is a symlink loop",
-/// not the system's "too many levels of symbolic links".
-fn describe_open_error(shown: &str, e: io::Error) -> io::Error {
+/// not the system's "too many levels of symbolic links"; a link refused by `O_NOFOLLOW` reads
+/// [`IS_SYMLINK`].
+fn describe_open_error(path: &Path, shown: &str, e: io::Error) -> io::Error {
     match e.raw_os_error() {
+        Some(libc::ELOOP)
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+                && std::fs::metadata(path)
+                    .err()
+                    .is_none_or(|e| e.raw_os_error() != Some(libc::ELOOP)) =>
+        {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{shown} {IS_SYMLINK}"))
+        }
         Some(libc::ELOOP) => io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{shown} is a symlink loop"),
@@ -100,6 +132,10 @@ fn describe_open_error(shown: &str, e: io::Error) -> io::Error {
 /// file claims its size is.
 pub fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let f = open_regular(path)?;
+    read_opened(f, path, max)
+}
+
+fn read_opened(f: File, path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let size = f.metadata()?.len();
     if size > max {
         return Err(io::Error::other(format!(
@@ -280,6 +316,26 @@ mod tests {
                 None
             ]
         );
+    }
+
+    #[test]
+    fn an_own_input_is_never_read_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("environ");
+        std::fs::write(&target, b"KEY=secret").unwrap();
+        let link = tmp.path().join("response.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        // Followed where the user named the file, refused where callcheck found it.
+        assert_eq!(read_bounded(&link, 1 << 10).unwrap(), b"KEY=secret");
+        let e = read_own(&link, 1 << 10).unwrap_err().to_string();
+        assert_eq!(e, format!("{} {IS_SYMLINK}", link.display()));
+        // A link to a loop is named as the loop it is; a plain file is read.
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        let e = read_own(&a, 1 << 10).unwrap_err().to_string();
+        assert_eq!(e, format!("{} is a symlink loop", a.display()));
+        assert_eq!(read_own(&target, 1 << 10).unwrap(), b"KEY=secret");
     }
 
     #[test]

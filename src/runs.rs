@@ -251,22 +251,48 @@ pub struct Scan {
 /// True for names collect may use as path segments (SPEC §4).
 pub use crate::task::is_path_safe;
 
-/// The names of the folders in `dir`, sorted.
-fn sorted_names(dir: &Path) -> std::io::Result<Vec<String>> {
-    Ok(sorted_dirs(dir)?.into_iter().map(|(n, _)| n).collect())
+/// Why a symlink found where `runs/` has a folder is skipped: it is never followed (SPEC §12,
+/// turn 5).
+pub const LINKED_FOLDER: &str = "a symlink, never followed: a link under runs/ could point at any folder of this machine; put the folder itself in its place";
+
+/// The folders of a listing, sorted, and the symlinks found beside them (never followed, so
+/// neither listed nor read: each is reported as skipped). Dot-names are unfinished writes and
+/// are not reported.
+#[derive(Debug, Default)]
+struct Folders {
+    dirs: Vec<(String, PathBuf)>,
+    links: Vec<PathBuf>,
 }
 
-fn sorted_dirs(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
+impl Folders {
+    fn names(&self) -> Vec<String> {
+        self.dirs.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn skipped_links(&self) -> impl Iterator<Item = Skipped> + '_ {
+        self.links.iter().map(|p| Skipped {
+            path: p.clone(),
+            reason: LINKED_FOLDER.into(),
+        })
+    }
+}
+
+fn sorted_dirs(dir: &Path) -> std::io::Result<Folders> {
+    let mut out = Folders::default();
     for e in std::fs::read_dir(dir)? {
         let e = e?;
-        if !e.file_type()?.is_dir() {
+        let ft = e.file_type()?;
+        if ft.is_symlink() && !e.file_name().as_encoded_bytes().starts_with(b".") {
+            out.links.push(e.path());
+        }
+        if !ft.is_dir() {
             continue;
         }
         let name = e.file_name().to_string_lossy().into_owned();
-        out.push((name, e.path()));
+        out.dirs.push((name, e.path()));
     }
-    out.sort();
+    out.dirs.sort();
+    out.links.sort();
     Ok(out)
 }
 
@@ -301,7 +327,8 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
             return scan;
         }
     };
-    for (model, mdir) in models {
+    found.extend(models.skipped_links().map(Found::Skipped));
+    for (model, mdir) in models.dirs {
         if model.starts_with('.') {
             continue;
         }
@@ -316,7 +343,8 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
                 continue;
             }
         };
-        for (task_id, tdir) in tasks {
+        found.extend(tasks.skipped_links().map(Found::Skipped));
+        for (task_id, tdir) in tasks.dirs {
             if task_id.starts_with('.') {
                 continue;
             }
@@ -335,22 +363,31 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
                 // How the folder looks before it is listed: a change made meanwhile shows at
                 // the next build.
                 let look = FileStat::look(&tdir);
+                // A listing with a link in it is not kept for the next build: each build
+                // lists the folder again and says what it skipped.
+                let mut links = Vec::new();
                 let runs = match look.and_then(|l| known.listing(&rel, &l)) {
                     Some(names) => names,
-                    None => match sorted_names(&tdir) {
-                        Ok(r) => r,
+                    None => match sorted_dirs(&tdir) {
+                        Ok(r) => {
+                            links.extend(r.skipped_links());
+                            r.names()
+                        }
                         Err(e) => {
                             let reason = format!("cannot read: {e}");
                             return (vec![(None, vec![Skipped { path: tdir, reason }])], None);
                         }
                     },
                 };
-                let listing = look.map(|look| Listing {
+                let listing = look.filter(|_| links.is_empty()).map(|look| Listing {
                     rel: rel.clone(),
                     look,
                     names: runs.clone(),
                 });
-                let mut out = Vec::with_capacity(runs.len());
+                let mut out = Vec::with_capacity(runs.len() + 1);
+                if !links.is_empty() {
+                    out.push((None, links));
+                }
                 for run_id in runs {
                     let rdir = tdir.join(&run_id);
                     if run_id.starts_with('.') {
@@ -468,10 +505,18 @@ fn read_run(
         Some(samples) => (samples, true),
         None => {
             let sdir = dir.join("samples");
-            let listed = sorted_names(&sdir).map_err(|e| format!("cannot read samples/: {e}"))?;
-            let n = listed.len();
-            let mut samples: Vec<String> =
-                listed.into_iter().filter(|n| !n.starts_with('.')).collect();
+            // Listed without following a link: samples/ itself must be a folder.
+            if std::fs::symlink_metadata(&sdir).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(format!("samples/ {}", crate::fsafe::IS_SYMLINK));
+            }
+            let listed = sorted_dirs(&sdir).map_err(|e| format!("cannot read samples/: {e}"))?;
+            let n = listed.dirs.len() + listed.links.len();
+            skipped.extend(listed.skipped_links());
+            let mut samples: Vec<String> = listed
+                .names()
+                .into_iter()
+                .filter(|n| !n.starts_with('.'))
+                .collect();
             // A sample's folder name is the last segment of its permalink and an anchor of its
             // run's page: a hand-made folder named otherwise would become an unencoded href.
             samples.retain(|n| {
@@ -555,14 +600,14 @@ impl FileStat {
 }
 
 /// Reads a whole file of at most `max` bytes (a larger one is an error that says so).
-/// Anything but a regular file (a FIFO, a device, a symlink loop) is an error that says what it
-/// is, and is never waited on ([`crate::fsafe::open_shown`]).
+/// Anything but a regular file (a FIFO, a device, a symlink) is an error that says what it
+/// is, and is never waited on nor followed ([`crate::fsafe::open_own`]).
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let shown = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let f = crate::fsafe::open_shown(path, &shown)?;
+    let f = crate::fsafe::open_own(path, &shown)?;
     let size = f.metadata()?.len();
     if size > max {
         return Err(std::io::Error::other(format!(
@@ -729,6 +774,16 @@ pub fn cell_runs(root: &Path, model: &str, task_id: &str) -> Scan {
     let Ok(dir) = cell_dir(root, model, task_id) else {
         return scan;
     };
+    // The model's and the task's folders are listed only when they are folders, not links.
+    for at in [root.join(model), dir.clone()] {
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            scan.skipped.push(Skipped {
+                path: at,
+                reason: LINKED_FOLDER.into(),
+            });
+            return scan;
+        }
+    }
     let runs = match sorted_dirs(&dir) {
         Ok(r) => r,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return scan,
@@ -740,7 +795,8 @@ pub fn cell_runs(root: &Path, model: &str, task_id: &str) -> Scan {
             return scan;
         }
     };
-    for (run_id, rdir) in runs {
+    scan.skipped.extend(runs.skipped_links());
+    for (run_id, rdir) in runs.dirs {
         if run_id.starts_with('.') {
             continue;
         }

@@ -118,6 +118,13 @@ fn preference_export(o: &PreferenceOpts) -> Result<()> {
     }
     let secrets = secrets_in_env(&scan);
     let harvest = preference::harvest(&tasks, &scan.runs, &opts);
+    for (dir, why) in &harvest.unreadable {
+        eprintln!(
+            "skipped {}: {}",
+            dir.display(),
+            crate::term::escape_controls(why)
+        );
+    }
     let mut lines = preference::lines(&harvest, opts.format);
     let redacted: usize = lines
         .iter_mut()

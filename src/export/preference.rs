@@ -162,6 +162,9 @@ pub struct Harvest {
     /// Per failed sample (its permalink): the same model's passing answer to the feedback round
     /// that followed it up (SPEC §11), which a DPO pair takes as `chosen` instead of the gold.
     pub corrections: BTreeMap<String, Correction>,
+    /// The sample folders whose files could not be read (a symlink, a FIFO, too large), with
+    /// why: named on stderr, as build names them.
+    pub unreadable: Vec<(std::path::PathBuf, String)>,
 }
 
 /// A model's own corrected answer: a feedback sample that passed.
@@ -452,7 +455,8 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
             h.counts.samples += 1;
             let files = match r.read_sample(s) {
                 Ok(f) => f,
-                Err(_) => {
+                Err(e) => {
+                    h.unreadable.push((r.sample_dir(s), e.to_string()));
                     *h.counts
                         .unusable
                         .entry("sample files not readable".into())

@@ -453,7 +453,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     let site_current = prior.site.as_ref().is_some_and(|s| {
         marked.is_some()
             && s.out == out_identity
-            && crate::fsafe::read_bounded(&opts.out.join("data").join("manifest.json"), 256 << 20)
+            && crate::fsafe::read_own(&opts.out.join("data").join("manifest.json"), 256 << 20)
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
     let changes_told = site_current && opts.previous.is_none();

@@ -193,7 +193,7 @@ fn interrupted_write(rel: &str) -> bool {
 /// Whether `--out`'s `data/manifest.json` is one an earlier callcheck wrote: a JSON object with
 /// only a manifest's keys, its version, tasks and runs among them.
 fn legacy_manifest(dir: &Path) -> bool {
-    let Ok(bytes) = crate::fsafe::read_bounded(&dir.join("data").join("manifest.json"), 256 << 20)
+    let Ok(bytes) = crate::fsafe::read_own(&dir.join("data").join("manifest.json"), 256 << 20)
     else {
         return false;
     };
@@ -209,7 +209,7 @@ fn legacy_manifest(dir: &Path) -> bool {
 
 /// The marker in `dir`, when there is one of this format.
 pub fn marker(dir: &Path) -> Option<FileSet> {
-    let bytes = crate::fsafe::read_bounded(&dir.join(MARKER), MAX_MARKER).ok()?;
+    let bytes = crate::fsafe::read_own(&dir.join(MARKER), MAX_MARKER).ok()?;
     FileSet::parse(&bytes)
 }
 

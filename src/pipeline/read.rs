@@ -167,7 +167,14 @@ fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
     for path in paths {
         // Bounded (a site holds at most 1 GB on Pages) and a regular file only: a FIFO given as
         // --previous is an error that says so, not a wait.
-        match crate::fsafe::read_bounded(&path, MAX_PREVIOUS_CSV) {
+        // The site's own file is never read through a link; a file named by --previous is the
+        // user's to name.
+        let read = if opts.previous.is_some() {
+            crate::fsafe::read_bounded(&path, MAX_PREVIOUS_CSV)
+        } else {
+            crate::fsafe::read_own(&path, MAX_PREVIOUS_CSV)
+        };
+        match read {
             Ok(bytes) => match data::read_previous(&bytes) {
                 Ok(p) => all.extend(p),
                 Err(e) if opts.previous.is_some() => {

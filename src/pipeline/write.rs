@@ -220,7 +220,7 @@ fn holds(path: &Path, bytes: &[u8]) -> bool {
     if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Ok(mut f) = crate::fsafe::open_own(path, "") else {
         return false;
     };
     if !f
@@ -306,7 +306,7 @@ fn write_pages(
         if let Some(old) = previous.map(|p| p.join(&rel))
             && std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file())
             // At most the new file's size (+1) is read: a longer one differs anyway.
-            && crate::fsafe::read_bounded(&old, bytes.len() as u64).is_ok_and(|b| b == bytes)
+            && crate::fsafe::read_own(&old, bytes.len() as u64).is_ok_and(|b| b == bytes)
             && std::fs::hard_link(&old, &path).is_ok()
         {
             continue;

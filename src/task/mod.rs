@@ -958,10 +958,12 @@ fn predicate_source(r: &RawPredicate) -> Value {
 /// Loads one file, or every `*.json` file under a folder (sorted by path), checking that ids are
 /// unique. All problems are returned together.
 pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
-    let mut files = Vec::new();
+    // Each file with whether it was named (a link the user names is followed; one found inside
+    // a task folder is not: SPEC §12, turn 5).
+    let mut files: Vec<(PathBuf, bool)> = Vec::new();
     let mut errors = Vec::new();
     if path.is_file() {
-        files.push(path.to_path_buf());
+        files.push((path.to_path_buf(), true));
     } else if path.is_dir() {
         for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
             match entry {
@@ -969,7 +971,33 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
                     if e.file_type().is_file()
                         && e.path().extension().is_some_and(|x| x == "json") =>
                 {
-                    files.push(e.into_path())
+                    files.push((e.into_path(), false))
+                }
+                // What is not a file nor a folder is said, never skipped silently: a link (to a
+                // task or a folder of tasks) is not followed, and a `.json` that is a FIFO, a
+                // device or a socket is not read.
+                Ok(e) if e.depth() > 0 && !e.file_type().is_dir() && !e.file_type().is_file() => {
+                    let json = e.path().extension().is_some_and(|x| x == "json");
+                    let problem = if e.path_is_symlink() {
+                        Some(match crate::fsafe::not_file_or_folder(e.path()) {
+                            Some(what @ ("is a symlink loop" | "is a symlink to nothing")) => {
+                                format!("not read: it {what}")
+                            }
+                            _ => format!("not read: it {}", crate::fsafe::IS_SYMLINK),
+                        })
+                    } else if json {
+                        crate::fsafe::not_regular(&e.file_type())
+                            .map(|what| format!("not read: it {what}, not a regular file"))
+                    } else {
+                        None
+                    };
+                    if let Some(problem) = problem {
+                        errors.push(TaskError {
+                            file: e.into_path(),
+                            path: String::new(),
+                            problem,
+                        });
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => errors.push(TaskError {
@@ -983,10 +1011,14 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
             }
         }
     } else {
+        let problem = match crate::fsafe::not_file_or_folder(path) {
+            Some(what) => format!("{what}: give a task file or a folder of them"),
+            None => "no such file or folder".into(),
+        };
         errors.push(TaskError {
             file: path.to_path_buf(),
             path: String::new(),
-            problem: "no such file or folder".into(),
+            problem,
         });
     }
 
@@ -994,8 +1026,13 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
     // Keyed by the id in lower case: ids differing only in case collide on case-insensitive
     // file systems (macOS and Windows checkouts, some Pages clones).
     let mut seen: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
-    for f in files {
-        let bytes = match crate::fsafe::read_bounded(&f, MAX_TASK_FILE) {
+    for (f, named) in files {
+        let read = if named {
+            crate::fsafe::read_bounded(&f, MAX_TASK_FILE)
+        } else {
+            crate::fsafe::read_own(&f, MAX_TASK_FILE)
+        };
+        let bytes = match read {
             Ok(b) => b,
             Err(e) => {
                 errors.push(TaskError {

@@ -445,6 +445,14 @@ fn import_never_writes_through_a_symlink_in_its_output() {
     assert!(std::fs::symlink_metadata(&written).unwrap().is_file());
 }
 
+/// `export preference --format kto` of the fixture tasks' runs in `runs` into `out`.
+fn export_kto(runs: &Path, out: &Path) -> Output {
+    let args = ["export", "preference", "--format", "kto", "--tasks"];
+    let (tasks, runs, out) = (fixture_tasks(), s(runs).to_owned(), s(out).to_owned());
+    let rest = [s(&tasks), "--runs", &runs, "--out", &out];
+    run_within(&[&args[..], &rest[..]].concat(), 120)
+}
+
 #[test]
 fn export_replaces_a_symlink_at_its_output_and_keeps_what_it_pointed_at() {
     let tmp = tempfile::tempdir().unwrap();
@@ -452,21 +460,7 @@ fn export_replaces_a_symlink_at_its_output_and_keeps_what_it_pointed_at() {
     let before = bytes_of(std::slice::from_ref(&target));
     let out = tmp.path().join("export.jsonl");
     symlink(&target, &out);
-    let o = run_within(
-        &[
-            "export",
-            "preference",
-            "--format",
-            "kto",
-            "--tasks",
-            s(&fixture_tasks()),
-            "--runs",
-            s(&fixture_runs()),
-            "--out",
-            s(&out),
-        ],
-        120,
-    );
+    let o = export_kto(&fixture_runs(), &out);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(bytes_of(std::slice::from_ref(&target)), before);
     assert!(std::fs::symlink_metadata(&out).unwrap().is_file());
@@ -628,4 +622,197 @@ fn demo_refuses_a_site_folder_it_may_not_replace_before_collecting_anything() {
         "{err}"
     );
     assert!(!inside.exists());
+}
+
+// ---- issue 40: read only what is ours ----
+
+/// A string found nowhere in callcheck's fixtures: wherever it shows up, a link was followed.
+const MARKER: &str = "MARKER-4f1c-outside-runs";
+
+/// Every file under `dir` (or `dir` itself) whose bytes hold `needle`, as paths.
+fn holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| {
+            std::fs::read(e.path())
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+        })
+        .map(|e| e.into_path())
+        .collect()
+}
+
+/// A committed `runs/` is input from whoever can open a pull request: a link in it to any file
+/// of the machine that builds (`/proc/self/environ`, a key file) is never read. Each kind of
+/// link (a transcript, a meta.json, a cell.json, a sample folder, a run folder, a model
+/// folder, the samples/ folder) is skipped with its reason, named on stderr, and the file it
+/// points at reaches neither the site, nor the export, nor the cache.
+#[test]
+fn a_symlink_in_runs_is_skipped_by_name_and_what_it_points_at_is_never_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    // Outside runs/: files that would be scored and shown if read, each holding the marker.
+    let outside = tmp.path().join("outside");
+    let sample = "alpha/contact-card/r0001/samples/000";
+    let completion = std::fs::read_to_string(runs.join(sample).join("response.json"))
+        .unwrap()
+        .replace("Ada Lovelace", MARKER);
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("response.json"), &completion).unwrap();
+    std::fs::write(
+        outside.join("meta.json"),
+        format!(r#"{{"status": 200, "headers": {{"server": "{MARKER}"}}, "streamed": false}}"#),
+    )
+    .unwrap();
+    let cell = std::fs::read_to_string(runs.join("beta/contact-card/r0001/cell.json"))
+        .unwrap()
+        .replace("VLLM_API_KEY", MARKER);
+    std::fs::write(outside.join("cell.json"), &cell).unwrap();
+    // A whole sample, run and model folder, copies of real ones with the marker in.
+    let copy_marked = |from: &Path, to: &Path| {
+        copy_tree(from, to);
+        for f in walkdir::WalkDir::new(to).into_iter().filter_map(|e| e.ok()) {
+            if f.file_type().is_file() {
+                let text = std::fs::read_to_string(f.path()).unwrap();
+                std::fs::write(f.path(), text.replace("Ada Lovelace", MARKER)).unwrap();
+            }
+        }
+    };
+    copy_marked(&runs.join(sample), &outside.join("sample"));
+    copy_marked(&runs.join("alpha/contact-card/r0001"), &outside.join("run"));
+    copy_marked(&runs.join("alpha"), &outside.join("model"));
+    copy_marked(
+        &runs.join("beta/contact-card/r0001/samples"),
+        &outside.join("samples"),
+    );
+
+    let link = |rel: &str, to: &Path| {
+        let at = runs.join(rel);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&at).unwrap();
+        } else if std::fs::symlink_metadata(&at).is_ok() {
+            std::fs::remove_file(&at).unwrap();
+        }
+        symlink(to, &at);
+    };
+    link(
+        &format!("{sample}/response.json"),
+        &outside.join("response.json"),
+    );
+    link(
+        "alpha/contact-card/r0001/samples/001/meta.json",
+        &outside.join("meta.json"),
+    );
+    link(
+        "alpha/contact-card/r0001/samples/009",
+        &outside.join("sample"),
+    );
+    link("alpha/contact-card/r0009", &outside.join("run"));
+    link("delta", &outside.join("model"));
+    link(
+        "beta/contact-card/r0001/cell.json",
+        &outside.join("cell.json"),
+    );
+    link(
+        "beta/convert-currency/r0001/samples",
+        &outside.join("samples"),
+    );
+
+    let out = tmp.path().join("site");
+    let cache = tmp.path().join("cache");
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", s(&cache)], &[]);
+    for said in [
+        "skipped alpha/contact-card/r0001/samples/000: sample not readable: response.json is a symlink",
+        "skipped alpha/contact-card/r0001/samples/001: meta.json is not readable (meta.json is a symlink",
+        "skipped alpha/contact-card/r0001/samples/009: a symlink",
+        "skipped alpha/contact-card/r0009: a symlink",
+        "skipped delta: a symlink",
+        "skipped beta/contact-card/r0001: cannot read cell.json: cell.json is a symlink",
+        "skipped beta/convert-currency/r0001: samples/ is a symlink",
+    ] {
+        assert!(err.contains(said), "{said:?} not in:\n{err}");
+    }
+    // A rebuild from the cache says the same.
+    let again = build_ok(&fixture_tasks(), &runs, &out, &["--cache", s(&cache)], &[]);
+    for said in ["skipped delta: a symlink", "response.json is a symlink"] {
+        assert!(again.contains(said), "{said:?} not in:\n{again}");
+    }
+    let export = tmp.path().join("export.jsonl");
+    let o = export_kto(&runs, &export);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    for said in [
+        "runs/delta: a symlink",
+        "alpha/contact-card/r0001/samples/000: response.json is a symlink",
+    ] {
+        assert!(err.contains(said), "{said:?} not in:\n{err}");
+    }
+    for place in [&out, &cache, &export] {
+        assert_eq!(
+            holding(place, MARKER),
+            Vec::<PathBuf>::new(),
+            "{}",
+            place.display()
+        );
+    }
+    // Real samples of the same runs are there: only the links were left out.
+    assert!(out.join("t/alpha/contact-card/r0001/002.html").is_file());
+    assert!(!out.join("t/delta").exists());
+}
+
+/// `collect --feedback` builds each follow-up from its parent's files: a parent whose
+/// `request.json` is a link is not followed up (said, by name), and the file it points at is
+/// neither sent to the server nor copied into runs/.
+#[test]
+fn a_feedback_parent_whose_request_is_a_symlink_is_not_followed_up() {
+    use crate::support::collect::*;
+    let tmp = tempfile::tempdir().unwrap();
+    // Every answer calls a tool the task does not offer: every first-round sample fails.
+    let server = gateway(|_| Reply::json(200, completion(50, Some(("delete_everything", "{}")))));
+    let cfg = row_config(tmp.path(), &server.url, "");
+    let runs = tmp.path().join("runs");
+    ok(&collect_in(&cfg, &corpus(), &runs, &ONE_CELL, &[]));
+    let run = std::fs::read_dir(runs.join("row/basic-weather-city"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
+    let request = run.join("samples/000/request.json");
+    let outside = tmp.path().join("outside.json");
+    let sent = std::fs::read_to_string(&request).unwrap();
+    let mut forged: serde_json::Value = serde_json::from_str(&sent).unwrap();
+    forged["messages"][0]["content"] = MARKER.into();
+    std::fs::write(&outside, forged.to_string()).unwrap();
+    std::fs::remove_file(&request).unwrap();
+    symlink(&outside, &request);
+    server.seen.lock().unwrap().clear();
+
+    let o = collect_in(
+        &cfg,
+        &corpus(),
+        &runs,
+        &["--only", "basic-weather-city", "--feedback=retry"],
+        &[],
+    );
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("samples/000: cannot read (request.json is a symlink"),
+        "{text}"
+    );
+    let seen = server.seen.lock().unwrap();
+    let chats: Vec<&Vec<u8>> = seen
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| &r.body)
+        .collect();
+    assert_eq!(chats.len(), 2, "the two other parents are followed up");
+    for body in chats {
+        assert!(!String::from_utf8_lossy(body).contains(MARKER));
+    }
+    assert_eq!(holding(&runs, MARKER), Vec::<PathBuf>::new());
 }
