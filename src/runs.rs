@@ -165,20 +165,20 @@ pub struct RunDir {
     pub cell_json: Vec<u8>,
 }
 
-/// How a run folder and its `samples/` folder looked (`lstat`: size, modification and change
-/// times, inode).
+/// How a run folder, its `cell.json` and its `samples/` folder looked (`lstat`: size,
+/// modification and change times, inode).
 ///
-/// A build with a cache reads a run again only when its look changed. A finished run folder is
-/// never modified again (SPEC §4), and what does change one shows in its look: a run folder
-/// renamed into place or removed, a sample folder added or removed (`samples/` changes), a
-/// `cell.json` replaced (the run's folder changes), a folder touched. A folder's change time is
-/// set by the kernel and cannot be set back, so even `rsync -a`, which restores modification
-/// times, shows. What does not show is a file changed inside a sample's folder: after editing a
-/// transcript of a finished run, `touch` the run's folder (or build without the cache).
+/// A build with a cache lists a run and reads its `cell.json` again only when its look changed:
+/// a run folder renamed into place or removed, a sample folder added or removed (`samples/`
+/// changes), a `cell.json` replaced (the run's folder changes) or written in place (its own
+/// look changes), a folder touched. A change time is set by the kernel and cannot be set back,
+/// so even `rsync -a`, which restores modification times, shows. The files inside each sample's
+/// folder have looks of their own ([`SampleLook`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RunLook {
     pub run: FileStat,
     pub samples: FileStat,
+    pub cell: FileStat,
 }
 
 impl RunLook {
@@ -186,7 +186,112 @@ impl RunLook {
         Some(RunLook {
             run: FileStat::look(run_dir)?,
             samples: FileStat::look(&run_dir.join("samples"))?,
+            cell: FileStat::look(&run_dir.join("cell.json"))?,
         })
+    }
+
+    /// Whether a later build may trust this look ([`FileStat::settled_before`]).
+    pub fn settled_before(&self, stamp: DiskTime) -> bool {
+        [self.run, self.samples, self.cell]
+            .iter()
+            .all(|f| f.settled_before(stamp))
+    }
+}
+
+/// A time as the file system keeps it (seconds and nanoseconds): a file's change time, or when a
+/// build began as a file it created then says ([`DiskTime`] is never read from a clock, so a
+/// build stays a function of its inputs).
+pub type DiskTime = (i64, i64);
+
+/// How one sample's folder and the files read from it looked (`lstat` and `fstat`: size, times,
+/// inode), as one digest, with which files those were. A build with a cache takes a sample's
+/// verdict without reading its files only when its look is the one recorded, so a transcript
+/// edited in place (`sed -i`, an editor, a `git checkout`) is read and scored again: a write
+/// changes a file's change time, a file renamed into the folder changes the folder's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleLook {
+    /// `response.sse` was read, not `response.json`.
+    pub streamed: bool,
+    /// A `meta.json` was read.
+    pub meta: bool,
+    /// The first 16 bytes of the sha256 of the folder's and the files' [`FileStat`]s.
+    pub digest: u128,
+}
+
+impl SampleLook {
+    /// The names of the files a sample with this look was read from, in reading order.
+    fn names(streamed: bool, meta: bool) -> impl Iterator<Item = &'static str> {
+        let response = if streamed {
+            "response.sse"
+        } else {
+            "response.json"
+        };
+        ["request.json", response, "meta.json"]
+            .into_iter()
+            .take(if meta { 3 } else { 2 })
+    }
+
+    fn digest(stats: &[FileStat]) -> u128 {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        for f in stats {
+            for n in [
+                f.size as i64,
+                f.mtime,
+                f.mtime_nsec,
+                f.ctime,
+                f.ctime_nsec,
+                f.ino as i64,
+            ] {
+                h.update(n.to_le_bytes());
+            }
+        }
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&h.finalize()[..16]);
+        u128::from_le_bytes(head)
+    }
+
+    /// How sample folder `dir` and the files a sample of this kind is read from look now, when
+    /// each is a folder or a regular file (a link, a FIFO or a missing file is no look).
+    pub fn now(dir: &Path, streamed: bool, meta: bool) -> Option<SampleLook> {
+        let mut stats = Vec::with_capacity(4);
+        let m = std::fs::symlink_metadata(dir).ok().filter(|m| m.is_dir())?;
+        stats.push(FileStat::of(&m));
+        for name in Self::names(streamed, meta) {
+            let m = std::fs::symlink_metadata(dir.join(name))
+                .ok()
+                .filter(|m| m.is_file())?;
+            stats.push(FileStat::of(&m));
+        }
+        Some(SampleLook {
+            streamed,
+            meta,
+            digest: Self::digest(&stats),
+        })
+    }
+}
+
+/// The stats of a sample's folder and of the files read from it, taken as they were read
+/// (the folder before its files, each file from the handle it was read through).
+#[derive(Debug, Clone, Default)]
+pub struct SampleStats {
+    pub streamed: bool,
+    pub meta: bool,
+    /// The folder's, then each file's, in [`SampleLook`]'s order; empty when one was missing.
+    pub stats: Vec<FileStat>,
+}
+
+impl SampleStats {
+    /// The look a later build may trust, when every stat was settled before `stamp`.
+    pub fn look(&self, stamp: DiskTime) -> Option<SampleLook> {
+        let expected = 1 + SampleLook::names(self.streamed, self.meta).count();
+        (self.stats.len() == expected && self.stats.iter().all(|f| f.settled_before(stamp))).then(
+            || SampleLook {
+                streamed: self.streamed,
+                meta: self.meta,
+                digest: SampleLook::digest(&self.stats),
+            },
+        )
     }
 }
 
@@ -556,6 +661,8 @@ pub struct SampleFiles {
     pub meta: Vec<u8>,
     /// Why a `meta.json` that exists could not be read (the sample is scored without it).
     pub meta_error: Option<String>,
+    /// How the folder and the files read looked (for the cache's [`SampleLook`]).
+    pub stats: SampleStats,
 }
 
 /// The most bytes read of one sample file: twice what collect keeps of a response body. A
@@ -579,6 +686,16 @@ pub struct FileStat {
 }
 
 impl FileStat {
+    /// Whether a later build may take this stat as proof that the file did not change: its
+    /// change time is strictly before `stamp`, the disk's time when the build that took it
+    /// began. A file changed later gets a later change time. One changed at the same tick as
+    /// the build began could keep the change time the build saw (the kernel's clock is coarse),
+    /// so its stat is not kept and the next build reads it and compares its hash (the "racy
+    /// clean" case git's index knows). A change time of 0 is a file system that keeps none.
+    pub fn settled_before(&self, stamp: DiskTime) -> bool {
+        (self.ctime, self.ctime_nsec) < stamp && (self.ctime, self.ctime_nsec) != (0, 0)
+    }
+
     /// `lstat` of `path`; `None` when it cannot be looked at.
     pub fn look(path: &Path) -> Option<FileStat> {
         std::fs::symlink_metadata(path)
@@ -603,12 +720,19 @@ impl FileStat {
 /// Anything but a regular file (a FIFO, a device, a symlink) is an error that says what it
 /// is, and is never waited on nor followed ([`crate::fsafe::open_own`]).
 pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_stat(path, max).map(|(bytes, _)| bytes)
+}
+
+/// [`read_bounded`], with the file's stat as it was opened.
+fn read_stat(path: &Path, max: u64) -> std::io::Result<(Vec<u8>, FileStat)> {
     let shown = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let f = crate::fsafe::open_own(path, &shown)?;
-    let size = f.metadata()?.len();
+    let m = f.metadata()?;
+    let stat = FileStat::of(&m);
+    let size = m.len();
     if size > max {
         return Err(std::io::Error::other(format!(
             "{} is {} bytes, more than the {} MiB callcheck reads of one file (collect never writes one that large)",
@@ -621,7 +745,7 @@ pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     // A file that grew since it was opened is read up to the bound, no further.
     match read_capped(f, max, size as usize + 1)? {
-        Some(bytes) => Ok(bytes),
+        Some(bytes) => Ok((bytes, stat)),
         None => Err(std::io::Error::other(format!(
             "{} grew past {} MiB while it was read",
             path.display(),
@@ -654,7 +778,14 @@ impl RunDir {
     /// Reads one sample's bytes (each file at most [`MAX_SAMPLE_FILE`]).
     pub fn read_sample(&self, sample: &str) -> std::io::Result<SampleFiles> {
         let d = self.sample_dir(sample);
-        let read = |name: &str| read_bounded(&d.join(name), MAX_SAMPLE_FILE);
+        // The folder is looked at before its files are read: a file renamed into it meanwhile
+        // shows at the next build.
+        let mut stats: Vec<FileStat> = FileStat::look(&d).into_iter().collect();
+        let mut read = |name: &str| {
+            let (bytes, stat) = read_stat(&d.join(name), MAX_SAMPLE_FILE)?;
+            stats.push(stat);
+            Ok::<_, std::io::Error>(bytes)
+        };
         let request = read("request.json")?;
         let (response, streamed) = match read("response.sse") {
             Ok(b) => (b, true),
@@ -662,15 +793,25 @@ impl RunDir {
             Err(e) => return Err(e),
         };
         let mut meta_error = None;
-        let meta = match read("meta.json") {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        let (meta, has_meta) = match read("meta.json") {
+            Ok(b) => (b, true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), false),
             // A meta.json that cannot be read (a folder, too large) is damage, not a reason to
             // drop the sample: it is scored without it, and reported.
             Err(e) => {
                 meta_error = Some(e.to_string());
-                Vec::new()
+                (Vec::new(), false)
             }
+        };
+        let stats = SampleStats {
+            streamed,
+            meta: has_meta,
+            // A meta.json that could not be read leaves the look incomplete: never trusted.
+            stats: if meta_error.is_some() {
+                Vec::new()
+            } else {
+                stats
+            },
         };
         Ok(SampleFiles {
             request,
@@ -678,6 +819,7 @@ impl RunDir {
             streamed,
             meta,
             meta_error,
+            stats,
         })
     }
 }
@@ -1231,6 +1373,51 @@ mod tests {
             "times set, even to the same"
         );
         assert!(RunLook::of(&tmp.path().join("missing")).is_none());
+    }
+
+    /// A sample's look changes with any edit of a file read from it, even one that keeps the
+    /// size, the inode and the modification time; a stat is trusted only when it was settled
+    /// before the build began.
+    #[test]
+    fn a_sample_look_follows_every_edit_of_its_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run_dir = tmp.path().join("m/t/r0001");
+        write_run(&run_dir, &["000"]);
+        let dir = run_dir.join("samples/000");
+        std::fs::write(dir.join("request.json"), "{}").unwrap();
+        std::fs::write(dir.join("response.json"), r#"{"a": 1}"#).unwrap();
+        let first = SampleLook::now(&dir, false, false).unwrap();
+        assert_eq!(SampleLook::now(&dir, false, false), Some(first));
+        assert_eq!(SampleLook::now(&dir, true, false), None, "no response.sse");
+        assert_eq!(SampleLook::now(&dir, false, true), None, "no meta.json");
+        // What a read records is the same look.
+        let scan = scan(tmp.path());
+        let files = scan.runs[0].read_sample("000").unwrap();
+        let far = (i64::MAX, 0);
+        assert_eq!(files.stats.look(far), Some(first));
+        // Not settled before a stamp taken at its change time: not kept.
+        let ctime = files
+            .stats
+            .stats
+            .iter()
+            .map(|f| (f.ctime, f.ctime_nsec))
+            .max()
+            .unwrap();
+        assert_eq!(files.stats.look(ctime), None);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Same size, same inode, modification time set back: the change time says.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("response.json"))
+            .unwrap();
+        let mtime = f.metadata().unwrap().modified().unwrap();
+        std::io::Write::write_all(&mut &f, br#"{"a": 2}"#).unwrap();
+        f.set_modified(mtime).unwrap();
+        assert_ne!(SampleLook::now(&dir, false, false), Some(first));
+        // A link in a file's place is no look.
+        std::fs::remove_file(dir.join("request.json")).unwrap();
+        std::os::unix::fs::symlink(dir.join("response.json"), dir.join("request.json")).unwrap();
+        assert_eq!(SampleLook::now(&dir, false, false), None);
     }
 
     /// A folder that looks as an earlier scan saw it is taken from what that scan read (shown

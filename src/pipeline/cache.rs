@@ -7,9 +7,12 @@
 //! A sample's verdict is reused when its transcript (sha256 of its files), its task (sha256 of
 //! the task file), its run's `cell.json` and the build's code (the scoring rules and the page
 //! renderer: [`identity`]) are all unchanged. Reading a transcript to hash it is skipped when
-//! the sample's folder and files have the same size, modification time and inode as when they
-//! were hashed (what `git status` trusts for its index); a fresh clone of `runs/` changes those,
-//! and then the files are read and hashed, and the verdicts still reused.
+//! the sample's folder and each file read from it have the same size, modification and change
+//! times and inode as when they were hashed ([`crate::runs::SampleLook`], what `git status`
+//! trusts for its index), so a transcript edited in place is read again; a stat taken at the
+//! tick the build began is not trusted (the next build reads that file and compares its hash).
+//! A fresh clone of `runs/` changes every stat, and then the files are read and hashed, and the
+//! verdicts still reused.
 //!
 //! The cache lives outside the published site (never under `--out`); losing it only costs time.
 
@@ -31,7 +34,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 12\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 13\n";
 
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
@@ -231,6 +234,10 @@ pub struct CachedSample {
     /// What is wrong with a damaged request.json or meta.json, reported on every build.
     #[serde(rename = "dm", default)]
     pub damage: Vec<String>,
+    /// How its folder and files looked when they were hashed, when a later build may trust
+    /// that (`None`: the next build reads and hashes them).
+    #[serde(rename = "lk", default)]
+    pub look: Option<crate::runs::SampleLook>,
     /// Filled in when the cache is saved (from the matrix, so a build holds each detail once).
     #[serde(rename = "v")]
     pub scored: Option<Box<CachedScored>>,
@@ -274,6 +281,27 @@ pub struct CachedScored {
     pub repaired: Option<String>,
 }
 
+impl CachedSample {
+    /// Whether its verdict is there and names outcomes this build knows.
+    pub fn decodes(&self) -> bool {
+        self.scored.as_ref().is_some_and(|s| {
+            outcome_of(&s.outcome).is_some()
+                && s.repaired
+                    .as_deref()
+                    .is_none_or(|r| outcome_of(r).is_some())
+        })
+    }
+}
+
+/// An outcome by the name the cache keeps: `pass`, `error` or a label.
+fn outcome_of(name: &str) -> Option<Outcome> {
+    Some(match name {
+        "pass" => Outcome::Pass,
+        "error" => Outcome::Error,
+        l => Outcome::Fail(Label::parse(l)?),
+    })
+}
+
 impl CachedScored {
     pub fn of(s: &Scored) -> CachedScored {
         CachedScored {
@@ -311,13 +339,6 @@ impl CachedScored {
 
     /// Back to a [`Scored`]; `None` when the outcome is not one this build knows.
     pub fn into_scored(self, key: SampleKey) -> Option<Scored> {
-        let outcome_of = |name: &str| {
-            Some(match name {
-                "pass" => Outcome::Pass,
-                "error" => Outcome::Error,
-                l => Outcome::Fail(Label::parse(l)?),
-            })
-        };
         let outcome = outcome_of(&self.outcome)?;
         let repaired = match &self.repaired {
             Some(r) => Some(outcome_of(r)?),
@@ -674,6 +695,26 @@ impl Saving {
         let _ = std::fs::remove_file(dir.join(OLD_FILE));
         Ok(())
     }
+}
+
+/// The disk's time now, as a file created in the cache folder `dir` says: what the looks this
+/// build records are compared with ([`crate::runs::FileStat::settled_before`]), read from the
+/// file system rather than a clock. `None` when no file can be made there (the build then
+/// records no look, and the next one reads and hashes every file).
+pub fn disk_now(dir: &Path) -> Option<crate::runs::DiskTime> {
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.join(format!(".{FILE}.tmp-{}", std::process::id()));
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
+        std::fs::remove_file(&path).ok()?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .ok()?;
+    let m = file.metadata();
+    let _ = std::fs::remove_file(&path);
+    m.ok().map(|m| (m.ctime(), m.ctime_nsec()))
 }
 
 /// True when `cache` lies inside the site folder `out` (it would be published).

@@ -136,6 +136,9 @@ pub struct Reuse<'a> {
     pub record: bool,
     /// Tell what changed since the previous build, from `prior`'s outcomes.
     pub changes: bool,
+    /// The disk's time when the build began ([`cache::disk_now`]): the samples' looks settled
+    /// before it are recorded for the next build.
+    pub stamp: Option<crate::runs::DiskTime>,
 }
 
 /// Reads, scores and renders the samples of one run folder, queueing each page for the writer;
@@ -155,13 +158,17 @@ pub fn run_samples(
         sample: name.to_string(),
     };
     let Reuse {
-        mut prior,
+        prior,
         in_place,
         record,
         cells,
         changes,
         site_url,
+        stamp,
     } = reuse;
+    // A record whose checksum held but whose verdicts this build cannot read back (an outcome
+    // it does not know) is no record: the run is read and scored as if it had none.
+    let mut prior = prior.filter(|p| p.samples.values().all(cache::CachedSample::decodes));
     // The previous verdicts stand for the same transcripts of the same run and task, and its
     // pages where they are.
     let reusable = |p: &cache::CachedRun| {
@@ -171,9 +178,9 @@ pub fn run_samples(
             && p.task_sha256 == task.sha256
     };
     // The run's folders look as they did when the previous build read them (the scan looked
-    // before listing them), with the same samples: nothing is read, and the listing and the
-    // run's page stand. A finished run folder is never modified again (SPEC §4); see
-    // [`crate::runs::RunLook`] for what that trusts.
+    // before listing them), with the same samples, and so do each sample's folder and files:
+    // nothing is read, and the listing and the run's page stand. See [`crate::runs::RunLook`]
+    // and [`crate::runs::SampleLook`] for what that trusts.
     if let Some(p) = &prior
         && reusable(p)
         && run.look.is_some()
@@ -181,7 +188,13 @@ pub fn run_samples(
             .as_ref()
             .is_some_and(|f| Some(f.look) == run.look && f.seen.samples == run.samples)
         && p.samples.len() == run.samples.len()
-        && run.samples.iter().all(|n| p.samples.contains_key(n))
+        && run.samples.iter().all(|n| {
+            p.samples.get(n).is_some_and(|c| {
+                c.look.is_some_and(|l| {
+                    crate::runs::SampleLook::now(&run.sample_dir(n), l.streamed, l.meta) == Some(l)
+                })
+            })
+        })
         && let Some(mut p) = prior.take()
     {
         let mut out = RunOutcome {
@@ -232,6 +245,7 @@ pub fn run_samples(
             bytes: sample.bytes,
             page_len: 0,
             damage: sample.damage.clone(),
+            look: stamp.and_then(|st| sample.stats.look(st)),
             scored: None,
         };
         samples.push((sample, record));
@@ -436,6 +450,9 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     // wrote (nobody rebuilt or replaced it since): that build's outcomes, for the changes page,
     // are then the cache's, and the 'previous' samples.csv in the site need not be read.
     let mut prior = opts.cache.as_deref().map(cache::load).unwrap_or_default();
+    // Before anything under runs/ is looked at: the looks recorded must have been settled
+    // before it.
+    let stamp = opts.cache.as_deref().and_then(cache::disk_now);
     // The previous build's pooled comparisons, whatever becomes of the rest of its cache: they
     // are functions of their counts alone.
     let memo = crate::stats::compare::Memo::new(
@@ -529,6 +546,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
                 cells,
                 changes: changes_told,
                 site_url: site_url.as_deref(),
+                stamp,
             };
             let outcome = run_samples(&opts.runs, r, task, reuse, tx);
             if let Ok(o) = &outcome {
@@ -555,8 +573,10 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         ..Default::default()
     };
     if record {
+        // Only listings whose look a later build may trust.
         next.listings = listings
             .into_iter()
+            .filter(|l| stamp.is_some_and(|st| l.look.settled_before(st)))
             .map(|l| (l.rel, (l.look, l.names)))
             .collect();
     }
@@ -644,6 +664,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         &mut next,
         &prior,
         &runs,
+        stamp,
     )?;
     drop(prior);
     let pages_kept = groups.as_ref().map(|g| g.kept()).unwrap_or_default();
@@ -725,6 +746,7 @@ fn write_summary(
     next: &mut cache::CacheFile,
     prior: &cache::Prior,
     runs: &[RunInput],
+    stamp: Option<crate::runs::DiskTime>,
 ) -> Result<(BTreeMap<String, u64>, String, Option<cache::Saving>)> {
     // Each summary file is written as it is rendered; only its name, size and (the manifest's)
     // hash are kept. Meanwhile the cache's runs are written: each run's verdicts are taken from
@@ -774,7 +796,9 @@ fn write_summary(
                 // that no second copy of it lives through the build.
                 run.folders = run_dirs.get(path).and_then(|r| {
                     Some(cache::CachedFolders {
-                        look: r.look?,
+                        look: r
+                            .look
+                            .filter(|l| stamp.is_some_and(|st| l.settled_before(st)))?,
                         seen: crate::runs::SeenRun {
                             cell_json: r.cell_json.clone(),
                             cell_sha256: r.cell_sha256.clone(),

@@ -216,6 +216,8 @@ pub struct Sample {
     pub bytes: u64,
     /// What is wrong with a damaged request.json or meta.json (the sample is scored anyway).
     pub damage: Vec<String>,
+    /// How its folder and files looked when they were read (the cache's key of the sample).
+    pub stats: runs::SampleStats,
 }
 
 /// Reads sample `name` of `run`; an unreadable sample becomes a skipped input.
@@ -255,6 +257,7 @@ pub fn parse_sample(
         streamed,
         meta,
         meta_error: _,
+        stats,
     } = files;
     let base = format!("samples/{name}");
     let sha = crate::task::sha256_hex;
@@ -288,5 +291,6 @@ pub fn parse_sample(
         files: listed,
         bytes,
         damage,
+        stats,
     }
 }

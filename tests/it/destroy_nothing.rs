@@ -816,3 +816,100 @@ fn a_feedback_parent_whose_request_is_a_symlink_is_not_followed_up() {
     }
     assert_eq!(holding(&runs, MARKER), Vec::<PathBuf>::new());
 }
+
+/// `callcheck build` in `dir` with its default cache (`dir/.callcheck-cache`), as a user types
+/// it in a collection's folder.
+fn plain_build(dir: &Path, runs: &Path, out: &Path) -> String {
+    let o = Command::new(BIN)
+        .current_dir(dir)
+        .args([
+            "build",
+            "--tasks",
+            s(&fixture_tasks()),
+            "--runs",
+            s(runs),
+            "--out",
+            s(out),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stderr(&o)
+}
+
+/// A transcript edited where it lies (by `sed -i`, which renames a new file into the sample's
+/// folder; by a write in place of the same size with its modification time set back), or
+/// changed by a `git checkout` of another version, is scored again by a plain build: each
+/// build equals one without the cache, byte for byte, and differs from the build before.
+#[test]
+fn an_edited_transcript_is_scored_again_by_a_plain_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let (out, fresh) = (tmp.path().join("site"), tmp.path().join("fresh"));
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .current_dir(tmp.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "runs"]);
+    git(&["commit", "-qm", "first"]);
+    plain_build(tmp.path(), &runs, &out);
+    let mut before = tree(&out);
+    // A plain build over the site, and one without the cache over a copy of the same site (so
+    // that both tell the same changes since the previous build).
+    let rebuild = |what: &str| {
+        let _ = std::fs::remove_dir_all(&fresh);
+        copy_tree(&out, &fresh);
+        plain_build(tmp.path(), &runs, &out);
+        build_ok(&fixture_tasks(), &runs, &fresh, &["--no-cache"], &[]);
+        let site = tree(&out);
+        assert!(
+            site == tree(&fresh),
+            "{what}: the plain build is not the fresh one"
+        );
+        site
+    };
+    let samples = runs.join("alpha/contact-card/r0001/samples");
+    // sed -i: the name no longer matches what the task asks (escaping_error where it passed).
+    let o = Command::new("sed")
+        .args([
+            "-i",
+            r#"s/Ada Lovelace\\"/Ada Lovelacf\\"/"#,
+            s(&samples.join("000/response.json")),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let after = rebuild("sed -i");
+    assert!(after != before, "the edit changes the site");
+    before = after;
+    // A write in place, same size, modification time set back: only the change time says.
+    let file = samples.join("001/response.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let edited = text.replacen(r#"Ada Lovelace\""#, r#"Ada Lovelacf\""#, 1);
+    assert_eq!(edited.len(), text.len());
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all(edited.as_bytes()).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+    let after = rebuild("a write in place");
+    assert!(after != before, "the edit changes the site");
+    // Both edits committed, then the first version checked out again.
+    git(&["commit", "-qam", "second"]);
+    git(&["checkout", "-q", "HEAD~1", "--", "runs"]);
+    rebuild("git checkout");
+    assert_eq!(
+        std::fs::read(samples.join("000/response.json")).unwrap(),
+        std::fs::read(fixture_runs().join("alpha/contact-card/r0001/samples/000/response.json"))
+            .unwrap()
+    );
+}
