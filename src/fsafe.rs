@@ -65,6 +65,14 @@ pub fn open_own(path: &Path, shown: &str) -> io::Result<File> {
     open_with(path, shown, libc::O_NOFOLLOW)
 }
 
+/// Whether the regular file at `path` (not a link) starts with `head`.
+pub fn starts_with(path: &Path, head: &[u8]) -> bool {
+    let mut first = vec![0u8; head.len()];
+    open_own(path, "")
+        .and_then(|mut f| f.read_exact(&mut first))
+        .is_ok_and(|()| first == head)
+}
+
 /// [`read_bounded`] through [`open_own`]: a symlink at `path` is an error that says so.
 pub fn read_own(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let f = open_own(path, &path.display().to_string())?;

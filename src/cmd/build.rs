@@ -28,7 +28,7 @@ pub fn inputs(opts: &BuildOpts) -> Inputs {
 pub fn run(opts: &BuildOpts) -> Result<()> {
     let inputs = inputs(opts);
     if let Some(dir) = &inputs.cache {
-        super::cache_dir::prepare(dir, &opts.out, opts.cache.is_some())?;
+        super::cache_dir::prepare(dir, &inputs, opts.cache.is_some())?;
     }
     summarise(&inputs)
 }

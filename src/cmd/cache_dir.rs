@@ -20,13 +20,27 @@ pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 /// Everything in the folder, so that git ignores the cache wherever it is put.
 pub const GITIGNORE: &str = "# Created by callcheck: this folder is build's cache.\n*\n";
 
-/// The files a cache folder holds when only callcheck wrote to it (the cache file, its
-/// predecessor, its temporary files and the two markers).
-fn is_ours(name: &str) -> bool {
-    matches!(
-        name,
-        "verdicts.bin" | "verdicts.json" | "CACHEDIR.TAG" | ".gitignore"
-    ) || name.starts_with(".verdicts.bin.tmp-")
+/// Whether the entry `name` of a cache folder is one callcheck's cache wrote: its cache file
+/// (which starts with the cache's own first bytes), an earlier version's (a JSON object whose
+/// first key is the cache's `identity`), a temporary file of a build writing it, or one of the
+/// two markers with the very text callcheck writes. Only regular files count: a link named
+/// like one is not callcheck's.
+fn is_ours(dir: &Path, name: &str) -> bool {
+    let path = dir.join(name);
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let starts_with = |head: &[u8]| crate::fsafe::starts_with(&path, head);
+    let holds = |text: &str| {
+        crate::fsafe::read_own(&path, text.len() as u64).is_ok_and(|b| b == text.as_bytes())
+    };
+    match name {
+        "verdicts.bin" => starts_with(crate::pipeline::cache::MAGIC_PREFIX),
+        "verdicts.json" => starts_with(crate::pipeline::cache::OLD_FILE_HEAD),
+        "CACHEDIR.TAG" => holds(CACHEDIR_TAG),
+        ".gitignore" => holds(GITIGNORE),
+        _ => name.starts_with(".verdicts.bin.tmp-"),
+    }
 }
 
 /// A folder with more entries than this is not one callcheck made for its cache.
@@ -40,21 +54,43 @@ pub fn choose(opts: &BuildOpts) -> Option<PathBuf> {
     Some(opts.cache.clone().unwrap_or_else(|| PathBuf::from(DEFAULT)))
 }
 
-/// Makes the cache folder ready for a build writing its site to `out`: creates it with its
-/// markers, or adds the markers to a folder that holds only a cache (one an earlier `--cache`
-/// made). It never writes a marker into a folder holding anything else, never replaces a file,
-/// and does not write through a symlink at the default place (a link there is someone else's).
-pub fn prepare(dir: &Path, out: &Path, given: bool) -> Result<()> {
+/// Makes the cache folder ready for a build of `opts`: creates it with its markers, or adds
+/// the markers to a folder that holds only a cache (one an earlier `--cache` made). A folder
+/// holding anything else is refused, naming what it holds (a build would replace its
+/// `verdicts.bin`); so is a cache inside `--runs` or `--tasks` (it would be committed with
+/// them) or `--out` (it would be published). It never replaces a file, and does not write
+/// through a symlink at the default place (a link there is someone else's).
+pub fn prepare(dir: &Path, opts: &crate::pipeline::Inputs, given: bool) -> Result<()> {
     let fix = "pass --cache DIR to put the cache elsewhere, or --no-cache";
-    if crate::pipeline::cache::inside(dir, out) {
+    let what = if given {
+        format!("--cache {}", dir.display())
+    } else {
+        format!("the default cache {}", dir.display())
+    };
+    for (flag, p, why) in [
+        (
+            "--runs",
+            &opts.runs,
+            "it would be committed with the transcripts",
+        ),
+        (
+            "--tasks",
+            &opts.tasks,
+            "it would be committed with the tasks",
+        ),
+    ] {
+        if crate::pipeline::owned::within(dir, p) {
+            bail!("{what} is inside {flag} {}: {why}; {fix}", p.display());
+        }
+    }
+    if crate::pipeline::cache::inside(dir, &opts.out) {
         if given {
             // The build refuses it, naming --cache; nothing is made inside the site first.
             return Ok(());
         }
         bail!(
-            "the default cache {} is inside --out {}: it would be published; {fix}",
-            dir.display(),
-            out.display()
+            "{what} is inside --out {}: it would be published; {fix}",
+            opts.out.display()
         );
     }
     match std::fs::symlink_metadata(dir) {
@@ -76,8 +112,24 @@ pub fn prepare(dir: &Path, out: &Path, given: bool) -> Result<()> {
             }
         }
     }
-    if !only_cache_files(dir)? {
-        return Ok(());
+    let foreign = foreign_files(dir)?;
+    if !foreign.is_empty() {
+        const SHOWN: usize = 5;
+        let mut names = foreign
+            .iter()
+            .take(SHOWN)
+            .map(|n| crate::term::escape_controls(n).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if foreign.len() > SHOWN {
+            names.push_str(&format!(" and {} more", foreign.len() - SHOWN));
+        }
+        bail!(
+            "the cache folder {} holds {} file{} callcheck's cache does not write ({names}): refusing to use it, as a build would replace them; pass --cache DIR naming an empty or new folder, or --no-cache",
+            dir.display(),
+            foreign.len(),
+            if foreign.len() == 1 { "" } else { "s" }
+        );
     }
     for (name, text) in [("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)] {
         let path = dir.join(name);
@@ -97,17 +149,22 @@ pub fn prepare(dir: &Path, out: &Path, given: bool) -> Result<()> {
     Ok(())
 }
 
-/// Whether every entry of `dir` is one callcheck's cache writes (an empty folder included).
-fn only_cache_files(dir: &Path) -> Result<bool> {
+/// The entries of `dir` that callcheck's cache does not write, sorted (at most
+/// [`MAX_ENTRIES`] are looked at: a folder holding more is not a cache, and the rest are counted
+/// as foreign).
+fn foreign_files(dir: &Path) -> Result<Vec<String>> {
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    let mut foreign = Vec::new();
     for (i, entry) in entries.enumerate() {
         let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-        if i >= MAX_ENTRIES || !entry.file_name().to_str().is_some_and(is_ours) {
-            return Ok(false);
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if i >= MAX_ENTRIES || !is_ours(dir, &name) {
+            foreign.push(name);
         }
     }
-    Ok(true)
+    foreign.sort();
+    Ok(foreign)
 }
 
 #[cfg(test)]
@@ -123,6 +180,13 @@ mod tests {
             crate::cli::Command::Build(o) => o,
             other => panic!("not a build: {other:?}"),
         }
+    }
+
+    /// The inputs of a build in `dir` (its runs, tasks and site there), its cache elsewhere.
+    fn beside(dir: &Path) -> crate::pipeline::Inputs {
+        let at = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let (runs, tasks, out) = (at("runs"), at("tasks"), at("site"));
+        super::super::build::inputs(&opts(&["--runs", &runs, "--tasks", &tasks, "--out", &out]))
     }
 
     #[test]
@@ -145,7 +209,7 @@ mod tests {
     fn a_new_cache_folder_gets_both_markers() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("a/b");
-        prepare(&dir, &tmp.path().join("site"), true).unwrap();
+        prepare(&dir, &beside(tmp.path()), true).unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.join("CACHEDIR.TAG")).unwrap(),
             CACHEDIR_TAG
@@ -159,35 +223,62 @@ mod tests {
     #[test]
     fn an_earlier_cache_gets_the_markers_and_keeps_its_file() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("verdicts.bin"), b"old").unwrap();
-        std::fs::write(tmp.path().join(".gitignore"), b"mine\n").unwrap();
-        prepare(tmp.path(), &tmp.path().join("..").join("site"), true).unwrap();
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        let old = [crate::pipeline::cache::MAGIC_PREFIX, b"12\n..."].concat();
+        std::fs::write(dir.join("verdicts.bin"), &old).unwrap();
+        std::fs::write(dir.join(".verdicts.bin.tmp-12"), b"").unwrap();
+        prepare(&dir, &beside(tmp.path()), true).unwrap();
+        assert_eq!(std::fs::read(dir.join("verdicts.bin")).unwrap(), old);
         assert_eq!(
-            std::fs::read(tmp.path().join("verdicts.bin")).unwrap(),
-            b"old"
-        );
-        // An existing marker is never replaced.
-        assert_eq!(
-            std::fs::read(tmp.path().join(".gitignore")).unwrap(),
-            b"mine\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(tmp.path().join("CACHEDIR.TAG")).unwrap(),
+            std::fs::read_to_string(dir.join("CACHEDIR.TAG")).unwrap(),
             CACHEDIR_TAG
         );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
+            GITIGNORE
+        );
+        // Used again as it is: every file is one the cache writes.
+        prepare(&dir, &beside(tmp.path()), true).unwrap();
     }
 
     #[test]
-    fn a_folder_with_other_files_gets_no_marker() {
+    fn a_folder_with_other_files_is_refused_and_gets_no_marker() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("notes.txt"), b"keep").unwrap();
-        prepare(tmp.path(), &tmp.path().join("site"), true).unwrap();
-        let mut names: Vec<String> = std::fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["notes.txt"]);
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        // Files named as the cache's, but not its: another program's verdicts, a .gitignore
+        // of the user's, a link.
+        std::fs::write(dir.join("verdicts.bin"), b"theirs").unwrap();
+        std::fs::write(dir.join(".gitignore"), b"mine\n").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("x"), dir.join("CACHEDIR.TAG")).unwrap();
+        let e = prepare(&dir, &beside(tmp.path()), true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the cache folder {} holds 3 files callcheck's cache does not write (.gitignore, CACHEDIR.TAG, verdicts.bin): refusing to use it, as a build would replace them; pass --cache DIR naming an empty or new folder, or --no-cache",
+                dir.display()
+            )
+        );
+        assert_eq!(std::fs::read(dir.join("verdicts.bin")).unwrap(), b"theirs");
+        assert_eq!(std::fs::read(dir.join(".gitignore")).unwrap(), b"mine\n");
+    }
+
+    #[test]
+    fn a_cache_inside_the_runs_or_the_tasks_is_refused_before_anything_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = beside(tmp.path());
+        for (flag, dir) in [("--runs", &o.runs), ("--tasks", &o.tasks)] {
+            let cache = dir.join(".cache");
+            let e = prepare(&cache, &o, true).unwrap_err().to_string();
+            let start = format!(
+                "--cache {} is inside {flag} {}: it would be committed",
+                cache.display(),
+                dir.display()
+            );
+            assert!(e.starts_with(&start), "{e}");
+            assert!(!cache.exists());
+        }
     }
 
     #[test]
@@ -195,7 +286,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("c");
         std::fs::write(&dir, b"x").unwrap();
-        let e = prepare(&dir, &tmp.path().join("site"), true).unwrap_err();
+        let e = prepare(&dir, &beside(tmp.path()), true).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
@@ -206,7 +297,6 @@ mod tests {
         assert_eq!(std::fs::read(&dir).unwrap(), b"x");
     }
 
-    #[cfg(unix)]
     #[test]
     fn a_symlink_at_the_default_place_is_refused_and_one_named_is_followed() {
         let tmp = tempfile::tempdir().unwrap();
@@ -214,7 +304,7 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         let link = tmp.path().join(DEFAULT);
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let e = prepare(&link, &tmp.path().join("site"), false).unwrap_err();
+        let e = prepare(&link, &beside(tmp.path()), false).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
@@ -223,7 +313,7 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
-        prepare(&link, &tmp.path().join("site"), true).unwrap();
+        prepare(&link, &beside(tmp.path()), true).unwrap();
         assert_eq!(
             std::fs::read_to_string(target.join("CACHEDIR.TAG")).unwrap(),
             CACHEDIR_TAG
@@ -235,7 +325,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().to_path_buf();
         let dir = out.join(DEFAULT);
-        let e = prepare(&dir, &out, false).unwrap_err();
+        let o = super::super::build::inputs(&opts(&[
+            "--out",
+            out.to_str().unwrap(),
+            "--runs",
+            "/nowhere/runs",
+        ]));
+        let e = prepare(&dir, &o, false).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(

@@ -36,8 +36,15 @@ const FILE: &str = "verdicts.bin";
 /// The first bytes of the cache file; a file that does not start with them is not read.
 const MAGIC: &[u8] = b"callcheck verdict cache 13\n";
 
+/// The first bytes of every version's cache file: what tells callcheck's `verdicts.bin` from
+/// another program's file of that name ([`crate::cmd`]'s cache folder check).
+pub const MAGIC_PREFIX: &[u8] = b"callcheck verdict cache ";
+
 /// The cache file of earlier versions (JSON), removed when a new one is written.
 const OLD_FILE: &str = "verdicts.json";
+
+/// How an earlier version's cache file starts (its first key).
+pub const OLD_FILE_HEAD: &[u8] = b"{\"identity\":";
 
 /// The largest cache file read (about eight million samples' worth).
 const MAX_FILE: u64 = 2 << 30;
@@ -691,8 +698,12 @@ impl Saving {
         std::fs::rename(tmp.path(), &file)
             .with_context(|| format!("cannot write {}", file.display()))?;
         tmp.0 = None;
-        // An earlier version's cache, never read again.
-        let _ = std::fs::remove_file(dir.join(OLD_FILE));
+        // An earlier version's cache, never read again (a file of that name that is not one
+        // stays).
+        let old = dir.join(OLD_FILE);
+        if crate::fsafe::starts_with(&old, OLD_FILE_HEAD) {
+            let _ = std::fs::remove_file(old);
+        }
         Ok(())
     }
 }

@@ -437,6 +437,17 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
                 opts.site_url.as_deref().unwrap_or_default()
             )
         })?;
+    if let Some(c) = &opts.cache {
+        for (flag, p) in [("--runs", &opts.runs), ("--tasks", &opts.tasks)] {
+            if owned::within(c, p) {
+                bail!(
+                    "--cache {} is inside {flag} {}: it would be committed with them; put it beside them",
+                    c.display(),
+                    p.display()
+                );
+            }
+        }
+    }
     if let Some(c) = &opts.cache
         && cache::inside(c, &opts.out)
     {

@@ -210,16 +210,23 @@ fn a_site_built_into_the_working_folder_refuses_the_default_cache_inside_it() {
 }
 
 #[test]
-fn a_folder_of_other_files_named_as_the_cache_gets_no_marker() {
+fn a_folder_of_other_files_named_as_the_cache_is_refused_and_left_as_it_was() {
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
     let mine = cwd.join("mine");
     std::fs::create_dir(&mine).unwrap();
     std::fs::write(mine.join("notes.txt"), "keep\n").unwrap();
-    ok(build_in(cwd, &fixture_runs(), "site", &["--cache", "mine"]));
-    assert_eq!(names(&mine), ["notes.txt", "verdicts.bin"]);
+    let o = build_in(cwd, &fixture_runs(), "site", &["--cache", "mine"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: the cache folder mine holds 1 file callcheck's cache does not write (notes.txt): refusing to use it, as a build would replace them; pass --cache DIR naming an empty or new folder, or --no-cache\n"
+    );
+    assert_eq!(names(&mine), ["notes.txt"]);
     assert_eq!(
         std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
         "keep\n"
     );
+    assert!(!cwd.join("site").exists());
 }

@@ -913,3 +913,92 @@ fn an_edited_transcript_is_scored_again_by_a_plain_build() {
             .unwrap()
     );
 }
+
+/// A cache folder is used only when it is absent, empty or holds only what callcheck's cache
+/// writes (its own marker, its own cache file): a `.callcheck-cache` or a `--cache` folder
+/// holding anyone else's files is refused, naming them, and they are kept byte for byte; a
+/// cache inside `--runs`, `--tasks` or `--out` is refused before anything is made there.
+#[test]
+fn a_cache_folder_holding_someone_elses_files_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let tasks = tmp.path().join("tasks");
+    copy_tree(&fixture_tasks(), &tasks);
+    let out = tmp.path().join("site");
+    let build_in = |args: &[&str]| {
+        Command::new(BIN)
+            .current_dir(tmp.path())
+            .args([
+                "build",
+                "--tasks",
+                s(&tasks),
+                "--runs",
+                s(&runs),
+                "--out",
+                s(&out),
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Another tool's folder of the same name: its verdicts in JSON and in a binary file.
+    let theirs = [
+        sentinel(&tmp.path().join(".callcheck-cache/verdicts.json")),
+        sentinel(&tmp.path().join(".callcheck-cache/verdicts.bin")),
+    ];
+    let kept = bytes_of(&theirs);
+    let err = refused(&build_in(&[]));
+    assert!(
+        err.contains(&format!(
+            "error: the cache folder {} holds 2 files callcheck's cache does not write (verdicts.bin, verdicts.json): refusing to use it, as a build would replace them",
+            Path::new(".callcheck-cache").display()
+        )),
+        "{err}"
+    );
+    assert_eq!(bytes_of(&theirs), kept);
+    assert!(!out.exists(), "nothing built");
+    // The same with --cache naming such a folder.
+    let other = sentinel(&tmp.path().join("elsewhere/notes.txt"));
+    let err = refused(&build_in(&["--cache", s(other.parent().unwrap())]));
+    assert!(
+        err.contains("holds 1 file callcheck's cache does not write (notes.txt)"),
+        "{err}"
+    );
+    assert!(!other.parent().unwrap().join("CACHEDIR.TAG").exists());
+    // Inside what the build reads: refused, nothing made there.
+    for (flag, inside) in [
+        ("--runs", runs.join(".cache")),
+        ("--tasks", tasks.join("cache")),
+    ] {
+        let err = refused(&build_in(&["--cache", s(&inside)]));
+        assert!(
+            err.contains(&format!(
+                "error: --cache {} is inside {flag} {}",
+                inside.display(),
+                if flag == "--runs" {
+                    runs.display()
+                } else {
+                    tasks.display()
+                }
+            )),
+            "{err}"
+        );
+        assert!(!inside.exists());
+    }
+    // A folder callcheck's cache made is used, as is an empty one.
+    std::fs::remove_dir_all(tmp.path().join(".callcheck-cache")).unwrap();
+    let first = build_in(&[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = build_in(&[]);
+    assert!(
+        stderr(&again).contains("36 of 36 samples' verdicts reused"),
+        "{}",
+        stderr(&again)
+    );
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = build_in(&["--cache", s(&empty)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(empty.join("verdicts.bin").is_file());
+}
