@@ -20,23 +20,24 @@ pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 /// Everything in the folder, so that git ignores the cache wherever it is put.
 pub const GITIGNORE: &str = "# Created by callcheck: this folder is build's cache.\n*\n";
 
-/// Whether the entry `name` of a cache folder is one callcheck's cache wrote: its cache file
-/// (which starts with the cache's own first bytes), an earlier version's (a JSON object whose
-/// first key is the cache's `identity`), a temporary file of a build writing it, or one of the
-/// two markers with the very text callcheck writes. Only regular files count: a link named
-/// like one is not callcheck's.
-fn is_ours(dir: &Path, name: &str) -> bool {
+/// Whether the entry `name` of cache folder `dir` is one callcheck's cache wrote: one of the
+/// two markers with the very text callcheck writes, a temporary file of a build writing the
+/// cache, or the cache file: one that starts with the cache's own first bytes (or, for an
+/// earlier version's JSON cache, its first key), or any file of that name in a folder callcheck
+/// marked (`marked`: a damaged cache is still the cache, replaced at the next build). Only
+/// regular files count: a link named like one is not callcheck's.
+fn is_ours(dir: &Path, name: &str, marked: bool) -> bool {
     let path = dir.join(name);
     if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let starts_with = |head: &[u8]| crate::fsafe::starts_with(&path, head);
     let holds = |text: &str| {
         crate::fsafe::read_own(&path, text.len() as u64).is_ok_and(|b| b == text.as_bytes())
     };
+    let cache_file = |head: &[u8]| marked || crate::fsafe::starts_with(&path, head);
     match name {
-        "verdicts.bin" => starts_with(crate::pipeline::cache::MAGIC_PREFIX),
-        "verdicts.json" => starts_with(crate::pipeline::cache::OLD_FILE_HEAD),
+        "verdicts.bin" => cache_file(crate::pipeline::cache::MAGIC_PREFIX),
+        "verdicts.json" => cache_file(crate::pipeline::cache::OLD_FILE_HEAD),
         "CACHEDIR.TAG" => holds(CACHEDIR_TAG),
         ".gitignore" => holds(GITIGNORE),
         _ => name.starts_with(".verdicts.bin.tmp-"),
@@ -156,10 +157,11 @@ fn foreign_files(dir: &Path) -> Result<Vec<String>> {
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
     let mut foreign = Vec::new();
+    let marked = is_ours(dir, "CACHEDIR.TAG", false);
     for (i, entry) in entries.enumerate() {
         let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if i >= MAX_ENTRIES || !is_ours(dir, &name) {
+        if i >= MAX_ENTRIES || !is_ours(dir, &name, marked) {
             foreign.push(name);
         }
     }

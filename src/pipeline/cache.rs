@@ -488,6 +488,7 @@ impl CachedRun {
 /// Reads the cache in `dir`; a missing, unreadable or outdated cache is an empty one (said on
 /// stderr when it exists but cannot be used).
 pub fn load(dir: &Path) -> Prior {
+    clear_leftovers(dir);
     let path = dir.join(FILE);
     let bytes = match crate::runs::read_bounded(&path, MAX_FILE) {
         Ok(b) => b,
@@ -515,6 +516,31 @@ pub fn load(dir: &Path) -> Prior {
                 path.display()
             );
             Prior::default()
+        }
+    }
+}
+
+/// Removes the temporary cache files (`.verdicts.bin.tmp-<pid>`) of builds that were killed
+/// before they renamed theirs into place: only regular files (a link is removed, never
+/// followed), only those of a process that is not a running build.
+fn clear_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{FILE}.tmp-");
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let mine = pid == std::process::id() as i32;
+        if (mine || !super::owned::live_build(pid))
+            && e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink())
+        {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }

@@ -426,6 +426,15 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
             );
         }
     }
+    // Before anything looks at --out: an update an interrupted in-place build committed is
+    // finished, so the site is the one that build wrote, whole (SPEC §12, turn 5).
+    for tmp in write::finish_interrupted(&opts.out)? {
+        eprintln!(
+            "finished the update of {} that an interrupted build committed in {}",
+            opts.out.display(),
+            tmp.display()
+        );
+    }
     let site_url = opts
         .site_url
         .as_deref()
@@ -530,7 +539,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         cache::Prior::default()
     };
     let mut site = match marked {
-        Some(files) if in_place => SiteWriter::in_place(&opts.out, files),
+        Some(files) if in_place => SiteWriter::in_place(&opts.out, files)?,
         _ => {
             if inspected.is_none() {
                 owned::inspect(&opts.out)?;

@@ -17,8 +17,13 @@ use std::path::{Path, PathBuf};
 /// The marker's file name, at the site's root.
 pub const MARKER: &str = ".callcheck-site";
 
+/// The file that commits an in-place build's update, at the root of the folder it was staged
+/// in beside `--out` ([`super::write`]): once it is there, the update is finished by whichever
+/// build comes next, never thrown away.
+pub const UPDATE: &str = ".callcheck-update";
+
 /// The marker's first line: its format. No other program writes this line into this file.
-const FORMAT: &str = "callcheck-site 1";
+pub const MARKER_FORMAT: &str = "callcheck-site 1";
 
 /// The most bytes read of a marker (it is a few lines).
 const MAX_MARKER: u64 = 4096;
@@ -81,7 +86,7 @@ impl FileSet {
     /// The marker's bytes.
     pub fn marker(&self) -> Vec<u8> {
         format!(
-            "{FORMAT}\n\
+            "{MARKER_FORMAT}\n\
              # This folder is a site written by `callcheck build`. The next build replaces the files\n\
              # it wrote, and only when the folder holds nothing else; the line below identifies them.\n\
              files {} {:032x}\n",
@@ -94,7 +99,7 @@ impl FileSet {
     fn parse(bytes: &[u8]) -> Option<FileSet> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut lines = text.lines();
-        if lines.next()? != FORMAT {
+        if lines.next()? != MARKER_FORMAT {
             return None;
         }
         let line = lines.find(|l| l.starts_with("files "))?;
@@ -118,13 +123,13 @@ pub enum Site {
 
 /// One thing found in the folder that is not a folder: its path relative to it and what it is
 /// (`None`: a regular file).
-struct Found {
-    rel: String,
-    kind: Option<&'static str>,
+pub(super) struct Found {
+    pub rel: String,
+    pub kind: Option<&'static str>,
 }
 
 /// Every non-folder entry under `dir`, sorted by path; symlinks are listed, never followed.
-fn list(dir: &Path) -> Result<Vec<Found>> {
+pub(super) fn list(dir: &Path) -> Result<Vec<Found>> {
     let mut found = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((d, prefix)) = stack.pop() {
@@ -350,39 +355,52 @@ pub fn old_name(name: &str, pid: u32) -> String {
     format!(".{name}.old-{pid}")
 }
 
-/// Removes the folders interrupted builds left beside `--out` (`parent/.name.tmp-<pid>`,
-/// `.name.old-<pid>`): only those whose marker proves they are a build's, holding nothing but a
-/// site's files, and whose build is not running. Returns what was removed and what was left
-/// (with why), for the build to say.
-pub fn clear_interrupted(parent: &Path, name: &str) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
-    let (mut removed, mut left) = (Vec::new(), Vec::new());
+/// The folders interrupted builds left beside `--out` `name` in `parent`
+/// (`.name.tmp-<pid>`, `.name.old-<pid>`) whose build is not running, sorted.
+pub fn leftovers(parent: &Path, name: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(parent) else {
-        return (removed, left);
+        return Vec::new();
     };
     let tmp = format!(".{name}.tmp-");
     let old = format!(".{name}.old-");
-    let mut names: Vec<String> = entries
+    let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&tmp) || n.starts_with(&old))
+        .filter_map(|n| {
+            let pid = n.strip_prefix(&tmp).or_else(|| n.strip_prefix(&old))?;
+            let pid = pid.parse::<i32>().ok()?;
+            // A leftover with this process's id is another's that had it before: not running.
+            (pid == std::process::id() as i32 || !live_build(pid)).then(|| parent.join(n))
+        })
         .collect();
-    names.sort();
-    for n in names {
-        let (is_tmp, pid) = match (n.strip_prefix(&tmp), n.strip_prefix(&old)) {
-            (Some(p), _) => (true, p),
-            (_, Some(p)) => (false, p),
-            _ => continue,
-        };
-        let Ok(pid) = pid.parse::<i32>() else {
-            continue;
-        };
-        // A leftover with this process's id is another's that had it before: not running.
-        if pid != std::process::id() as i32 && live_build(pid) {
+    found.sort();
+    found
+}
+
+/// Removes the folders interrupted builds left beside `--out` ([`leftovers`]): only those whose
+/// marker proves they are a build's and that hold nothing but a site's files, and an empty one
+/// (a removal killed at its very end), never one holding a committed update ([`UPDATE`]: the
+/// next build finishes it). Returns what was removed and what was left (with why), for the
+/// build to say.
+pub fn clear_interrupted(parent: &Path, name: &str) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+    let (mut removed, mut left) = (Vec::new(), Vec::new());
+    for path in leftovers(parent, name) {
+        if std::fs::symlink_metadata(path.join(UPDATE)).is_ok() {
+            left.push((
+                path,
+                "it holds an update committed to the site, to finish".into(),
+            ));
             continue;
         }
-        let path = parent.join(&n);
-        match leftover_is_a_build(&path, is_tmp) {
-            Ok(()) => match std::fs::remove_dir_all(&path) {
+        let empty = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
+            && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
+        let proven = if empty {
+            Ok(())
+        } else {
+            leftover_is_a_build(&path)
+        };
+        match proven {
+            Ok(()) => match remove_marker_last(&path) {
                 Ok(()) => removed.push(path),
                 Err(e) => left.push((path, format!("cannot remove it: {e}"))),
             },
@@ -392,36 +410,56 @@ pub fn clear_interrupted(parent: &Path, name: &str) -> (Vec<PathBuf>, Vec<(PathB
     (removed, left)
 }
 
-/// A site being written carries the marker from its start ([`FileSet::default`]'s), so a
-/// leftover temporary folder is known by it and by holding nothing but a site's files; a
-/// previous site moved aside is inspected as `--out` would be.
-fn leftover_is_a_build(path: &Path, is_tmp: bool) -> std::result::Result<(), String> {
+/// Removes a folder a build wrote, its marker last: a removal killed half-way leaves a folder
+/// that still proves it is a build's, and the next build finishes removing it. Links inside are
+/// removed, never followed.
+pub fn remove_marker_last(dir: &Path) -> std::io::Result<()> {
+    let with_path = |p: &Path, e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+    };
+    for e in std::fs::read_dir(dir).map_err(|e| with_path(dir, e))? {
+        let e = e.map_err(|e| with_path(dir, e))?;
+        if e.file_name() == MARKER {
+            continue;
+        }
+        let p = e.path();
+        if e.file_type().map_err(|e| with_path(&p, e))?.is_dir() {
+            std::fs::remove_dir_all(&p).map_err(|e| with_path(&p, e))?;
+        } else {
+            std::fs::remove_file(&p).map_err(|e| with_path(&p, e))?;
+        }
+    }
+    match std::fs::remove_file(dir.join(MARKER)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(with_path(&dir.join(MARKER), e)),
+    }
+    std::fs::remove_dir(dir).map_err(|e| with_path(dir, e))
+}
+
+/// A site being written, an update being staged and a previous site moved aside all carry a
+/// marker until they are removed (removal takes it last), so a leftover is known by it and by
+/// holding nothing but a site's files (what a half-finished removal leaves included).
+fn leftover_is_a_build(path: &Path) -> std::result::Result<(), String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
     if !meta.is_dir() {
         return Err("not a folder".into());
     }
-    if is_tmp {
-        if marker(path).is_none() {
-            return Err(format!("no {MARKER} inside: not a build's"));
-        }
-        let found = list(path).map_err(|e| format!("{e:#}"))?;
-        let foreign: Vec<&Found> = found
-            .iter()
-            .filter(|f| {
-                f.kind.is_some()
-                    || !(site_shaped(&f.rel) || super::write::CARRIED.contains(&f.rel.as_str()))
-            })
-            .collect();
-        if !foreign.is_empty() {
-            return Err(format!("it holds {}", listing(&foreign)));
-        }
-        return Ok(());
+    if marker(path).is_none() {
+        return Err(format!("no {MARKER} inside: not a build's"));
     }
-    match inspect(path) {
-        Ok(Site::Marked(_)) | Ok(Site::Legacy) => Ok(()),
-        Ok(Site::Fresh) => Err("no site inside".into()),
-        Err(e) => Err(format!("{e:#}")),
+    let found = list(path).map_err(|e| format!("{e:#}"))?;
+    let foreign: Vec<&Found> = found
+        .iter()
+        .filter(|f| {
+            f.kind.is_some()
+                || !(site_shaped(&f.rel) || super::write::CARRIED.contains(&f.rel.as_str()))
+        })
+        .collect();
+    if !foreign.is_empty() {
+        return Err(format!("it holds {}", listing(&foreign)));
     }
+    Ok(())
 }
 
 /// Whether `inner` is `outer` or lies inside it, however either is spelt (relative, with `..`,
@@ -514,6 +552,35 @@ mod tests {
         ] {
             assert!(!site_shaped(p), "{p}");
         }
+    }
+
+    /// A leftover is removed marker-last, so one whose removal was killed half-way still
+    /// proves it is a build's and is removed by the next build; an empty one (killed between
+    /// the marker and the folder) goes too; one without a marker that holds files stays.
+    #[test]
+    fn a_half_removed_leftover_is_still_recognised_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = 0x7fff_fff1;
+        let half = tmp.path().join(old_name("site", dead));
+        std::fs::create_dir_all(half.join("t/m")).unwrap();
+        std::fs::write(half.join(MARKER), FileSet::default().marker()).unwrap();
+        std::fs::write(half.join("t/m/a.html"), "a").unwrap();
+        // What a removal killed after the pages and before the marker leaves: the marker.
+        let empty = tmp.path().join(tmp_name("site", dead));
+        std::fs::create_dir(&empty).unwrap();
+        let theirs = tmp.path().join(tmp_name("site", dead + 1));
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("notes.txt"), "keep").unwrap();
+        let (removed, left) = clear_interrupted(tmp.path(), "site");
+        assert_eq!(removed, [half.clone(), empty.clone()]);
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].0, theirs);
+        assert!(theirs.join("notes.txt").exists());
+        // The marker goes last: a folder whose pages are gone still has it.
+        std::fs::create_dir_all(half.join("t")).unwrap();
+        std::fs::write(half.join(MARKER), FileSet::default().marker()).unwrap();
+        remove_marker_last(&half).unwrap();
+        assert!(!half.exists());
     }
 
     #[test]

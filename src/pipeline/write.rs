@@ -1,7 +1,16 @@
 //! Stage 5, write: pages go into a temporary folder beside `--out`, written by one thread while
-//! the others score and render, and the folder is swapped into place at the end, so a failed
-//! build leaves the previous site as it was. Only a folder [`super::owned`] says is the build's
-//! own is replaced; the site written carries the marker that says so for the next build.
+//! the others score and render, and the folder is swapped into place at the end (one atomic
+//! exchange), so a failed or killed build leaves the previous site as it was. Only a folder
+//! [`super::owned`] says is the build's own is replaced; the site written carries the marker
+//! that says so for the next build.
+//!
+//! An in-place build (the cache vouches for the site in `--out`) stages the files it changes in
+//! that temporary folder too, and touches the site only once everything is written: it then
+//! commits the update (a file listing what to remove and the marker to write, renamed into
+//! place), moves the staged files in and removes the stale ones. A build killed before the
+//! commit leaves the site as it was (the staging is removed by the next build); one killed
+//! after it leaves an update that the next build finishes before anything else
+//! ([`finish_interrupted`]).
 
 use super::owned::{self, FileSet};
 use anyhow::{Context, Result, bail};
@@ -32,8 +41,11 @@ pub fn canonical_out(out: &Path) -> PathBuf {
 /// A site being written: where its files go and the thread that writes them.
 pub struct SiteWriter {
     out: PathBuf,
-    /// The temporary folder swapped into place at the end; `None` when updating `out` in place.
+    /// The temporary folder beside `out` (its path, `out`'s parent and name): swapped into
+    /// place at the end, or, in place, where the changed files are staged.
     tmp: Option<(PathBuf, PathBuf, String)>,
+    /// The site in `out` is updated in place (its changed files staged in `tmp`).
+    in_place: bool,
     tx: Option<SyncSender<Page>>,
     thread: Option<JoinHandle<Result<FileSet>>>,
     /// The files of the site that this build wrote (and, in place, that the previous builds
@@ -55,10 +67,11 @@ impl SiteWriter {
         let (tmp, parent, name) = temp_dir(out)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(QUEUE);
         let root = tmp.clone();
-        let thread = std::thread::spawn(move || write_pages(&root, previous.as_deref(), false, rx));
+        let thread = std::thread::spawn(move || write_pages(&root, previous.as_deref(), None, rx));
         Ok(SiteWriter {
             out: out.to_path_buf(),
             tmp: Some((tmp, parent, name)),
+            in_place: false,
             tx: Some(tx),
             thread: Some(thread),
             files: Mutex::new(FileSet::default()),
@@ -66,19 +79,21 @@ impl SiteWriter {
     }
 
     /// Updates the site in `out` in place (an incremental build over the site the previous build
-    /// wrote, whose marker names `files`): each file is replaced atomically, and only the files
-    /// sent are touched.
-    pub fn in_place(out: &Path, files: FileSet) -> SiteWriter {
+    /// wrote, whose marker names `files`): the files sent are staged beside it and moved in
+    /// only by [`SiteWriter::finish`], after the update is committed; nothing else is touched.
+    pub fn in_place(out: &Path, files: FileSet) -> Result<SiteWriter> {
+        let (tmp, parent, name) = temp_dir(out)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Page>(QUEUE);
-        let root = out.to_path_buf();
-        let thread = std::thread::spawn(move || write_pages(&root, None, true, rx));
-        SiteWriter {
+        let (root, site) = (tmp.clone(), out.to_path_buf());
+        let thread = std::thread::spawn(move || write_pages(&root, None, Some(&site), rx));
+        Ok(SiteWriter {
             out: out.to_path_buf(),
-            tmp: None,
+            tmp: Some((tmp, parent, name)),
+            in_place: true,
             tx: Some(tx),
             thread: Some(thread),
             files: Mutex::new(files),
-        }
+        })
     }
 
     fn files(&self) -> Result<std::sync::MutexGuard<'_, FileSet>> {
@@ -89,7 +104,7 @@ impl SiteWriter {
 
     /// True when the site is updated in place.
     pub fn is_in_place(&self) -> bool {
-        self.tmp.is_none()
+        self.in_place
     }
 
     /// A handle the scoring threads send their pages through.
@@ -111,32 +126,25 @@ impl SiteWriter {
         Ok(())
     }
 
-    /// Writes one summary file now (in place: only when its bytes changed, atomically). The page
+    /// Writes one summary file now (in place: staged, only when its bytes changed). The page
     /// writer must have been drained.
     pub fn summary_file(&self, path: &str, bytes: &[u8]) -> Result<()> {
-        match &self.tmp {
-            None => {
-                let p = self.out.join(path);
-                if holds(&p, bytes) {
-                    return Ok(());
-                }
-                if !write_atomic(&self.out, path, bytes)? {
-                    self.files()?.add(path);
-                }
-                Ok(())
-            }
-            Some((tmp, _, _)) => {
-                let p = tmp.join(path);
-                if let Some(d) = p.parent() {
-                    std::fs::create_dir_all(d)
-                        .with_context(|| format!("cannot create {}", d.display()))?;
-                }
-                std::fs::write(&p, bytes)
-                    .with_context(|| format!("cannot write {}", p.display()))?;
-                self.files()?.add(path);
-                Ok(())
-            }
+        let Some((tmp, _, _)) = &self.tmp else {
+            bail!("the site's temporary folder is gone");
+        };
+        if self.in_place && holds(&self.out.join(path), bytes) {
+            return Ok(());
         }
+        let p = tmp.join(path);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+        }
+        std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))?;
+        // In place, a file the site already has stays in the set the marker names.
+        if !(self.in_place && std::fs::symlink_metadata(self.out.join(path)).is_ok()) {
+            self.files()?.add(path);
+        }
+        Ok(())
     }
 
     /// Removes `stale` files (in place: the previous build's files this one does not have),
@@ -145,23 +153,25 @@ impl SiteWriter {
     pub fn finish(mut self, stale: &[String]) -> Result<(usize, u64)> {
         self.drain()?;
         let Some((tmp, parent, name)) = self.tmp.take() else {
-            let mut files = *self.files()?;
-            for path in stale {
-                let p = self.out.join(path);
-                match std::fs::remove_file(&p) {
-                    Ok(()) => files.remove(path),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("cannot remove {}", p.display()));
-                    }
-                }
-            }
-            let marker = files.marker();
-            if !holds(&self.out.join(owned::MARKER), &marker) {
-                write_atomic(&self.out, owned::MARKER, &marker)?;
-            }
-            return Ok(carried_size(&self.out));
+            bail!("the site's temporary folder is gone");
         };
+        if self.in_place {
+            let mut files = *self.files()?;
+            let stale: Vec<&String> = stale
+                .iter()
+                .filter(|p| std::fs::symlink_metadata(self.out.join(p)).is_ok())
+                .collect();
+            for path in &stale {
+                files.remove(path);
+            }
+            let committed = commit(&tmp, &stale, &files);
+            if let Err(e) = committed {
+                let _ = owned::remove_marker_last(&tmp);
+                return Err(e);
+            }
+            apply_update(&tmp, &self.out)?;
+            return Ok(carried_size(&self.out));
+        }
         let files = *self.files()?;
         let result = (|| {
             for c in CARRIED {
@@ -192,16 +202,121 @@ impl SiteWriter {
 }
 
 impl Drop for SiteWriter {
-    /// A build that failed half-way leaves no temporary folder behind.
+    /// A build that failed half-way leaves no temporary folder behind (an in-place update not
+    /// yet committed is dropped with it: the site was not touched).
     fn drop(&mut self) {
         self.tx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if let Some((tmp, _, _)) = &self.tmp {
+        if let Some((tmp, _, _)) = &self.tmp
+            && std::fs::symlink_metadata(tmp.join(owned::UPDATE)).is_err()
+        {
             let _ = std::fs::remove_dir_all(tmp);
         }
     }
+}
+
+/// The folder `out` is in, and its name there: where its temporary folders go.
+fn beside(out: &Path) -> (PathBuf, String) {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "site".into());
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    (parent, name)
+}
+
+/// The first line of [`owned::UPDATE`].
+const UPDATE_FORMAT: &str = "callcheck-update 1";
+
+/// Commits an in-place update staged in `tmp`: the files of the site to remove (`stale`,
+/// relative) and the marker the updated site carries (naming `files`), written to a temporary
+/// file renamed to [`owned::UPDATE`]. From then on the update is finished, by this build or
+/// the next ([`finish_interrupted`]).
+fn commit(tmp: &Path, stale: &[&String], files: &FileSet) -> Result<()> {
+    let mut text = format!("{UPDATE_FORMAT}\n");
+    for path in stale {
+        text.push_str(&format!("remove {path}\n"));
+    }
+    text.push_str(&String::from_utf8_lossy(&files.marker()));
+    let path = tmp.join(owned::UPDATE);
+    crate::fsafe::replace_file(&path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The most bytes read of an [`owned::UPDATE`] file (a line per stale page).
+const MAX_UPDATE: u64 = 256 << 20;
+
+/// Finishes the committed update staged in `tmp` on the site `out`: moves every staged file into
+/// place (each an atomic rename over the page it replaces), removes the stale files, writes the
+/// marker, then removes the staging folder, its marker last. Each step can be done again, so a
+/// build killed half-way through is finished by the next one.
+fn apply_update(tmp: &Path, out: &Path) -> Result<()> {
+    let path = tmp.join(owned::UPDATE);
+    let bytes = crate::fsafe::read_own(&path, MAX_UPDATE)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .ok()
+        .filter(|t| t.starts_with(UPDATE_FORMAT))
+        .with_context(|| format!("{} is not an update callcheck wrote", path.display()))?;
+    let (remove, marker) = match text.split_once(&format!("\n{}", owned::MARKER_FORMAT)) {
+        Some((head, tail)) => (head, format!("{}{tail}", owned::MARKER_FORMAT)),
+        None => bail!("{} names no marker", path.display()),
+    };
+    // The staged files (the build wrote only regular files there), each moved over its page.
+    let staged: Vec<String> = owned::list(tmp)?
+        .into_iter()
+        .filter(|f| f.kind.is_none() && f.rel != owned::MARKER && f.rel != owned::UPDATE)
+        .map(|f| f.rel)
+        .collect();
+    for rel in &staged {
+        if let Some(d) = Path::new(rel).parent() {
+            crate::fsafe::create_dirs_within(out, d)?;
+        }
+        let (from, to) = (tmp.join(rel), out.join(rel));
+        std::fs::rename(&from, &to).with_context(|| format!("cannot write {}", to.display()))?;
+    }
+    for rel in remove.lines().filter_map(|l| l.strip_prefix("remove ")) {
+        let p = out.join(rel);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove {}", p.display())),
+        }
+    }
+    if !holds(&out.join(owned::MARKER), marker.as_bytes()) {
+        write_atomic(out, owned::MARKER, marker.as_bytes())?;
+    }
+    owned::remove_marker_last(tmp).with_context(|| format!("cannot remove {}", tmp.display()))?;
+    Ok(())
+}
+
+/// Finishes what in-place builds of `out` committed and did not finish (killed while moving
+/// their files in): called by a build before it looks at `out` at all. Returns the updates
+/// finished, for the build to say.
+pub fn finish_interrupted(out: &Path) -> Result<Vec<PathBuf>> {
+    let (parent, name) = beside(out);
+    let mut finished = Vec::new();
+    for tmp in owned::leftovers(&parent, &name) {
+        if std::fs::symlink_metadata(tmp.join(owned::UPDATE)).is_ok_and(|m| m.is_file())
+            && owned::marker(&tmp).is_some()
+        {
+            apply_update(&tmp, out).with_context(|| {
+                format!(
+                    "cannot finish the update of {} an interrupted build committed in {}",
+                    out.display(),
+                    tmp.display()
+                )
+            })?;
+            finished.push(tmp);
+        }
+    }
+    Ok(finished)
 }
 
 /// The publisher's files carried in `dir`: count and bytes.
@@ -270,31 +385,17 @@ fn write_atomic(root: &Path, rel: &str, bytes: &[u8]) -> Result<bool> {
 fn write_pages(
     root: &Path,
     previous: Option<&Path>,
-    in_place: bool,
+    site: Option<&Path>,
     rx: Receiver<Page>,
 ) -> Result<FileSet> {
     // Only to skip redundant mkdir calls; its order never reaches the output.
     let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut written = FileSet::default();
     for (rel, bytes) in rx {
-        if in_place {
-            // In place, the folders are the site's: each is looked at (a symlinked one refused)
-            // the first time a page goes into it.
-            if let Some(parent) = Path::new(&rel).parent()
-                && !made.contains(parent)
-            {
-                crate::fsafe::create_dirs_within(root, parent)?;
-                made.insert(parent.to_path_buf());
-            }
-            let path = root.join(&rel);
-            if !crate::fsafe::replace_file(&path, &bytes)
-                .with_context(|| format!("cannot write {}", path.display()))?
-            {
-                written.add(&rel);
-            }
-            continue;
-        }
         let path = root.join(&rel);
+        // In place, a page staged for a file the site already has stays in the set its marker
+        // names; a new one joins it.
+        let new = site.is_none_or(|s| std::fs::symlink_metadata(s.join(&rel)).is_err());
         if let Some(parent) = path.parent()
             && !made.contains(parent)
         {
@@ -302,7 +403,9 @@ fn write_pages(
                 .with_context(|| format!("cannot create {}", parent.display()))?;
             made.insert(parent.to_path_buf());
         }
-        written.add(&rel);
+        if new {
+            written.add(&rel);
+        }
         if let Some(old) = previous.map(|p| p.join(&rel))
             && std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file())
             // At most the new file's size (+1) is read: a longer one differs anyway.
@@ -319,14 +422,7 @@ fn write_pages(
 /// The temporary folder beside `out` (same file system, so the final rename is atomic), emptied
 /// if a crashed build left one behind.
 fn temp_dir(out: &Path) -> Result<(PathBuf, PathBuf, String)> {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "site".into());
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let (parent, name) = beside(out);
     std::fs::create_dir_all(&parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
     // What builds killed half-way left here (their own, proven by the marker; never a live
@@ -355,11 +451,57 @@ fn temp_dir(out: &Path) -> Result<(PathBuf, PathBuf, String)> {
     Ok((tmp, parent, name))
 }
 
+/// Exchanges the folders at `a` and `b` in one step (Linux's `renameat2` with
+/// `RENAME_EXCHANGE`): at every moment each path names one whole folder. `Ok(false)` where the
+/// file system cannot.
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other)
+        };
+        let (ca, cb) = (c(a)?, c(b)?);
+        // SAFETY: two valid C strings, relative to the working directory.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                ca.as_ptr(),
+                libc::AT_FDCWD,
+                cb.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => Ok(false),
+            _ => Err(e),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (a, b);
+        Ok(false)
+    }
+}
+
 fn swap(tmp: &Path, out: &Path, parent: &Path, name: &str) -> Result<()> {
     if std::fs::symlink_metadata(out).is_ok() {
         // Looked at again now, not only when the build began: a file added since is not
         // removed with the previous site.
         owned::inspect(out)?;
+        // One exchange: `out` is the previous site until it is the new one, never neither. The
+        // previous site, now at `tmp`, is removed marker-last (a removal killed half-way is
+        // finished by the next build).
+        if exchange(tmp, out)
+            .with_context(|| format!("cannot move the new site into {}", out.display()))?
+        {
+            return owned::remove_marker_last(tmp)
+                .with_context(|| format!("cannot remove the previous site at {}", tmp.display()));
+        }
         let old = parent.join(owned::old_name(name, std::process::id()));
         std::fs::rename(out, &old)
             .with_context(|| format!("cannot move the previous site {} aside", out.display()))?;
@@ -369,7 +511,7 @@ fn swap(tmp: &Path, out: &Path, parent: &Path, name: &str) -> Result<()> {
             return Err(e)
                 .with_context(|| format!("cannot move the new site into {}", out.display()));
         }
-        std::fs::remove_dir_all(&old)
+        owned::remove_marker_last(&old)
             .with_context(|| format!("cannot remove the previous site at {}", old.display()))?;
     } else {
         std::fs::rename(tmp, out)
@@ -380,7 +522,67 @@ fn swap(tmp: &Path, out: &Path, parent: &Path, name: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::holds;
+    use super::*;
+
+    /// An update committed by a build killed while moving its files in (one page moved, one
+    /// still staged) is finished by the next build: every staged page moved in, the stale page
+    /// removed, the marker written, the staging folder gone. One never committed is not
+    /// applied: the site stays as it was and the staging is cleared as a leftover.
+    #[test]
+    fn a_committed_update_is_finished_and_an_uncommitted_one_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("site");
+        for (rel, text) in [
+            ("index.html", "old index"),
+            ("t/m/a.html", "old a"),
+            ("t/m/b.html", "b"),
+        ] {
+            crate::fsafe::create_dirs_within(
+                tmp.path(),
+                Path::new("site").join(rel).parent().unwrap(),
+            )
+            .unwrap();
+            std::fs::write(out.join(rel), text).unwrap();
+        }
+        let mut files = FileSet::default();
+        for rel in ["index.html", "t/m/a.html", "t/m/b.html"] {
+            files.add(rel);
+        }
+        std::fs::write(out.join(owned::MARKER), files.marker()).unwrap();
+        // Staged by a build (a process id no build has), committed, half moved in.
+        let staging = tmp.path().join(owned::tmp_name("site", 0x7fff_fff0));
+        std::fs::create_dir_all(staging.join("t/m")).unwrap();
+        std::fs::write(staging.join(owned::MARKER), FileSet::default().marker()).unwrap();
+        std::fs::write(staging.join("t/m/a.html"), "new a").unwrap();
+        std::fs::write(staging.join("t/m/c.html"), "new c").unwrap();
+        let mut after = files;
+        after.add("t/m/c.html");
+        after.remove("t/m/b.html");
+        let stale = "t/m/b.html".to_string();
+        commit(&staging, &[&stale], &after).unwrap();
+        std::fs::write(out.join("index.html"), "new index").unwrap(); // moved in before the kill
+        let finished = finish_interrupted(&out).unwrap();
+        assert_eq!(finished, [staging.clone()]);
+        assert!(!staging.exists());
+        let read = |rel: &str| std::fs::read_to_string(out.join(rel)).ok();
+        assert_eq!(read("index.html").as_deref(), Some("new index"));
+        assert_eq!(read("t/m/a.html").as_deref(), Some("new a"));
+        assert_eq!(read("t/m/c.html").as_deref(), Some("new c"));
+        assert_eq!(read("t/m/b.html"), None);
+        assert_eq!(owned::marker(&out), Some(after));
+        assert_eq!(owned::inspect(&out).unwrap(), owned::Site::Marked(after));
+        // Finished already: nothing left to do.
+        assert!(finish_interrupted(&out).unwrap().is_empty());
+
+        // Staged, never committed: not applied, and cleared with the other leftovers.
+        std::fs::create_dir_all(staging.join("t/m")).unwrap();
+        std::fs::write(staging.join(owned::MARKER), FileSet::default().marker()).unwrap();
+        std::fs::write(staging.join("t/m/a.html"), "newer a").unwrap();
+        assert!(finish_interrupted(&out).unwrap().is_empty());
+        assert_eq!(read("t/m/a.html").as_deref(), Some("new a"));
+        let (removed, left) = owned::clear_interrupted(tmp.path(), "site");
+        assert_eq!((removed, left), (vec![staging.clone()], vec![]));
+    }
 
     #[test]
     fn holds_tells_a_file_with_the_same_bytes_from_any_other() {

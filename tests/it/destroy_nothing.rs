@@ -1002,3 +1002,147 @@ fn a_cache_folder_holding_someone_elses_files_is_refused_and_kept() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(empty.join("verdicts.bin").is_file());
 }
+
+/// What is left beside the site, in the cache or inside the site by builds that were killed:
+/// temporary folders, temporary cache files, temporary pages.
+fn leftovers(dir: &Path, out: &Path, cache: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".site."))
+        .collect();
+    for (place, files) in [(cache, false), (out, true)] {
+        for e in walkdir::WalkDir::new(place)
+            .into_iter()
+            .filter_map(|e| e.ok())
+        {
+            let name = e.file_name().to_string_lossy();
+            if name.contains(".tmp-") || (!files && name.starts_with(".verdicts")) {
+                found.push(e.path().display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// kill -9 at random moments of a build over its previous site: the site is always the old
+/// build or the new one, byte for byte (or, when the kill fell while a committed update was
+/// being moved in, that update is finished by the next build before anything else), and the
+/// next build leaves no leftover beside the site, in it or in the cache. 20 kills of in-place
+/// builds (the cache vouches for the site), 10 of builds that write beside and swap.
+#[test]
+fn a_build_killed_at_any_moment_leaves_the_old_site_or_the_new_one() {
+    use rand::{RngExt, SeedableRng};
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture_runs(), &runs);
+    let held = tmp.path().join("held");
+    let later = runs.join("gamma/convert-currency/r0001");
+    std::fs::rename(&later, &held).unwrap();
+    let (out, cache) = (tmp.path().join("site"), tmp.path().join("cache"));
+    let (site_old, cache_old) = (tmp.path().join("site-old"), tmp.path().join("cache-old"));
+    build_ok(&fixture_tasks(), &runs, &out, &["--cache", s(&cache)], &[]);
+    copy_tree(&out, &site_old);
+    copy_tree(&cache, &cache_old);
+    let old = tree(&out);
+    // The new site: the held-back run added, built over the old site (so that its changes page
+    // counts the same three samples).
+    copy_tree(&held, &later);
+    let reference = tmp.path().join("reference");
+    copy_tree(&site_old, &reference);
+    build_ok(&fixture_tasks(), &runs, &reference, &["--no-cache"], &[]);
+    let new = tree(&reference);
+    assert_ne!(old, new);
+    // And once more over the new site: what any build after the new one writes (nothing
+    // changed since, so no changes page).
+    build_ok(&fixture_tasks(), &runs, &reference, &["--no-cache"], &[]);
+    let renew = tree(&reference);
+    // How long an uninterrupted in-place build takes here: the kills fall anywhere in it.
+    let restore = || {
+        for d in [&out, &cache] {
+            if d.exists() {
+                std::fs::remove_dir_all(d).unwrap();
+            }
+        }
+        copy_tree(&site_old, &out);
+        copy_tree(&cache_old, &cache);
+    };
+    let args = |in_place: bool| -> Vec<String> {
+        let mut a: Vec<String> = ["build", "--tasks", s(&fixture_tasks()), "--runs", s(&runs)]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        a.extend(["--out".into(), s(&out).into()]);
+        if in_place {
+            a.extend(["--cache".into(), s(&cache).into()]);
+        } else {
+            a.push("--no-cache".into());
+        }
+        a
+    };
+    restore();
+    let started = std::time::Instant::now();
+    let err = build_ok(&fixture_tasks(), &runs, &out, &["--cache", s(&cache)], &[]);
+    let took = started.elapsed();
+    assert!(err.contains("site updated in place"), "{err}");
+    assert!(
+        tree(&out) == new,
+        "an uninterrupted in-place build writes the new site"
+    );
+
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(40);
+    let mut seen = BTreeMap::<&str, usize>::new();
+    for kill in 0..30 {
+        let in_place = kill < 20;
+        restore();
+        let at = took.mul_f64(rng.random_range(0.0..1.2));
+        let mut child = Command::new(BIN)
+            .args(args(in_place))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let now = tree(&out);
+        let committed = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .any(|p| p.join(".callcheck-update").is_file());
+        let state = if now == old {
+            "old"
+        } else if now == new {
+            "new"
+        } else if committed {
+            "committed, to finish"
+        } else {
+            panic!("kill {kill} at {at:?}: the site is neither the old build nor the new one");
+        };
+        *seen.entry(state).or_default() += 1;
+        // The next build finishes or clears what the killed one left, then builds.
+        let o = Command::new(BIN).args(args(in_place)).output().unwrap();
+        assert!(o.status.success(), "kill {kill}: {}", stderr(&o));
+        // Over the old site, the new one; over the new one (finished or to finish), the new
+        // one built again.
+        let after = tree(&out);
+        let new = if state == "old" { &new } else { &renew };
+        if after != *new {
+            let differ: Vec<&String> = new
+                .keys()
+                .chain(after.keys())
+                .filter(|k| new.get(*k) != after.get(*k))
+                .collect();
+            panic!(
+                "kill {kill} at {at:?} ({state}): the next build's site is not the new one: {differ:?}\n{}",
+                stderr(&o)
+            );
+        }
+        assert_eq!(
+            leftovers(tmp.path(), &out, &cache),
+            Vec::<String>::new(),
+            "kill {kill}"
+        );
+    }
+    eprintln!("states right after the 30 kills: {seen:?}");
+}
