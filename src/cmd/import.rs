@@ -25,41 +25,59 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
     let result = bfcl::convert(&data, o.categories.as_deref()).map_err(|e| anyhow!(e))?;
     let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
     let mut produced = BTreeSet::new();
+    let mut written: BTreeMap<String, String> = BTreeMap::new();
     std::fs::create_dir_all(&o.out)
         .with_context(|| format!("cannot create {}", o.out.display()))?;
+    // What the earlier import wrote, read before anything is written.
+    let earlier = import::recorded(&o.out, "bfcl");
+    let show = |s: &str| crate::term::escape_controls(s).into_owned();
     for t in &result.tasks {
         // Inside --out, a symlinked category folder is refused and a symlinked task file is
         // replaced, never written through (SPEC §12).
         crate::fsafe::create_dirs_within(&o.out, std::path::Path::new(&t.category))
             .with_context(|| format!("cannot write the {} tasks", t.category))?;
-        let path = o.out.join(&t.category).join(format!("{}.json", t.id));
-        produced.insert(path.clone());
+        let rel = format!("{}/{}.json", t.category, t.id);
+        let path = o.out.join(&rel);
+        produced.insert(rel.clone());
+        written.insert(rel, crate::task::sha256_hex(&t.bytes));
         // Unchanged files are left alone, so a re-import touches nothing.
         let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
-            && crate::fsafe::read_bounded(&path, t.bytes.len() as u64).is_ok_and(|b| b == t.bytes);
+            && crate::fsafe::read_own(&path, t.bytes.len() as u64).is_ok_and(|b| b == t.bytes);
         if !same {
             crate::fsafe::replace_file(&path, &t.bytes)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
         if let Some(why) = &t.renamed {
-            println!("renamed {} ({}) to {}: {why}", t.bfcl_id, t.category, t.id);
+            println!(
+                "renamed {} ({}) to {}: {}",
+                show(&t.bfcl_id),
+                t.category,
+                t.id,
+                show(why)
+            );
         }
         let c = counts.entry(t.category.as_str()).or_default();
         c.imported += 1;
         c.repaired += usize::from(t.repaired);
     }
     for s in &result.skipped {
-        println!("skipped {} ({}): {}", s.bfcl_id, s.category, s.reason);
+        println!(
+            "skipped {} ({}): {}",
+            show(&s.bfcl_id),
+            s.category,
+            show(&s.reason)
+        );
         counts.entry(s.category.as_str()).or_default().skipped += 1;
     }
-    // What an earlier import wrote and this one no longer produces would otherwise stay in the
-    // corpus, collected and scored as if it were current: only BFCL imports are removed.
-    let stale = import::stale_imports(&o.out, "bfcl", &produced);
-    for path in &stale {
+    // What the earlier import wrote and this one no longer produces would otherwise stay in the
+    // corpus, collected and scored as if it were current: removed, but only when it is still
+    // the file that import wrote (its record says so, with each file's hash).
+    let stale = import::stale_imports(&o.out, &earlier, &produced);
+    for path in &stale.unchanged {
         std::fs::remove_file(path)
             .with_context(|| format!("cannot remove the stale import {}", path.display()))?;
         println!(
-            "removed {} (an earlier BFCL import this one no longer produces)",
+            "removed {} (an earlier BFCL import wrote it and this one no longer produces it)",
             path.display()
         );
         // A category folder left empty goes too; one holding anything else stays.
@@ -67,6 +85,33 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
             && dir != o.out
         {
             let _ = std::fs::remove_dir(dir);
+        }
+    }
+    for path in &stale.changed {
+        println!(
+            "kept {}: an earlier BFCL import wrote it, but it changed since; remove it by hand if it is not wanted",
+            path.display()
+        );
+    }
+    let record = o.out.join(import::RECORD);
+    crate::fsafe::replace_file(&record, &import::record("bfcl", &written))
+        .with_context(|| format!("cannot write {}", record.display()))?;
+    // Files shaped like an import that no record names (an import made before records, or
+    // another tool's): never removed, said.
+    let known: BTreeSet<String> = earlier.keys().chain(produced.iter()).cloned().collect();
+    let unrecorded = import::unrecorded_imports(&o.out, "bfcl", &known);
+    if !unrecorded.is_empty() {
+        println!(
+            "left {} file{} that look{} like a BFCL import but that no import recorded (an import made before callcheck kept a record, or another tool's): remove by hand those that are stale",
+            unrecorded.len(),
+            if unrecorded.len() == 1 { "" } else { "s" },
+            if unrecorded.len() == 1 { "s" } else { "" }
+        );
+        for p in unrecorded.iter().take(10) {
+            println!("  {}", p.display());
+        }
+        if unrecorded.len() > 10 {
+            println!("  and {} more", unrecorded.len() - 10);
         }
     }
     println!(
@@ -92,11 +137,11 @@ fn import_bfcl(o: &ImportBfclOpts) -> Result<()> {
         "| all | {} | {} | {} |",
         total.imported, total.repaired, total.skipped
     );
-    if !stale.is_empty() {
+    if !stale.unchanged.is_empty() {
         println!(
             "removed {} task file{} of an earlier import",
-            stale.len(),
-            if stale.len() == 1 { "" } else { "s" }
+            stale.unchanged.len(),
+            if stale.unchanged.len() == 1 { "" } else { "s" }
         );
     }
     for (cat, why) in &result.not_imported {

@@ -1146,3 +1146,69 @@ fn a_build_killed_at_any_moment_leaves_the_old_site_or_the_new_one() {
     }
     eprintln!("states right after the 30 kills: {seen:?}");
 }
+
+/// `import bfcl` deletes only what an earlier import wrote, as it wrote it (recorded with each
+/// file's sha256 in its output folder): another tool's JSON whose `source.suite` is `bfcl`
+/// stays, wherever it lies, and so does an imported task edited since, with a line saying why.
+#[test]
+fn import_removes_only_the_unchanged_files_its_earlier_run_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tasks");
+    let import = |ids: &[&str]| {
+        let data = bfcl_data(&tmp.path().join(format!("data-{}", ids.len())), ids);
+        let o = run_within(
+            &["import", "bfcl", "--from", s(&data), "--out", s(&out)],
+            60,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    import(&["simple_python_0", "simple_python_1", "simple_python_2"]);
+    // Another tool's data beside the imports, shaped like them; an imported task edited.
+    let theirs = [
+        out.join("simple_python/other-tool.json"),
+        out.join("elsewhere/cache.json"),
+    ];
+    for p in &theirs {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(
+            p,
+            r#"{"id": "x", "source": {"suite": "bfcl", "tool": "other"}}"#,
+        )
+        .unwrap();
+    }
+    let edited = out.join("simple_python/bfcl-simple-python-2.json");
+    let mut text = std::fs::read_to_string(&edited).unwrap();
+    text.push(' ');
+    std::fs::write(&edited, &text).unwrap();
+    let kept = bytes_of(&[theirs[0].clone(), theirs[1].clone(), edited.clone()]);
+
+    let said = import(&["simple_python_0"]);
+    let gone = out.join("simple_python/bfcl-simple-python-1.json");
+    assert!(!gone.exists(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "removed {} (an earlier BFCL import wrote it and this one no longer produces it)",
+            gone.display()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "kept {}: an earlier BFCL import wrote it, but it changed since; remove it by hand if it is not wanted",
+            edited.display()
+        )),
+        "{said}"
+    );
+    assert_eq!(
+        bytes_of(&[theirs[0].clone(), theirs[1].clone(), edited.clone()]),
+        kept
+    );
+    // A third import has nothing of the second's to remove, and keeps the edited file still.
+    let said = import(&["simple_python_0"]);
+    assert!(!said.contains("removed"), "{said}");
+    assert_eq!(
+        bytes_of(&[theirs[0].clone(), theirs[1].clone(), edited.clone()]),
+        kept
+    );
+}

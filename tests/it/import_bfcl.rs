@@ -380,7 +380,9 @@ fn a_wheel_a_data_folder_and_a_checkout_give_the_same_bytes_every_time() {
     import(&wheel, &b, &[]);
     import(&fixture_root().join("bfcl_eval/data"), &c, &[]);
     let ta = tree(&a);
-    assert_eq!(ta.len(), 14);
+    // 14 tasks and the record of what the import wrote.
+    assert_eq!(ta.len(), 15);
+    assert!(ta.contains_key(".callcheck-import"));
     assert_eq!(ta, tree(&b), "the wheel gives the checkout's bytes");
     assert_eq!(ta, tree(&c), "the data folder gives the checkout's bytes");
     // Importing again over the same folder changes nothing.
@@ -400,6 +402,7 @@ fn categories_select_and_bad_sources_are_named() {
     assert_eq!(
         tree(&out).keys().cloned().collect::<Vec<_>>(),
         [
+            ".callcheck-import",
             "live_relevance/bfcl-live-relevance-0-0-0.json",
             "parallel/bfcl-parallel-0.json"
         ]
@@ -486,7 +489,7 @@ fn a_reimport_removes_the_bfcl_files_it_no_longer_produces_and_nothing_else() {
     ] {
         assert!(
             stdout.contains(&format!(
-                "removed {} (an earlier BFCL import this one no longer produces)",
+                "removed {} (an earlier BFCL import wrote it and this one no longer produces it)",
                 out.join(&gone).display()
             )),
             "{gone} in\n{stdout}"
@@ -500,14 +503,15 @@ fn a_reimport_removes_the_bfcl_files_it_no_longer_produces_and_nothing_else() {
     assert_eq!(
         after.keys().cloned().collect::<Vec<_>>(),
         [
+            ".callcheck-import",
             "hand-written.json",
             "irrelevance/mine.json",
             "parallel/bfcl-parallel-0.json",
             "simple_python/bfcl-simple-python-0.json",
         ]
     );
-    // What is still produced is untouched, byte for byte.
-    for (k, v) in &after {
+    // What is still produced is untouched, byte for byte (the record names this import's).
+    for (k, v) in after.iter().filter(|(k, _)| *k != ".callcheck-import") {
         assert_eq!(Some(v), before.get(k), "{k}");
     }
     // Dropping the last file of a category removes its folder; a third import removes nothing.
