@@ -30,6 +30,7 @@ pub mod cmd;
 pub mod collect;
 pub mod compare;
 pub mod corrupt;
+pub mod endpoint;
 pub mod export;
 pub mod follow_up;
 pub mod fsafe;

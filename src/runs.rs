@@ -57,7 +57,9 @@ pub struct CellInfo {
 /// tens of thousands of run folders of a collection share a handful of them, and parsing each
 /// copy again (then dropping it for the one kept) was 7 % of a rebuild's CPU, most of it in
 /// touching fresh memory. One copy is shared while anything holds it; the text is checked as
-/// JSON either way.
+/// JSON either way. The addresses it records are redacted as it is read
+/// ([`crate::endpoint::redact_entry`]): a `cell.json` written by hand, or by a callcheck that
+/// kept a key in a URL's query, never puts one on a page.
 fn shared_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
     use std::collections::HashMap;
     use std::sync::{Mutex, Weak};
@@ -72,7 +74,9 @@ fn shared_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Arc<Value>, D:
     {
         return Ok(v);
     }
-    let value: Arc<Value> = Arc::new(serde_json::from_str(text).map_err(serde::de::Error::custom)?);
+    let mut parsed: Value = serde_json::from_str(text).map_err(serde::de::Error::custom)?;
+    crate::endpoint::redact_entry(&mut parsed);
+    let value: Arc<Value> = Arc::new(parsed);
     if let Ok(mut guard) = SHARED.lock() {
         let shared = guard.get_or_insert_default();
         if shared.len() >= PRUNE_AT {

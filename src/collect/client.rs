@@ -460,7 +460,7 @@ impl Endpoint {
             }
             let req = self
                 .client
-                .post(format!("{base}/chat/completions"))
+                .post(crate::endpoint::join(&base, "chat/completions"))
                 .headers(headers)
                 .body(body.clone())
                 .send();
@@ -622,7 +622,10 @@ impl Endpoint {
             let shown = redact_url(base);
             r.insert("base_url".into(), json!(shown));
             let t0 = Instant::now();
-            match self.get_bounded(&format!("{base}/models"), timeout).await {
+            match self
+                .get_bounded(&crate::endpoint::join(base, "models"), timeout)
+                .await
+            {
                 Ok(mut got) => {
                     if let Some(s) = &self.secret {
                         s.bytes(&mut got.body);
@@ -632,7 +635,8 @@ impl Endpoint {
                     let list =
                         crate::collect::preflight::ModelList::read(&got.body, got.cut, model_id);
                     progress(format!(
-                        "GET {shown}/models: HTTP {}, {} in {:.1} s",
+                        "GET {}: HTTP {}, {} in {:.1} s",
+                        crate::endpoint::join(&shown, "models"),
                         got.status,
                         list.describe(),
                         t0.elapsed().as_secs_f64()
@@ -644,15 +648,17 @@ impl Endpoint {
                         s.text(&mut e);
                     }
                     progress(format!(
-                        "GET {shown}/models: {e} ({:.1} s)",
+                        "GET {}: {e} ({:.1} s)",
+                        crate::endpoint::join(&shown, "models"),
                         t0.elapsed().as_secs_f64()
                     ));
                     last_error = e.clone();
                     r.insert("models_error".into(), json!(e));
                 }
             }
-            let root = base.strip_suffix("/v1").unwrap_or(base);
-            if let Ok(got) = self.get_bounded(&format!("{root}/version"), timeout).await
+            if let Ok(got) = self
+                .get_bounded(&crate::endpoint::join_root(base, "version"), timeout)
+                .await
                 && got.status == 200
                 && !got.cut
                 && let Ok(mut v) = serde_json::from_slice::<Value>(&got.body)

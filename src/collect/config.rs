@@ -97,17 +97,9 @@ impl ModelEntry {
     }
 }
 
-/// Replaces the userinfo of a URL (`http://user:secret@host`) so it can be written down.
-pub fn redact_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("REDACTED");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
-}
+/// A URL as it may be written down: userinfo and query values redacted
+/// ([`crate::endpoint::redact_url`]).
+pub use crate::endpoint::redact_url;
 
 /// A problem with the models config.
 #[derive(Debug, Clone, PartialEq, Eq)]

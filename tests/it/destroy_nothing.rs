@@ -1212,3 +1212,69 @@ fn import_removes_only_the_unchanged_files_its_earlier_run_wrote() {
         kept
     );
 }
+
+/// A key in `base_url`'s query string (Azure's `?api-key=…`) or its userinfo is used to reach
+/// the server and kept nowhere else: not in runs/, not on any page or data file of the site,
+/// not on the terminal.
+#[test]
+fn a_key_in_the_base_urls_query_or_userinfo_reaches_only_the_server() {
+    use crate::support::collect::*;
+    const KEY: &str = "QUERYKEY7c1e";
+    const PASSWORD: &str = "PASSWORD9d2f";
+    let tmp = tempfile::tempdir().unwrap();
+    let server = loopback(|req| {
+        if req.path.starts_with("/v1/models") {
+            Reply::json(200, SERVED_LIST)
+        } else {
+            Reply::json(
+                200,
+                completion(50, Some(("get_weather", r#"{"city": "Paris"}"#))),
+            )
+        }
+    });
+    let base = server
+        .url
+        .replace("http://", &format!("http://user:{PASSWORD}@"));
+    let cfg = row_config(
+        tmp.path(),
+        &format!("{base}?api-key={KEY}&api-version=2024-10-21"),
+        "",
+    );
+    let runs = tmp.path().join("runs");
+    let o = collect_in(&cfg, &corpus(), &runs, &ONE_CELL, &[]);
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "{said}");
+    // The key was sent where the server expects it, with the path in front of the query.
+    let seen = server.seen.lock().unwrap();
+    let chats: Vec<&str> = seen
+        .iter()
+        .filter(|r| sample_of(r).is_some())
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(chats.len(), 3, "{said}");
+    for p in chats {
+        assert_eq!(
+            p,
+            format!("/v1/chat/completions?api-key={KEY}&api-version=2024-10-21")
+        );
+    }
+    drop(seen);
+    let out = tmp.path().join("site");
+    build_ok(&corpus(), &runs, &out, &[], &[]);
+    for secret in [KEY, PASSWORD] {
+        assert!(!said.contains(secret), "{secret} on the terminal:\n{said}");
+        assert_eq!(holding(&runs, secret), Vec::<PathBuf>::new());
+        assert_eq!(holding(&out, secret), Vec::<PathBuf>::new());
+    }
+    // What is kept says there was a key, and where.
+    let cell = walkdir::WalkDir::new(&runs)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name() == "cell.json")
+        .unwrap();
+    let text = std::fs::read_to_string(cell.path()).unwrap();
+    assert!(
+        text.contains("?api-key=REDACTED&api-version=REDACTED"),
+        "{text}"
+    );
+}
