@@ -155,9 +155,21 @@ pub fn plan_cell(
         };
         let parsed = crate::score::parse(&t);
         let verdict = crate::score::score_parsed(task, &t, &parsed);
-        let (Outcome::Fail(label), Ok(_)) = (verdict.outcome, &parsed) else {
+        let (Outcome::Fail(label), Ok(completion)) = (verdict.outcome, &parsed) else {
             continue;
         };
+        // A follow-up echoes the answer it follows up: one cut to the calls callcheck reads
+        // would not be what the model said, and one whole would be a request as large as the
+        // answer (73.6 MB for 300,000 calls).
+        if let Some(held) = completion.calls_cut {
+            out.failures += 1;
+            out.warnings.push(format!(
+                "{}: its answer holds {held} tool calls, more than the {} callcheck reads of one: not followed up",
+                r.sample_dir(s).display(),
+                crate::score::wire::MAX_CALLS
+            ));
+            continue;
+        }
         out.failures += 1;
         let parent = ParentRef {
             run: r.run_id.clone(),

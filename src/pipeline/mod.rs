@@ -342,17 +342,26 @@ pub fn run_samples(
                 &sample.request_raw,
             )
         });
-        let (section, (path, stub)) = render::sample_section(
-            task,
-            &run.cell,
-            input.task_changed,
-            &sample,
-            &request_changes,
-            &verdict,
-            parsed.as_ref().ok(),
-            site_url,
-        )?;
-        sections.push_str(&section);
+        let section = |left_off| {
+            render::sample_section(
+                task,
+                &run.cell,
+                input.task_changed,
+                &sample,
+                &request_changes,
+                &verdict,
+                parsed.as_ref().ok(),
+                site_url,
+                left_off,
+            )
+        };
+        let (mut html, (path, stub)) = section(None)?;
+        // The run's page is bounded: a section that would take it past the bound shows only
+        // the sample's verdict (sections come in sample order, so which ones is deterministic).
+        if sections.len() + html.len() > render::SECTIONS_BUDGET {
+            html = section(Some(render::left_off(&sample, html.len())))?.0;
+        }
+        sections.push_str(&html);
         marks.push(crate::site::pages::run::SampleMark {
             name: sample.key.sample.clone(),
             outcome: verdict.outcome,

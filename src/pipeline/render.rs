@@ -13,8 +13,29 @@ use crate::task::Task;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 
+/// The most bytes of sample sections one run page holds: with its head and the run's request
+/// (its messages, tools and other fields shown up to 256 KiB each, its curl block the same), the
+/// page stays under 2 MB. A section that would take the page past it shows the sample's verdict
+/// and says its transcript was left off ([`left_off`]).
+pub const SECTIONS_BUDGET: usize = 900_000;
+
+/// Why a sample's transcript is left off its run's page, `len` bytes of HTML that would have
+/// taken the page's sections past [`SECTIONS_BUDGET`].
+pub fn left_off(sample: &Sample, len: usize) -> String {
+    let k = &sample.key;
+    format!(
+        "This sample's transcript is left off this page: its {} of HTML would take the page past the 2 MB a run's page holds. Its files are runs/{}/{}/{}/samples/{}/ in the collection ({} read).",
+        crate::site::html::bytes(len as u64),
+        k.model,
+        k.task,
+        k.run,
+        k.sample,
+        crate::site::html::bytes(sample.bytes)
+    )
+}
+
 /// One scored sample's section of its run's page, and its permalink page (path relative to the
-/// site root, HTML).
+/// site root, HTML). `left_off`: why the transcript is not shown ([`left_off`]).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_section(
     task: &Task,
@@ -25,6 +46,7 @@ pub fn sample_section(
     verdict: &Verdict,
     completion: Option<&crate::score::wire::Completion>,
     site_url: Option<&str>,
+    left_off: Option<String>,
 ) -> Result<(String, (String, String))> {
     let section = run::render(&run::SampleContext {
         key: &sample.key,
@@ -36,6 +58,7 @@ pub fn sample_section(
         verdict,
         task_changed,
         completion,
+        left_off,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
     let stub = run::render_stub(&sample.key, verdict, site_url)

@@ -42,6 +42,8 @@ pub struct Completion {
     /// list, a missing `arguments` key or `index`, a null name…): SPEC §2.1 has every verdict's
     /// detail name them, never absorb them silently.
     pub deviations: Vec<String>,
+    /// How many tool calls the answer held, when that was more than the [`MAX_CALLS`] read.
+    pub calls_cut: Option<usize>,
 }
 
 /// No complete model response: the server's or the network's fault, never the model's.
@@ -185,13 +187,99 @@ fn tool_call_list<'a>(v: Option<&'a Value>, deviations: &mut Vec<String>) -> &'a
     }
 }
 
+/// The most tool calls taken from one answer: the rest are counted, said in the verdict's
+/// detail, and neither scored nor shown. A model that answers one question with 300,000 calls
+/// has failed it whatever they hold, and reading each into memory and onto a page cost 730 MB
+/// and a 275 MB page (SPEC §12, turn 5). BFCL's largest parallel questions ask for a handful.
+pub const MAX_CALLS: usize = 256;
+
+/// Bodies at least this large are read without a tree of every element of their arrays
+/// ([`bounded_value`]); smaller ones (nearly all) the plain way.
+const BOUNDED_FROM: usize = 1 << 20;
+
+/// What [`bounded_value`] left out: each array it cut, by its path, with its length.
+type Cuts = Vec<(String, usize)>;
+
+/// The JSON text `raw` as a value whose arrays hold at most [`MAX_CALLS`] elements each: the
+/// elements past that are checked as JSON and counted, never built. A body's size no longer
+/// decides how much memory its tree takes (a 24 MB answer of 300,000 calls was 730 MB).
+fn bounded_value(
+    raw: &serde_json::value::RawValue,
+    path: &str,
+    cuts: &mut Cuts,
+) -> serde_json::Result<Value> {
+    use serde::de::{Deserializer as _, IgnoredAny, SeqAccess, Visitor};
+    use serde_json::value::RawValue;
+    let text = raw.get();
+    match text.trim_start().as_bytes().first() {
+        Some(b'{') => {
+            let fields: BTreeMap<String, &RawValue> = serde_json::from_str(text)?;
+            let mut m = serde_json::Map::new();
+            for (k, v) in fields {
+                let at = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                m.insert(k, bounded_value(v, &at, cuts)?);
+            }
+            Ok(Value::Object(m))
+        }
+        Some(b'[') => {
+            struct Head<'a>(std::marker::PhantomData<&'a ()>);
+            impl<'de> Visitor<'de> for Head<'de> {
+                type Value = (Vec<&'de RawValue>, usize);
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON array")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                    let mut kept = Vec::new();
+                    let mut n = 0;
+                    while kept.len() < MAX_CALLS {
+                        match seq.next_element::<&'de RawValue>()? {
+                            Some(v) => kept.push(v),
+                            None => return Ok((kept, n)),
+                        }
+                        n += 1;
+                    }
+                    while seq.next_element::<IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok((kept, n))
+                }
+            }
+            let mut de = serde_json::Deserializer::from_str(text);
+            let (kept, n) = de.deserialize_seq(Head(std::marker::PhantomData))?;
+            de.end()?;
+            if n > kept.len() {
+                cuts.push((path.to_string(), n));
+            }
+            let items = kept
+                .iter()
+                .enumerate()
+                .map(|(i, v)| bounded_value(v, &format!("{path}[{i}]"), cuts))
+                .collect::<serde_json::Result<Vec<Value>>>()?;
+            Ok(Value::Array(items))
+        }
+        _ => serde_json::from_str(text),
+    }
+}
+
 /// Reads a non-streamed chat-completions body.
 pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(TransportFailure("empty response body".into()));
     }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| TransportFailure(format!("the body is not a JSON chat completion: {e}")))?;
+    let not_json = |e: serde_json::Error| {
+        TransportFailure(format!("the body is not a JSON chat completion: {e}"))
+    };
+    let mut cuts = Cuts::new();
+    let v: Value = if body.len() < BOUNDED_FROM {
+        serde_json::from_slice(body).map_err(not_json)?
+    } else {
+        let raw: &serde_json::value::RawValue = serde_json::from_slice(body).map_err(not_json)?;
+        bounded_value(raw, "", &mut cuts).map_err(not_json)?
+    };
     if let Some(msg) = error_message(&v) {
         return Err(TransportFailure(format!(
             "the server answered with an error object: {}",
@@ -224,11 +312,29 @@ pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
     let mut notes = Vec::new();
     let mut deviations = Vec::new();
     let calls = tool_call_list(message.get("tool_calls"), &mut deviations);
+    // How many calls the answer holds: what a bounded reading counted, or the list's length.
+    let held = cuts
+        .iter()
+        .find(|(path, _)| path == "choices[0].message.tool_calls")
+        .map_or(calls.len(), |(_, n)| *n);
     c.tool_calls = calls
         .iter()
+        .take(MAX_CALLS)
         .enumerate()
         .map(|(i, x)| wire_call(x, &mut notes, &mut deviations, i))
         .collect();
+    if held > MAX_CALLS {
+        deviations.push(calls_cut(held));
+        c.calls_cut = Some(held);
+    }
+    for (path, n) in cuts
+        .iter()
+        .filter(|(p, _)| p != "choices[0].message.tool_calls")
+    {
+        notes.push(format!(
+            "{path} holds {n} items: the first {MAX_CALLS} were read, the rest only counted"
+        ));
+    }
     c.notes.append(&mut notes);
     c.deviations = deviations;
     if let Some(fc) = message.get("function_call").filter(|f| !f.is_null()) {
@@ -238,6 +344,14 @@ pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
         c.function_call = Some(wire_call(&wrapped, &mut c.notes, &mut Vec::new(), 0));
     }
     Ok(c)
+}
+
+/// The deviation that says an answer held more calls than are read.
+fn calls_cut(held: usize) -> String {
+    format!(
+        "the answer holds {held} tool calls: the first {MAX_CALLS} were read and scored, the other {} only counted",
+        held - MAX_CALLS
+    )
 }
 
 /// A call being reassembled from stream deltas.
@@ -289,6 +403,7 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
     let mut finish_reason = None;
     let mut completion_tokens = None;
     let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
+    let mut beyond: std::collections::BTreeSet<u64> = Default::default();
     let mut notes = Vec::new();
     let mut deviations = Vec::new();
     let mut saw_choice = false;
@@ -342,6 +457,11 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
             }
             for (pos, tc) in choice.calls.into_iter().enumerate() {
                 let idx = tc.index.unwrap_or(pos as u64);
+                // Past MAX_CALLS calls, the deltas of further ones are counted, not kept.
+                if calls.len() >= MAX_CALLS && !calls.contains_key(&idx) {
+                    beyond.insert(idx);
+                    continue;
+                }
                 let p = calls.entry(idx).or_default();
                 p.unindexed |= tc.index.is_none();
                 if let Some(id) = &tc.id {
@@ -418,6 +538,10 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
             WireCall { id: p.id, name: p.name, arguments }
         })
         .collect();
+    let cut = (!beyond.is_empty()).then(|| MAX_CALLS + beyond.len());
+    if let Some(held) = cut {
+        deviations.push(calls_cut(held));
+    }
     if !done {
         notes.push("the stream ended without [DONE] after its finish_reason".into());
     }
@@ -429,12 +553,64 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
         completion_tokens,
         notes,
         deviations,
+        calls_cut: cut,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// More calls than are read from one answer: the first MAX_CALLS are kept, the others
+    /// counted and said, in a small body, a large one (read without building every element)
+    /// and a stream alike.
+    #[test]
+    fn an_answer_is_read_up_to_max_calls_and_says_how_many_it_held() {
+        let call = r#"{"type":"function","function":{"name":"f","arguments":"{}"}}"#;
+        let body = |n: usize, pad: usize| {
+            let calls = vec![call; n].join(",");
+            format!(
+                r#"{{"choices":[{{"index":0,"message":{{"content":null,"tool_calls":[{calls}]}},"finish_reason":"tool_calls"}}],"logprobs":[{}],"pad":"{}"}}"#,
+                vec!["1"; 300].join(","),
+                "x".repeat(pad)
+            )
+        };
+        let said = |n: usize| {
+            format!(
+                "the answer holds {n} tool calls: the first {MAX_CALLS} were read and scored, the other {} only counted",
+                n - MAX_CALLS
+            )
+        };
+        for (n, pad) in [(300, 0), (300, 2 << 20), (MAX_CALLS, 2 << 20)] {
+            let c = parse_body(body(n, pad).as_bytes()).unwrap();
+            assert_eq!(c.tool_calls.len(), n.min(MAX_CALLS), "{n} {pad}");
+            assert_eq!(c.tool_calls[0].name.as_deref(), Some("f"));
+            assert_eq!(c.calls_cut, (n > MAX_CALLS).then_some(n));
+            assert_eq!(
+                c.deviations.contains(&said(n)),
+                n > MAX_CALLS,
+                "{:?}",
+                c.deviations
+            );
+            // Another array cut when the body is read bounded: a note, not a deviation.
+            let logprobs = c
+                .notes
+                .iter()
+                .any(|n| n.starts_with("logprobs holds 300 items"));
+            assert_eq!(logprobs, pad > 0, "{:?}", c.notes);
+        }
+        let mut sse = String::new();
+        for i in 0..300 {
+            sse.push_str(&format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{i},\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\n"
+            ));
+        }
+        sse.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+        let c = parse_stream(sse.as_bytes()).unwrap();
+        assert_eq!(c.tool_calls.len(), MAX_CALLS);
+        assert_eq!(c.calls_cut, Some(300));
+        assert!(c.deviations.contains(&said(300)), "{:?}", c.deviations);
+    }
 
     #[test]
     fn every_fixture_stream_reads_the_same_fast_and_the_reference_way() {

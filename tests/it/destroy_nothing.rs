@@ -1278,3 +1278,108 @@ fn a_key_in_the_base_urls_query_or_userinfo_reaches_only_the_server() {
         "{text}"
     );
 }
+
+/// A run of `model` on the corpus task `task`, one sample per response body, with the task's
+/// request: the shape collect writes.
+fn run_of(runs: &Path, model: &str, task: &str, responses: &[Vec<u8>]) -> PathBuf {
+    let tasks = callcheck::task::load(&crate::support::collect::corpus()).unwrap();
+    let t = tasks.iter().find(|t| t.id == task).unwrap();
+    let run = runs.join(model).join(task).join("r0001");
+    for (i, body) in responses.iter().enumerate() {
+        let dir = run.join(format!("samples/{i:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let request =
+            serde_json::json!({"model": model, "messages": t.messages, "tools": t.tools_json});
+        std::fs::write(dir.join("request.json"), request.to_string()).unwrap();
+        std::fs::write(dir.join("response.json"), body).unwrap();
+        std::fs::write(
+            dir.join("meta.json"),
+            r#"{"status": 200, "headers": {}, "streamed": false}"#,
+        )
+        .unwrap();
+    }
+    let cell = serde_json::json!({
+        "format_version": 1, "callcheck_version": "0.1.0",
+        "model": {"name": model, "base_url": "http://127.0.0.1:8000/v1"},
+        "task": {"id": task, "sha256": t.sha256}, "k": responses.len(), "run_id": "r0001",
+    });
+    std::fs::write(run.join("cell.json"), cell.to_string()).unwrap();
+    run
+}
+
+/// A chat completion holding `calls` calls of get_weather (300,000 take 15 MB).
+fn many_calls(calls: usize) -> Vec<u8> {
+    let call = r#"{"function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}"#;
+    let mut body = br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":["#.to_vec();
+    for i in 0..calls {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(call.as_bytes());
+    }
+    body.extend_from_slice(
+        br#"]},"finish_reason":"tool_calls"}],"usage":{"completion_tokens":9}}"#,
+    );
+    body
+}
+
+/// An answer of 300,000 calls is read up to the calls callcheck takes from one answer: the
+/// verdict is the label of what was read, its detail says how many the answer held, and no
+/// page passes 2 MB (a run's page shows the transcripts that fit and says which it left off).
+/// The memory this costs is measured by bench/many_calls.sh (floor: 300 MB).
+#[test]
+fn an_answer_of_300000_calls_is_read_up_to_its_bound_and_no_page_passes_2_mb() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = many_calls(300_000);
+    let file = tmp.path().join("response.json");
+    std::fs::write(&file, &big).unwrap();
+    let task = crate::support::collect::corpus().join("basic/basic-weather-city.json");
+    let o = run_within(&["check", "--task", s(&task), "--response", s(&file)], 120);
+    let verdict: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(verdict["label"], "spurious_call", "{verdict}");
+    assert_eq!(verdict["stage"], "structure");
+    let cut = "the answer holds 300000 tool calls: the first 256 were read and scored, the other 299744 only counted";
+    assert!(
+        verdict["detail"].as_str().unwrap().contains(cut),
+        "{}",
+        verdict["detail"]
+    );
+    assert_eq!(verdict["calls"].as_array().unwrap().len(), 256);
+    assert!(
+        o.stdout.len() < 1 << 20,
+        "{} bytes of verdict",
+        o.stdout.len()
+    );
+
+    // Such an answer and two of a megabyte of prose each: more than one page holds.
+    let prose = format!(
+        r#"{{"object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{}"}},"finish_reason":"stop"}}],"usage":{{"completion_tokens":9}}}}"#,
+        "It is sunny in Paris. ".repeat(50_000)
+    );
+    let runs = tmp.path().join("runs");
+    run_of(
+        &runs,
+        "m",
+        "basic-weather-city",
+        &[big, prose.clone().into(), prose.into()],
+    );
+    let out = tmp.path().join("site");
+    build_ok(&crate::support::collect::corpus(), &runs, &out, &[], &[]);
+    for (rel, bytes) in tree(&out) {
+        assert!(bytes.len() <= 2_000_000, "{rel} is {} bytes", bytes.len());
+    }
+    let page =
+        std::fs::read_to_string(out.join("t/m/basic-weather-city/r0001/index.html")).unwrap();
+    assert!(page.contains(cut), "the run's page says what was cut");
+    assert!(
+        page.contains("This sample&#39;s transcript is left off this page")
+            && page.contains("runs/m/basic-weather-city/r0001/samples/002/"),
+        "the run's page says which transcript it left off"
+    );
+    let csv = std::fs::read_to_string(out.join("data/samples.csv")).unwrap();
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with("t/m/basic-weather-city/r0001/000.html,"))
+        .unwrap();
+    assert!(row.contains(",spurious_call,"), "{row}");
+}

@@ -43,6 +43,9 @@ pub(crate) struct SampleContext<'a> {
     pub(crate) task_changed: bool,
     /// The response as the scorer read it.
     pub(crate) completion: Option<&'a crate::score::wire::Completion>,
+    /// Why the sample's transcript is left off its run's page (the page would pass its bound):
+    /// the section then says so and shows only its verdict.
+    pub(crate) left_off: Option<String>,
 }
 
 struct StageRow {
@@ -108,6 +111,8 @@ struct Section<'a> {
     /// The body is JSON laid out for reading, not the bytes as received.
     laid_out: bool,
     curl: String,
+    /// Why the transcript is not shown here ([`SampleContext::left_off`]).
+    left_off: Option<&'a str>,
 }
 
 /// A sample's permalink page: its title and summary for a shared link, and a redirect to its
@@ -260,17 +265,86 @@ fn message_view(m: &Value) -> MessageView {
         .unwrap_or("?")
         .to_string();
     let content = match m.get("content") {
-        Some(Value::String(s)) => text(s),
+        Some(Value::String(s)) => {
+            let html = text(s);
+            if html.len() <= MAX_SHOWN {
+                html
+            } else {
+                format!(
+                    "{}\n… (the rest of this message, {} in all, is left off; the whole request is the sample's request.json)",
+                    &html[..escaped_cut(&html, MAX_SHOWN)],
+                    crate::site::html::bytes(s.len() as u64)
+                )
+            }
+        }
         _ => {
-            // Tool results, multi-part content, assistant tool calls: show the message whole.
+            // Tool results, multi-part content, assistant tool calls: show the message whole,
+            // up to the bound of what one message shows.
             let mut rest = m.clone();
             if let Some(o) = rest.as_object_mut() {
                 o.remove("role");
             }
-            json_html(&rest, None)
+            bounded(json_html(&rest, None), "this message")
         }
     };
     MessageView { role, content }
+}
+
+/// Where to cut escaped text `html` to at most `max` bytes: on a character boundary and never
+/// inside an entity (`&quot;`), whose `&` then starts the part left off.
+fn escaped_cut(html: &str, max: usize) -> usize {
+    let mut at = max.min(html.len());
+    while !html.is_char_boundary(at) {
+        at -= 1;
+    }
+    // An entity is at most six bytes (`&quot;`, `&#39;`): an `&` among the last five with no
+    // `;` after it is one cut in two.
+    let mut tail_from = at.saturating_sub(5);
+    while !html.is_char_boundary(tail_from) {
+        tail_from -= 1;
+    }
+    if let Some(amp) = html[tail_from..at].rfind('&')
+        && !html[tail_from + amp..at].contains(';')
+    {
+        at = tail_from + amp;
+    }
+    at
+}
+
+/// `html` when it is at most [`MAX_SHOWN`] bytes; else a line saying `what` was left off.
+fn bounded(html: String, what: &str) -> String {
+    if html.len() <= MAX_SHOWN {
+        return html;
+    }
+    format!(
+        "({what}: {} of HTML, left off; the whole request is the sample's request.json)",
+        crate::site::html::bytes(html.len() as u64)
+    )
+}
+
+/// The views of `messages`, in order, while they add up to at most [`MAX_SHOWN`] bytes of HTML
+/// (or one message); the rest are counted in one last view. A request is bounded only by the
+/// 64 MiB callcheck reads of a file, a page by far less.
+fn messages_view(messages: &[Value]) -> Vec<MessageView> {
+    let mut views = Vec::new();
+    let mut shown = 0;
+    for (i, m) in messages.iter().enumerate() {
+        let v = message_view(m);
+        shown += v.content.len();
+        if shown > MAX_SHOWN && i > 0 {
+            views.push(MessageView {
+                role: "…".into(),
+                content: format!(
+                    "{} more message{} left off: the whole request is the sample's request.json",
+                    messages.len() - i,
+                    if messages.len() - i == 1 { "" } else { "s" }
+                ),
+            });
+            break;
+        }
+        views.push(v);
+    }
+    views
 }
 
 /// The top-level fields of a sample's request that differ from its run's (the first sample's),
@@ -342,9 +416,15 @@ pub(crate) fn curl(cell: &CellInfo, request: &[u8], streamed: bool) -> String {
     let body = std::str::from_utf8(request)
         .ok()
         .filter(|b| !b.contains('\0'));
-    if body.is_none() {
+    if request.len() > MAX_SHOWN {
+        s.push_str(&format!(
+            "# the request is {} bytes, more than a page shows: it is sent from the sample's request.json\n",
+            request.len()
+        ));
+    } else if body.is_none() {
         s.push_str("# the request is not text a shell can quote: it is sent from the sample's request.json\n");
     }
+    let body = body.filter(|_| request.len() <= MAX_SHOWN);
     // -N: print a stream's events as they arrive.
     s.push_str(if streamed {
         "curl -sS -N "
@@ -599,15 +679,15 @@ fn sent_view(task: &Task, request: Option<&Value>) -> Sent {
         let mut rest = o.clone();
         rest.remove("messages");
         rest.remove("tools");
-        json_html(&Value::Object(rest), None)
+        bounded(json_html(&Value::Object(rest), None), "the other fields")
     });
     Sent {
-        before: before.iter().map(message_view).collect(),
-        after: after.iter().map(message_view).collect(),
+        before: messages_view(before),
+        after: messages_view(after),
         tools_same,
         tool_names: task.tools.iter().map(|t| t.name.clone()).collect(),
         tools_sent: match tools_sent {
-            Some(t) if !tools_same => Some(json_html(t, None)),
+            Some(t) if !tools_same => Some(bounded(json_html(t, None), "the tools sent")),
             _ => None,
         },
         params,
@@ -663,6 +743,67 @@ struct RunPage<'a> {
     tool_names: Vec<String>,
     tools_sent: Option<String>,
     curl: String,
+}
+
+/// A sample's section that shows its verdict only (label, detail, stages, the fail anchor on the
+/// head), and why the rest is left off.
+fn left_off(cx: &SampleContext, why: &str) -> Result<String, askama::Error> {
+    let fail_on_head = cx.verdict.outcome != Outcome::Pass;
+    Section {
+        left_off: Some(why),
+        ..Section::head(cx, stage_rows(cx.task, cx.verdict), fail_on_head)
+    }
+    .render()
+}
+
+impl<'a> Section<'a> {
+    /// The head of a sample's section (what it is, its verdict, its stages, its meta) with
+    /// nothing of its transcript: what [`render`] fills in.
+    fn head(cx: &'a SampleContext, stages: Vec<StageRow>, fail_on_head: bool) -> Section<'a> {
+        let v = cx.verdict;
+        Section {
+            root: root(4),
+            key: cx.key,
+            outcome: v.outcome.name(),
+            outcome_kind: v.outcome.kind(),
+            label: v.outcome.label().map(|l| l.as_str()),
+            detail: &v.detail,
+            task_changed: cx.task_changed,
+            passed: v.outcome == Outcome::Pass,
+            stages,
+            fail_on_head,
+            calls: Vec::new(),
+            output: None,
+            content: None,
+            notes: &v.notes,
+            finish_reason: v
+                .finish_reason
+                .clone()
+                .unwrap_or_else(|| "absent".to_string()),
+            same_request: true,
+            request_changes: String::new(),
+            before: Vec::new(),
+            after: Vec::new(),
+            tools_same: true,
+            tool_names: Vec::new(),
+            tools_sent: None,
+            params: None,
+            meta_rows: {
+                let mut rows = meta_rows(cx.transcript.meta.as_ref());
+                // Each sample's own seed (the run's request shows the first's): what replays it.
+                if let Some(seed) = cx.transcript.request.as_deref().and_then(|r| r.get("seed")) {
+                    rows.push(("seed".into(), seed.to_string()));
+                }
+                rows
+            },
+            streamed: cx.transcript.streamed,
+            response: String::new(),
+            response_note: None,
+            laid_out: false,
+            curl: String::new(),
+            left_off: None,
+        }
+    }
 }
 
 /// Renders a run's page: its samples' sections, then the request they sent (shown once) and
@@ -795,6 +936,9 @@ pub(crate) fn render_stub(
 pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let v = cx.verdict;
     let key = cx.key;
+    if let Some(why) = &cx.left_off {
+        return left_off(cx, why);
+    }
     let (calls, call_anchor) = calls_view(cx.task, v);
     let mut output_anchor = false;
     let output = v.output.as_ref().map(|o| {
@@ -845,24 +989,9 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let (response, response_note, laid_out) = response_view(cx.transcript);
 
     let section = Section {
-        root: root(4),
-        key,
-        outcome: v.outcome.name(),
-        outcome_kind: v.outcome.kind(),
-        label: v.outcome.label().map(|l| l.as_str()),
-        detail: &v.detail,
-        task_changed: cx.task_changed,
-        passed: v.outcome == Outcome::Pass,
-        stages,
-        fail_on_head,
         calls,
         output,
         content,
-        notes: &v.notes,
-        finish_reason: v
-            .finish_reason
-            .clone()
-            .unwrap_or_else(|| "absent".to_string()),
         same_request,
         request_changes: cx.request_changes.join(", "),
         before: sent.before,
@@ -871,15 +1000,6 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         tool_names: sent.tool_names,
         tools_sent: sent.tools_sent,
         params: sent.params,
-        meta_rows: {
-            let mut rows = meta_rows(cx.transcript.meta.as_ref());
-            // Each sample's own seed (the run's request shows the first's): what replays it.
-            if let Some(seed) = cx.transcript.request.as_deref().and_then(|r| r.get("seed")) {
-                rows.push(("seed".into(), seed.to_string()));
-            }
-            rows
-        },
-        streamed: cx.transcript.streamed,
         response,
         response_note,
         laid_out,
@@ -888,6 +1008,7 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         } else {
             text(&curl(cx.cell, cx.request_raw, cx.transcript.streamed))
         },
+        ..Section::head(cx, stages, fail_on_head)
     };
     // The one mark the scorer's view placed gets the sample's own anchor: a run's page holds
     // several samples. Model text is escaped, so this markup can only be ours.
@@ -907,11 +1028,29 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{curl, key_variable};
+    use super::{curl, escaped_cut, key_variable, text};
     use crate::runs::{CellInfo, TaskRef};
     use serde_json::{Value, json};
     use std::path::Path;
     use std::process::Command;
+
+    #[test]
+    fn escaped_text_is_cut_between_characters_and_never_inside_an_entity() {
+        let html = text("ab<cd é <");
+        assert_eq!(html, "ab&lt;cd é &lt;");
+        for max in 0..=html.len() {
+            let at = escaped_cut(&html, max);
+            let kept = &html[..at];
+            assert!(at <= max);
+            assert_eq!(
+                kept.matches('&').count(),
+                kept.matches(';').count(),
+                "{kept}"
+            );
+        }
+        assert_eq!(escaped_cut(&html, 4), 2);
+        assert_eq!(escaped_cut(&html, 8), 8);
+    }
 
     #[test]
     fn the_curl_block_names_only_the_key_variable_collect_records() {
