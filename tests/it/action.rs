@@ -429,3 +429,82 @@ fn the_action_collects_builds_and_compares_against_the_mock() {
             .contains("::error::the baseline nope.csv does not exist")
     );
 }
+
+/// The keys given in `api-keys` reach collect, under the names the config's entries give, and
+/// no other step: the build of callcheck and of the site never see them. A line that is not
+/// NAME=value is refused without being printed. A baseline with a line break is refused before
+/// it can add a line to $GITHUB_OUTPUT.
+#[test]
+fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
+    use crate::support::collect::{Reply, completion, gateway, row_config};
+    const KEY: &str = "sk-action-4e1f";
+    let tmp = tempfile::tempdir().unwrap();
+    let server = gateway(|req| {
+        if req.headers.get("authorization").map(String::as_str) == Some("Bearer sk-action-4e1f") {
+            Reply::json(200, completion(50, Some(("get_weather", r#"{"city": "Paris"}"#))))
+        } else {
+            Reply::json(401, r#"{"error": {"message": "no key"}}"#)
+        }
+    });
+    let cwd = tmp.path().join("repo");
+    std::fs::create_dir(&cwd).unwrap();
+    row_config(&cwd, &server.url, "api_key_env = \"CALLCHECK_TEST_KEY\"\n");
+    let tasks = corpus();
+    let with = |keys: &'static str| {
+        vec![
+            ("config", "callcheck.toml"),
+            ("tasks", tasks.to_str().unwrap()),
+            ("only", "basic-weather-city"),
+            ("upload", "false"),
+            ("api-keys", keys),
+        ]
+    };
+    // Blank lines and a CRLF (a secret pasted from Windows) are fine.
+    let run = run_action(&cwd, &with("\nCALLCHECK_TEST_KEY=sk-action-4e1f\r\n"));
+    let ids: Vec<(&str, i32)> = run.steps.iter().map(|s| (s.0.as_str(), s.1)).collect();
+    assert_eq!(
+        ids,
+        [("collect", 0), ("baseline", 0), ("build", 0), ("compare", 0)],
+        "{:?}",
+        run.steps
+    );
+    let authorised = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.headers.get("authorization").is_some_and(|a| a.contains(KEY)))
+        .count();
+    assert!(authorised >= 3, "the samples were sent with the key");
+    for (id, _, text) in &run.steps {
+        assert!(!text.contains(KEY), "step {id} printed the key");
+    }
+    // Only the collect step is handed the input.
+    let action = yaml("action.yml");
+    for step in action["runs"]["steps"].as_sequence().unwrap() {
+        let env = serde_norway::to_string(&step["env"]).unwrap();
+        assert_eq!(
+            env.contains("inputs.api-keys"),
+            step["id"].as_str() == Some("collect"),
+            "{env}"
+        );
+    }
+    let bad = run_action(&cwd, &with("sk-action-4e1f"));
+    let (id, code, text) = &bad.steps[0];
+    assert_eq!((id.as_str(), *code), ("collect", 1));
+    assert!(text.contains("::error::api-keys: every line must be NAME=value"), "{text}");
+    assert!(!text.contains(KEY), "{text}");
+
+    let injected = run_action(
+        &cwd,
+        &[
+            ("collect", "false"),
+            ("tasks", tasks.to_str().unwrap()),
+            ("baseline", "site/data/samples.csv\nregression=false"),
+        ],
+    );
+    let (id, code, text) = &injected.steps[0];
+    assert_eq!((id.as_str(), *code), ("baseline", 1));
+    assert!(text.contains("::error::the baseline input holds a line break"), "{text}");
+    assert!(injected.outputs["baseline"].is_empty());
+}
