@@ -180,6 +180,48 @@ pub fn read_capped(r: impl Read, max: u64, capacity: usize) -> io::Result<Option
     Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
+/// A reader that fails once a line grows past its bound, so a file of one huge line is refused
+/// after reading that much of it rather than held whole (a CSV parser keeps a record whole).
+pub struct LineBound<R> {
+    inner: R,
+    max: usize,
+    /// What the file should have been, for the error: "a samples.csv".
+    what: &'static str,
+    /// Bytes of the current line read so far.
+    line: usize,
+}
+
+impl<R> LineBound<R> {
+    pub fn new(inner: R, max: usize, what: &'static str) -> LineBound<R> {
+        LineBound {
+            inner,
+            max,
+            what,
+            line: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for LineBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.line = 0;
+            } else {
+                self.line += 1;
+                if self.line > self.max {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a line longer than {} bytes: not {}", self.max, self.what),
+                    ));
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// Creates `root/rel` (a folder, `/`-separated, relative) one level at a time, refusing any
 /// level that exists and is not a plain folder: a symlinked folder in the output would send the
 /// files written into it somewhere else. `root` itself must exist.

@@ -365,7 +365,11 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
         for m in &report.models {
             let r = round(m);
             match &m.failure {
-                Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
+                Some(f) => out.push_str(&format!(
+                    "  {}: not collected: {}\n",
+                    m.name,
+                    crate::term::escape_controls(f)
+                )),
                 None => out.push_str(&format!(
                     "  {}: {} failed first-round samples in {} cells; {} follow-ups on disk\n",
                     m.name, r.failures, r.cells, r.done
@@ -388,10 +392,18 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
     ));
     for m in &report.models {
         for w in &m.warnings {
-            out.push_str(&format!("  {}: WARNING {w}\n", m.name));
+            out.push_str(&format!(
+                "  {}: WARNING {}\n",
+                m.name,
+                crate::term::escape_controls(w)
+            ));
         }
         if let Some(f) = &m.failure {
-            out.push_str(&format!("  {}: not collected: {f}\n", m.name));
+            out.push_str(&format!(
+                "  {}: not collected: {}\n",
+                m.name,
+                crate::term::escape_controls(f)
+            ));
             continue;
         }
         let r = round(m);

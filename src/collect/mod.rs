@@ -391,7 +391,11 @@ impl Report {
             ));
             for m in &self.models {
                 if let Some(f) = &m.failure {
-                    out.push_str(&format!("  {}: not collected: {f}\n", m.name));
+                    out.push_str(&format!(
+                        "  {}: not collected: {}\n",
+                        m.name,
+                        crate::term::escape_controls(f)
+                    ));
                 }
                 out.push_str(&error_only_note(m));
                 if m.never_scored() {
@@ -414,10 +418,18 @@ impl Report {
         ));
         for m in &self.models {
             for w in &m.warnings {
-                out.push_str(&format!("  {}: WARNING {w}\n", m.name));
+                out.push_str(&format!(
+                    "  {}: WARNING {}\n",
+                    m.name,
+                    crate::term::escape_controls(w)
+                ));
             }
             match &m.failure {
-                Some(f) => out.push_str(&format!("  {}: not collected: {f}\n", m.name)),
+                Some(f) => out.push_str(&format!(
+                    "  {}: not collected: {}\n",
+                    m.name,
+                    crate::term::escape_controls(f)
+                )),
                 None => {
                     let kinds = kinds_text(&m.error_kinds);
                     // An exchange that succeeded with a body that is no chat completion is a

@@ -118,34 +118,6 @@ pub const MAX_CSV_LINE: usize = 1 << 20;
 /// The most read from one baseline samples.csv (a site splits its export by model well before).
 const MAX_CSV_BYTES: u64 = 4 << 30;
 
-/// A reader that fails once a line grows past [`MAX_CSV_LINE`] bytes, so a file of one huge line
-/// is refused after reading 1 MiB of it rather than held whole.
-struct LineBound<R> {
-    inner: R,
-    /// Bytes of the current line read so far.
-    line: usize,
-}
-
-impl<R: std::io::Read> std::io::Read for LineBound<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        for &b in &buf[..n] {
-            if b == b'\n' {
-                self.line = 0;
-            } else {
-                self.line += 1;
-                if self.line > MAX_CSV_LINE {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("a line longer than {MAX_CSV_LINE} bytes: not a samples.csv"),
-                    ));
-                }
-            }
-        }
-        Ok(n)
-    }
-}
-
 /// One samples.csv file's rows, as bare samples (outcome only).
 fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
     // Readers open regular files only and say what they found (SPEC §12).
@@ -160,10 +132,11 @@ fn read_samples_csv(path: &Path) -> Result<Vec<Scored>> {
     // Streamed, with a bound on the whole file and on each line (SPEC §12): a samples.csv line
     // is a few hundred bytes, so one past MAX_CSV_LINE is not a samples.csv, and reading it
     // whole would hold it in memory.
-    let bounded = LineBound {
-        inner: std::io::Read::take(file, MAX_CSV_BYTES),
-        line: 0,
-    };
+    let bounded = crate::fsafe::LineBound::new(
+        std::io::Read::take(file, MAX_CSV_BYTES),
+        MAX_CSV_LINE,
+        "a samples.csv",
+    );
     let mut r = csv::ReaderBuilder::new().from_reader(std::io::BufReader::new(bounded));
     let headers = r
         .headers()

@@ -118,6 +118,9 @@ pub struct RunOutcome {
     pub stale: Vec<String>,
     /// What changed since the previous build, when its outcomes come from the cache.
     pub changes: crate::site::data::RunChanges,
+    /// The previous build's record of the run could not be read back, so `changes` cannot be
+    /// told from it: the build reads the previous outcomes from the site instead.
+    pub changes_unknown: bool,
 }
 
 /// How a run's samples are taken: all read and scored, or from the previous build where
@@ -167,8 +170,12 @@ pub fn run_samples(
         stamp,
     } = reuse;
     // A record whose checksum held but whose verdicts this build cannot read back (an outcome
-    // it does not know) is no record: the run is read and scored as if it had none.
-    let mut prior = prior.filter(|p| p.samples.values().all(cache::CachedSample::decodes));
+    // it does not know) is no record: the run is read and scored as if it had none, and what
+    // changed since is told from the previous site's samples.csv.
+    let changes_unknown = prior
+        .as_ref()
+        .is_some_and(|p| !p.samples.values().all(cache::CachedSample::decodes));
+    let mut prior = prior.filter(|_| !changes_unknown);
     // The previous verdicts stand for the same transcripts of the same run and task, and its
     // pages where they are.
     let reusable = |p: &cache::CachedRun| {
@@ -223,7 +230,10 @@ pub fn run_samples(
         return Ok(out);
     }
 
-    let mut out = RunOutcome::default();
+    let mut out = RunOutcome {
+        changes_unknown,
+        ..RunOutcome::default()
+    };
     out.cached.cell_sha256 = run.cell_sha256.clone();
     out.cached.task_sha256 = task.sha256.clone();
     let mut listing: Vec<(String, String)> = vec![("cell.json".into(), run.cell_sha256.clone())];
@@ -611,10 +621,12 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     }
     let mut run_stale: Vec<String> = Vec::new();
     let mut run_changes = Vec::new();
+    let mut changes_unknown = false;
     for (o, r) in outcomes.into_iter().zip(&runs) {
         let mut o = o?;
         run_stale.append(&mut o.stale);
         run_changes.push(o.changes);
+        changes_unknown |= o.changes_unknown;
         scored.extend(o.scored);
         let path = r.run.rel();
         skipped.extend(o.skipped);
@@ -654,6 +666,13 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         }
     });
     let n_samples = scored.len();
+    // A record the cache could not read back: the previous outcomes come from the site, which
+    // an in-place build has not touched yet (its update is staged beside it).
+    let previous = match (changes_told && changes_unknown, previous) {
+        (true, _) => read::read_previous(opts)?,
+        (false, p) => p,
+    };
+    let changes_told = changes_told && !changes_unknown;
     let previous = match (changes_told, previous) {
         (true, _) => aggregate::Previous::Told(crate::site::data::Changes::gather(
             prior_site.as_ref().map_or(0, |s| s.samples),

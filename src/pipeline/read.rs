@@ -155,7 +155,7 @@ const MAX_PREVIOUS_CSV: u64 = 1 << 30;
 /// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
 /// samples.csv already in `--out` (whole or split by model; silently absent, or a warning when
 /// unreadable).
-fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
+pub fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
     let paths = match &opts.previous {
         Some(p) => vec![p.clone()],
         None => data::site_samples_csvs(&opts.out),
@@ -165,32 +165,47 @@ fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
     }
     let mut all = BTreeMap::new();
     for path in paths {
-        // Bounded (a site holds at most 1 GB on Pages) and a regular file only: a FIFO given as
-        // --previous is an error that says so, not a wait.
-        // The site's own file is never read through a link; a file named by --previous is the
-        // user's to name.
-        let read = if opts.previous.is_some() {
-            crate::fsafe::read_bounded(&path, MAX_PREVIOUS_CSV)
+        // A regular file only (a FIFO given as --previous is an error that says so, not a
+        // wait), streamed with a bound on the whole file (a site holds at most 1 GB on Pages)
+        // and on each line (one is a few hundred bytes): a CSV parser holds a record whole, and
+        // a 1 GB line took 4 GB. The site's own file is never read through a link; a file named
+        // by --previous is the user's to name.
+        let shown = path.display().to_string();
+        let opened = if opts.previous.is_some() {
+            crate::fsafe::open_shown(&path, &shown)
         } else {
-            crate::fsafe::read_own(&path, MAX_PREVIOUS_CSV)
+            crate::fsafe::open_own(&path, &shown)
         };
+        let opened = opened.and_then(|f| match f.metadata()?.len() {
+            n if n > MAX_PREVIOUS_CSV => Err(std::io::Error::other(format!(
+                "{shown} is {n} bytes, more than the {} MiB of a site's samples.csv",
+                MAX_PREVIOUS_CSV >> 20
+            ))),
+            _ => Ok(f),
+        });
+        let read = opened.map(|f| {
+            let bounded = crate::fsafe::LineBound::new(
+                std::io::Read::take(f, MAX_PREVIOUS_CSV),
+                crate::compare::load::MAX_CSV_LINE,
+                "a samples.csv",
+            );
+            data::read_previous(std::io::BufReader::new(bounded))
+        });
         match read {
-            Ok(bytes) => match data::read_previous(&bytes) {
-                Ok(p) => all.extend(p),
-                Err(e) if opts.previous.is_some() => {
-                    bail!(
-                        "--previous {}: not a samples.csv this build can read: {e}",
-                        path.display()
-                    )
-                }
-                Err(e) => {
-                    eprintln!(
-                        "warning: {} is not a samples.csv this build can read ({e}); no changes page",
-                        path.display()
-                    );
-                    return Ok(None);
-                }
-            },
+            Ok(Ok(p)) => all.extend(p),
+            Ok(Err(e)) if opts.previous.is_some() => {
+                bail!(
+                    "--previous {}: not a samples.csv this build can read: {e}",
+                    path.display()
+                )
+            }
+            Ok(Err(e)) => {
+                eprintln!(
+                    "warning: {} is not a samples.csv this build can read ({e}); no changes page",
+                    path.display()
+                );
+                return Ok(None);
+            }
             Err(e) if opts.previous.is_some() => {
                 bail!("--previous {}: cannot read: {e}", path.display())
             }

@@ -733,7 +733,9 @@ fn samples_csv_rows<'a>(
             s.outcome.kind(),
             s.outcome.label().map(Label::as_str).unwrap_or(""),
             s.stage.map(|x| x.as_str()).unwrap_or(""),
-            &s.detail,
+            // The detail quotes what the server sent: its control characters written visibly,
+            // so no spreadsheet or terminal that shows the file obeys one (SPEC §12, turn 5).
+            &crate::term::escape_controls(&s.detail),
             match s.value_match {
                 Some(true) => "true",
                 Some(false) => "false",
@@ -833,9 +835,9 @@ pub(crate) fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)
 
 /// One row of a previous build's `samples.csv`: the permalink and what the sample was then
 /// (`pass`, `error` or the label).
-pub(crate) fn read_previous(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn read_previous(csv: impl std::io::Read) -> Result<BTreeMap<String, String>, String> {
     // Flexible: a row only needs the columns read here (a previous build may have fewer).
-    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(csv);
     let headers = r.headers().map_err(|e| e.to_string())?.clone();
     let col = |name: &str| {
         headers

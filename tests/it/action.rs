@@ -441,7 +441,10 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     let tmp = tempfile::tempdir().unwrap();
     let server = gateway(|req| {
         if req.headers.get("authorization").map(String::as_str) == Some("Bearer sk-action-4e1f") {
-            Reply::json(200, completion(50, Some(("get_weather", r#"{"city": "Paris"}"#))))
+            Reply::json(
+                200,
+                completion(50, Some(("get_weather", r#"{"city": "Paris"}"#))),
+            )
         } else {
             Reply::json(401, r#"{"error": {"message": "no key"}}"#)
         }
@@ -464,7 +467,12 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     let ids: Vec<(&str, i32)> = run.steps.iter().map(|s| (s.0.as_str(), s.1)).collect();
     assert_eq!(
         ids,
-        [("collect", 0), ("baseline", 0), ("build", 0), ("compare", 0)],
+        [
+            ("collect", 0),
+            ("baseline", 0),
+            ("build", 0),
+            ("compare", 0)
+        ],
         "{:?}",
         run.steps
     );
@@ -473,7 +481,11 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|r| r.headers.get("authorization").is_some_and(|a| a.contains(KEY)))
+        .filter(|r| {
+            r.headers
+                .get("authorization")
+                .is_some_and(|a| a.contains(KEY))
+        })
         .count();
     assert!(authorised >= 3, "the samples were sent with the key");
     for (id, _, text) in &run.steps {
@@ -492,7 +504,10 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     let bad = run_action(&cwd, &with("sk-action-4e1f"));
     let (id, code, text) = &bad.steps[0];
     assert_eq!((id.as_str(), *code), ("collect", 1));
-    assert!(text.contains("::error::api-keys: every line must be NAME=value"), "{text}");
+    assert!(
+        text.contains("::error::api-keys: every line must be NAME=value"),
+        "{text}"
+    );
     assert!(!text.contains(KEY), "{text}");
 
     let injected = run_action(
@@ -505,6 +520,9 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     );
     let (id, code, text) = &injected.steps[0];
     assert_eq!((id.as_str(), *code), ("baseline", 1));
-    assert!(text.contains("::error::the baseline input holds a line break"), "{text}");
+    assert!(
+        text.contains("::error::the baseline input holds a line break"),
+        "{text}"
+    );
     assert!(injected.outputs["baseline"].is_empty());
 }

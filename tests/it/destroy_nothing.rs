@@ -1383,3 +1383,160 @@ fn an_answer_of_300000_calls_is_read_up_to_its_bound_and_no_page_passes_2_mb() {
         .unwrap();
     assert!(row.contains(",spurious_call,"), "{row}");
 }
+
+/// The low findings of issue 40, one part each: a model id with a newline reaches the terminal
+/// escaped (a line of its own starting `::error::` would be a GitHub workflow command); a raw
+/// ESC a server sent reaches samples.csv escaped; `build --previous` reads a bounded line; a
+/// cache record whose checksum holds but which does not decode is a miss, not a failure of
+/// every build; `import bfcl` prints task ids escaped; `tasks lint` names a FIFO and a symlink
+/// loop with what they are.
+#[test]
+fn server_text_is_escaped_for_every_sink_and_odd_inputs_are_named() {
+    use crate::support::collect::*;
+    let tmp = tempfile::tempdir().unwrap();
+
+    // The terminal: a row whose model id the server does not list, the list forging a line.
+    let server = loopback(|req| {
+        if req.path.starts_with("/v1/models") {
+            Reply::json(
+                200,
+                r#"{"object":"list","data":[{"id":"other\n::error::forged"}]}"#,
+            )
+        } else {
+            Reply::json(200, completion(50, None))
+        }
+    });
+    let cfg = row_config(tmp.path(), &server.url, "");
+    let o = collect_in(&cfg, &corpus(), &tmp.path().join("runs"), &ONE_CELL, &[]);
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(said.contains("not collected"), "{said}");
+    assert!(said.contains("other\\n::error::forged"), "{said}");
+    assert!(
+        !said.lines().any(|l| l.starts_with("::error::forged")),
+        "{said}"
+    );
+
+    // samples.csv: a server's error body with a raw ESC and BEL, quoted in the detail.
+    let runs = tmp.path().join("runs-csv");
+    let run = run_of(
+        &runs,
+        "m",
+        "basic-weather-city",
+        &[b"\x1b]0;owned\x07 upstream failed".to_vec()],
+    );
+    std::fs::write(
+        run.join("samples/000/meta.json"),
+        r#"{"status": 502, "headers": {}}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("site");
+    build_ok(&corpus(), &runs, &out, &[], &[]);
+    let csv = std::fs::read(out.join("data/samples.csv")).unwrap();
+    assert!(
+        !csv.iter().any(|&b| b == 0x1b || b == 0x07),
+        "a raw control character"
+    );
+    assert!(String::from_utf8_lossy(&csv).contains("\\e]0;owned\\x07 upstream failed"));
+
+    // --previous: one line of 3 MB is refused after the bound, said.
+    let previous = tmp.path().join("previous.csv");
+    std::fs::write(
+        &previous,
+        format!("permalink,outcome,label\n{}\n", "x".repeat(3 << 20)),
+    )
+    .unwrap();
+    let o = build(
+        &corpus(),
+        &runs,
+        &tmp.path().join("site-2"),
+        &["--previous", s(&previous)],
+        &[],
+    );
+    let err = refused(&o);
+    assert!(
+        err.contains("a line longer than 1048576 bytes: not a samples.csv"),
+        "{err}"
+    );
+
+    // A cache record whose checksum holds and that does not decode: each verdict's outcome
+    // renamed to one no callcheck knows, the checksum made again.
+    let (cached, cache) = (tmp.path().join("site-cached"), tmp.path().join("cache"));
+    let c = ["--cache", s(&cache)];
+    build_ok(&fixture_tasks(), &fixture_runs(), &cached, &c, &[]);
+    let file = cache.join("verdicts.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let body_end = bytes.len() - 4;
+    let mut renamed = 0;
+    for i in 0..body_end.saturating_sub(5) {
+        if &bytes[i..i + 5] == b"\x04pass" {
+            bytes[i + 4] = b'z';
+            renamed += 1;
+        }
+    }
+    assert!(renamed > 0);
+    let sum = crc32fast::hash(&bytes[..body_end]);
+    bytes[body_end..].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&file, &bytes).unwrap();
+    let err = build_ok(&fixture_tasks(), &fixture_runs(), &cached, &c, &[]);
+    assert!(err.contains("site updated in place"), "{err}");
+    let fresh = tmp.path().join("site-fresh");
+    copy_tree(&cached, &fresh);
+    build_ok(
+        &fixture_tasks(),
+        &fixture_runs(),
+        &fresh,
+        &["--no-cache"],
+        &[],
+    );
+    assert!(
+        tree(&cached) == tree(&fresh),
+        "the build from the damaged cache is the fresh one"
+    );
+
+    // import bfcl: an id with an ESC and a BEL is printed escaped.
+    let data = bfcl_data(tmp.path(), &["simple_python_\u{1b}[2J\u{7}"]);
+    let o = run_within(
+        &[
+            "import",
+            "bfcl",
+            "--from",
+            s(&data),
+            "--out",
+            s(&tmp.path().join("tasks")),
+        ],
+        60,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!o.stdout.iter().any(|&b| b == 0x1b || b == 0x07));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("simple_python_\\e[2J\\x07"));
+
+    // tasks lint: a FIFO and a symlink loop in a task folder are named, as is a FIFO given.
+    let tasks = tmp.path().join("lint");
+    copy_tree(&fixture_tasks(), &tasks);
+    mkfifo(&tasks.join("fifo.json"));
+    symlink(&tasks.join("b.json"), &tasks.join("a.json"));
+    symlink(&tasks.join("a.json"), &tasks.join("b.json"));
+    let lint = |path: &Path| run_within(&["tasks", "lint", "--tasks", s(path)], 30);
+    let err = refused(&lint(&tasks));
+    for said in [
+        format!(
+            "{}: not read: it is a FIFO, not a regular file",
+            tasks.join("fifo.json").display()
+        ),
+        format!(
+            "{}: not read: it is a symlink loop",
+            tasks.join("a.json").display()
+        ),
+        format!(
+            "{}: not read: it is a symlink loop",
+            tasks.join("b.json").display()
+        ),
+    ] {
+        assert!(err.contains(&said), "{said:?} not in {err}");
+    }
+    let err = refused(&lint(&tasks.join("fifo.json")));
+    assert!(
+        err.contains("fifo.json: is a FIFO: give a task file or a folder of them"),
+        "{err}"
+    );
+}
