@@ -255,22 +255,34 @@ impl SampleLook {
         u128::from_le_bytes(head)
     }
 
-    /// How sample folder `dir` and the files a sample of this kind is read from look now, when
-    /// each is a folder or a regular file (a link, a FIFO or a missing file is no look).
-    pub fn now(dir: &Path, streamed: bool, meta: bool) -> Option<SampleLook> {
-        let mut stats = Vec::with_capacity(4);
-        let m = std::fs::symlink_metadata(dir).ok().filter(|m| m.is_dir())?;
-        stats.push(FileStat::of(&m));
-        for name in Self::names(streamed, meta) {
-            let m = std::fs::symlink_metadata(dir.join(name))
-                .ok()
-                .filter(|m| m.is_file())?;
-            stats.push(FileStat::of(&m));
+    /// How sample folder `name` of the run's `samples/` folder (opened as `samples`) and the
+    /// files a sample of this kind is read from look now, when each is a folder or a regular
+    /// file (a link, a FIFO or a missing file is no look).
+    pub fn now(
+        samples: &crate::fsafe::DirAt,
+        name: &str,
+        streamed: bool,
+        meta: bool,
+    ) -> Option<SampleLook> {
+        let mut stats = [FileStat::default(); 4];
+        let mut n = 0;
+        let mut path = String::with_capacity(name.len() + 16);
+        path.push_str(name);
+        let dir = samples.lstat(&path).ok().filter(|s| s.is_dir)?;
+        stats[n] = FileStat::of_entry(&dir);
+        n += 1;
+        for file in Self::names(streamed, meta) {
+            path.truncate(name.len());
+            path.push('/');
+            path.push_str(file);
+            let s = samples.lstat(&path).ok().filter(|s| s.is_file)?;
+            stats[n] = FileStat::of_entry(&s);
+            n += 1;
         }
         Some(SampleLook {
             streamed,
             meta,
-            digest: Self::digest(&stats),
+            digest: Self::digest(&stats[..n]),
         })
     }
 }
@@ -705,6 +717,18 @@ impl FileStat {
         std::fs::symlink_metadata(path)
             .ok()
             .map(|m| FileStat::of(&m))
+    }
+
+    /// What [`crate::fsafe::DirAt::lstat`] said, as a stat.
+    pub fn of_entry(s: &crate::fsafe::EntryStat) -> FileStat {
+        FileStat {
+            size: s.size,
+            mtime: s.mtime,
+            mtime_nsec: s.mtime_nsec,
+            ctime: s.ctime,
+            ctime_nsec: s.ctime_nsec,
+            ino: s.ino,
+        }
     }
 
     pub fn of(m: &std::fs::Metadata) -> FileStat {
@@ -1390,10 +1414,12 @@ mod tests {
         let dir = run_dir.join("samples/000");
         std::fs::write(dir.join("request.json"), "{}").unwrap();
         std::fs::write(dir.join("response.json"), r#"{"a": 1}"#).unwrap();
-        let first = SampleLook::now(&dir, false, false).unwrap();
-        assert_eq!(SampleLook::now(&dir, false, false), Some(first));
-        assert_eq!(SampleLook::now(&dir, true, false), None, "no response.sse");
-        assert_eq!(SampleLook::now(&dir, false, true), None, "no meta.json");
+        let samples = crate::fsafe::DirAt::open(&run_dir.join("samples")).unwrap();
+        let now = |streamed, meta| SampleLook::now(&samples, "000", streamed, meta);
+        let first = now(false, false).unwrap();
+        assert_eq!(now(false, false), Some(first));
+        assert_eq!(now(true, false), None, "no response.sse");
+        assert_eq!(now(false, true), None, "no meta.json");
         // What a read records is the same look.
         let scan = scan(tmp.path());
         let files = scan.runs[0].read_sample("000").unwrap();
@@ -1417,11 +1443,11 @@ mod tests {
         let mtime = f.metadata().unwrap().modified().unwrap();
         std::io::Write::write_all(&mut &f, br#"{"a": 2}"#).unwrap();
         f.set_modified(mtime).unwrap();
-        assert_ne!(SampleLook::now(&dir, false, false), Some(first));
+        assert_ne!(now(false, false), Some(first));
         // A link in a file's place is no look.
         std::fs::remove_file(dir.join("request.json")).unwrap();
         std::os::unix::fs::symlink(dir.join("response.json"), dir.join("request.json")).unwrap();
-        assert_eq!(SampleLook::now(&dir, false, false), None);
+        assert_eq!(now(false, false), None);
     }
 
     /// A folder that looks as an earlier scan saw it is taken from what that scan read (shown

@@ -195,10 +195,11 @@ pub fn run_samples(
             .as_ref()
             .is_some_and(|f| Some(f.look) == run.look && f.seen.samples == run.samples)
         && p.samples.len() == run.samples.len()
+        && let Ok(samples) = crate::fsafe::DirAt::open(&run.dir.join("samples"))
         && run.samples.iter().all(|n| {
             p.samples.get(n).is_some_and(|c| {
                 c.look.is_some_and(|l| {
-                    crate::runs::SampleLook::now(&run.sample_dir(n), l.streamed, l.meta) == Some(l)
+                    crate::runs::SampleLook::now(&samples, n, l.streamed, l.meta) == Some(l)
                 })
             })
         })
