@@ -13,7 +13,7 @@
 //!
 //! | floor | modules | what they are |
 //! |---|---|---|
-//! | 0 | `taxonomy` `json` `fsafe` `names` `term` `transcript` `reply` `stats` | the vocabulary, file safety, the statistics |
+//! | 0 | `taxonomy` `json` `fsafe` `names` `term` `endpoint` `transcript` `reply` `stats` | the vocabulary, file safety, addresses as kept, the statistics |
 //! | 1 | `task` | the task model and what it accepts |
 //! | 2 | `request` `runs` `server` `corrupt` | requests, the `runs/` tree and its server record, corrupted replies |
 //! | 3 | `score` | the decision procedure |
