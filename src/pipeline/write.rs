@@ -562,7 +562,7 @@ mod tests {
         commit(&staging, &[&stale], &after).unwrap();
         std::fs::write(out.join("index.html"), "new index").unwrap(); // moved in before the kill
         let finished = finish_interrupted(&out).unwrap();
-        assert_eq!(finished, [staging.clone()]);
+        assert_eq!(finished, std::slice::from_ref(&staging));
         assert!(!staging.exists());
         let read = |rel: &str| std::fs::read_to_string(out.join(rel)).ok();
         assert_eq!(read("index.html").as_deref(), Some("new index"));
