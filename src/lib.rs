@@ -19,11 +19,12 @@
 //! | 3 | `score` | the decision procedure |
 //! | 4 | `follow_up` `hitec` `lint` `synth` | follow-up requests, the HiTEC view, corpus checks, synthetic runs |
 //! | 5 | `report` | aggregates: the matrix, routing |
-//! | 6 | `compare` | two rows compared |
-//! | 7 | `site` | pages and data files, pure |
-//! | 8 | `pipeline` `collect` `mock` `import` `export` | the build's orchestration and writing; the network; other formats |
-//! | 9 | `cli` | the command line's types |
-//! | 10 | `cmd` | one module per subcommand |
+//! | 6 | `evidence` | from `runs/` (or a site's `samples.csv`) to scored samples |
+//! | 7 | `compare` | two rows compared |
+//! | 8 | `site` | pages and data files, pure |
+//! | 9 | `pipeline` `collect` `mock` `import` `export` | the build's orchestration and writing; the network; other formats |
+//! | 10 | `cli` | the command line's types |
+//! | 11 | `cmd` | one module per subcommand |
 
 pub mod cli;
 pub mod cmd;
@@ -31,6 +32,7 @@ pub mod collect;
 pub mod compare;
 pub mod corrupt;
 pub mod endpoint;
+pub mod evidence;
 pub mod export;
 pub mod follow_up;
 pub mod fsafe;

@@ -188,7 +188,7 @@ pub fn pairs(rows: &BTreeMap<String, RowSettings>, explicit: &[(String, String)]
 /// What each row of a build was collected with: the first model entry and server its runs
 /// recorded.
 pub fn row_settings(
-    info: &BTreeMap<String, crate::site::ModelInfo>,
+    info: &BTreeMap<String, crate::evidence::Provenance>,
 ) -> BTreeMap<String, RowSettings> {
     info.iter()
         .map(|(name, i)| {

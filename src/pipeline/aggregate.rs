@@ -1,19 +1,19 @@
 //! Stage 3, aggregate: scored samples → the [`Matrix`] (cells, totals, intervals), what the
 //! runs' `cell.json` files say about each model, and what changed since the previous build.
 
-use super::read::RunInput;
+use crate::evidence::Provenance;
+use crate::evidence::read::RunInput;
 use crate::report::{self, Matrix, Scored, TaskInfo};
-use crate::site::ModelInfo;
 use crate::site::data::{self, Changes};
 use crate::stats::IntervalKind;
 use crate::task::Task;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Everything the summary pages are rendered from, apart from the inputs themselves.
 #[derive(Debug)]
 pub struct Aggregates {
     pub matrix: Matrix,
-    pub models: BTreeMap<String, ModelInfo>,
+    pub models: BTreeMap<String, Provenance>,
     /// Present only when some sample moved, appeared or disappeared since the previous build.
     pub changes: Option<Changes>,
     /// Task id → sha256 of its file, for the manifest.
@@ -48,7 +48,7 @@ pub fn aggregate(
     }
     .filter(|c| !c.is_empty());
     Aggregates {
-        models: model_info(runs),
+        models: crate::evidence::provenance(runs.iter().map(|r| &r.run)),
         changes,
         task_hashes: tasks
             .iter()
@@ -56,37 +56,4 @@ pub fn aggregate(
             .collect(),
         matrix,
     }
-}
-
-/// What the runs' `cell.json` files say about each model: its entries, servers, versions, runs.
-pub fn model_info(runs: &[RunInput]) -> BTreeMap<String, ModelInfo> {
-    let mut out: BTreeMap<String, ModelInfo> = BTreeMap::new();
-    let mut versions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for r in runs.iter().map(|r| &r.run) {
-        let info = out.entry(r.model.clone()).or_default();
-        if !info.entries.contains(&*r.cell.model) {
-            info.entries.push((*r.cell.model).clone());
-        }
-        if !r.cell.server.is_null() && !info.servers.contains(&*r.cell.server) {
-            info.servers.push((*r.cell.server).clone());
-        }
-        versions
-            .entry(r.model.clone())
-            .or_default()
-            .insert(r.cell.callcheck_version.clone());
-        info.runs.push((
-            r.task_id.clone(),
-            r.run_id.clone(),
-            r.cell.k,
-            r.cell.started.clone(),
-            r.cell.ended.clone(),
-        ));
-    }
-    for (m, v) in versions {
-        if let Some(i) = out.get_mut(&m) {
-            i.versions = v.into_iter().collect();
-            i.runs.sort();
-        }
-    }
-    out
 }

@@ -59,8 +59,11 @@ const RENDERER: &[&str] = &[
     include_str!("../../templates/run.html"),
     include_str!("../../templates/stub.html"),
     include_str!("../../templates/base.html"),
-    include_str!("read.rs"),
-    include_str!("score.rs"),
+    include_str!("../site/card.rs"),
+    include_str!("../site/marks.rs"),
+    include_str!("../site/matrix.rs"),
+    include_str!("../evidence/read.rs"),
+    include_str!("../evidence/score.rs"),
     include_str!("../hitec.rs"),
 ];
 

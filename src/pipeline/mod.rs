@@ -1,5 +1,5 @@
-//! The build pipeline, one stage per module, in the order data flows: [`read`] the corpus and
-//! `runs/` → [`score`] each transcript → [`aggregate`] into the matrix → [`render`] the pages →
+//! The build pipeline, in the order data flows: read the corpus and `runs/` and score each
+//! transcript ([`crate::evidence`]) → [`aggregate`] into the matrix → [`render`] the pages →
 //! [`write`] the site. Never touches the network; the same inputs give a byte-identical site
 //! whatever the thread count.
 //!
@@ -11,13 +11,11 @@ pub mod aggregate;
 pub mod cache;
 pub mod owned;
 pub mod progress;
-pub mod read;
 pub mod render;
-pub mod score;
 pub mod write;
 
+use crate::evidence::{SkippedInput, read, score};
 use crate::report::Scored;
-use crate::site::data::SkippedInput;
 use crate::stats::{IntervalKind, Thresholds};
 use crate::task::Task;
 use anyhow::{Result, bail};
@@ -58,6 +56,19 @@ pub struct Inputs {
     pub site_url: Option<String>,
 }
 
+impl Inputs {
+    /// Where this build's evidence comes from.
+    pub fn sources(&self) -> crate::evidence::Sources<'_> {
+        crate::evidence::Sources {
+            tasks: &self.tasks,
+            runs: &self.runs,
+            out: &self.out,
+            previous: self.previous.as_deref(),
+            allow_empty: self.allow_empty,
+        }
+    }
+}
+
 /// What a build did, for the summary line.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -82,20 +93,6 @@ pub struct Summary {
     /// Groups of summary pages (a model's, a task's, a tag's or a label's page with its charts)
     /// left as the previous build wrote them, of how many (with `--cache`).
     pub pages_kept: (usize, usize),
-}
-
-/// `p` relative to `root`, `/`-separated (published: never a local path).
-pub fn rel(root: &Path, p: &Path) -> String {
-    let r = p.strip_prefix(root).unwrap_or(p);
-    let parts: Vec<String> = r
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    if parts.is_empty() {
-        ".".into()
-    } else {
-        parts.join("/")
-    }
 }
 
 /// One run folder after scoring: what the aggregates, the manifest and the cache keep of it.
@@ -514,7 +511,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
                 .is_ok_and(|m| crate::task::sha256_hex(&m) == s.manifest_sha256)
     });
     let changes_told = site_current && opts.previous.is_none();
-    let inputs = read::read(opts, !changes_told, &prior)?;
+    let inputs = read::read(&opts.sources(), !changes_told, &prior)?;
     say_what_was_read(opts, &inputs);
     // Comparisons (SPEC §9): the flags are checked and the baseline read before any work.
     let explicit = crate::compare::parse_pairs(&opts.compare)?;
@@ -670,7 +667,7 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     // A record the cache could not read back: the previous outcomes come from the site, which
     // an in-place build has not touched yet (its update is staged beside it).
     let previous = match (changes_told && changes_unknown, previous) {
-        (true, _) => read::read_previous(opts)?,
+        (true, _) => read::read_previous(&opts.sources())?,
         (false, p) => p,
     };
     let changes_told = changes_told && !changes_unknown;

@@ -3,10 +3,10 @@
 //! (relative path, bytes) out.
 
 use super::aggregate::Aggregates;
-use super::read::Sample;
+use crate::evidence::SkippedInput;
+use crate::evidence::read::Sample;
 use crate::runs::{CellInfo, RunDir};
 use crate::score::Verdict;
-use crate::site::data::SkippedInput;
 use crate::site::pages::run;
 use crate::site::{self, SiteInput};
 use crate::task::Task;

@@ -5,6 +5,7 @@
 //! [`super::pages::samples`].)
 
 use crate::compare::Comparison;
+use crate::evidence::{SkippedInput, samples_csv};
 use crate::hitec::{F1, HitecError};
 use crate::report::pooled::Pooled;
 use crate::report::routing::{Measure, ModelRouting, PolicyResult, Routing};
@@ -161,14 +162,6 @@ fn values_json(v: &ValuePooled, at: Thresholds) -> Value {
         "value_accuracy": part(&v.value),
         "bfcl_style": part(&v.bfcl_style),
     })
-}
-
-/// A skipped input, as the exports and the index page show it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SkippedInput {
-    /// Relative to the runs root, `/`-separated.
-    pub(crate) path: String,
-    pub(crate) reason: String,
 }
 
 /// One cell of `data/matrix.json`, in the order its fields are written (docs/data.md).
@@ -579,7 +572,7 @@ pub(crate) fn samples_csv_files(
     limit: usize,
     sink: &mut dyn FnMut((String, Vec<u8>)) -> Result<(), super::SiteError>,
 ) -> Result<Vec<String>, super::SiteError> {
-    let part_name = |model: &str| format!("{SAMPLES_DIR}/{model}.csv");
+    let part_name = |model: &str| format!("{}/{model}.csv", samples_csv::SAMPLES_DIR);
     let header = samples_csv_of(std::iter::empty())?;
     // Each model's rows are appended to one buffer while it stays under `limit`: it is then the
     // export, handed on as it is (never copied). Past the limit the rows held become one file
@@ -642,30 +635,8 @@ pub(crate) fn samples_csv_files(
     if split {
         return Ok(names);
     }
-    sink((SAMPLES_CSV.to_string(), whole))?;
-    Ok(vec![SAMPLES_CSV.to_string()])
-}
-
-/// The export's path when written whole, and its folder when split by model.
-const SAMPLES_CSV: &str = "data/samples.csv";
-const SAMPLES_DIR: &str = "data/samples";
-
-/// The samples.csv files of a published site in `site`: the whole one, or the per-model ones
-/// (sorted); empty when it has neither.
-pub(crate) fn site_samples_csvs(site: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let whole = site.join(SAMPLES_CSV);
-    if whole.is_file() {
-        return vec![whole];
-    }
-    let mut parts: Vec<std::path::PathBuf> = std::fs::read_dir(site.join(SAMPLES_DIR))
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "csv") && p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    parts.sort();
-    parts
+    sink((samples_csv::SAMPLES_CSV.to_string(), whole))?;
+    Ok(vec![samples_csv::SAMPLES_CSV.to_string()])
 }
 
 /// The header, then one row per sample of `samples`: RFC 4180 quoting, CRLF line ends.
@@ -831,30 +802,6 @@ pub(crate) fn run_listing<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)
         out.push('\n');
     }
     out
-}
-
-/// One row of a previous build's `samples.csv`: the permalink and what the sample was then
-/// (`pass`, `error` or the label).
-pub(crate) fn read_previous(csv: impl std::io::Read) -> Result<BTreeMap<String, String>, String> {
-    // Flexible: a row only needs the columns read here (a previous build may have fewer).
-    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(csv);
-    let headers = r.headers().map_err(|e| e.to_string())?.clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| format!("no {name:?} column"))
-    };
-    let (p, o, l) = (col("permalink")?, col("outcome")?, col("label")?);
-    let mut out = BTreeMap::new();
-    for rec in r.records() {
-        let rec = rec.map_err(|e| e.to_string())?;
-        let get = |i: usize| rec.get(i).unwrap_or("").to_string();
-        let outcome = get(o);
-        let name = if outcome == "fail" { get(l) } else { outcome };
-        out.insert(get(p), name);
-    }
-    Ok(out)
 }
 
 /// One sample whose outcome changed between two builds.
@@ -1050,7 +997,7 @@ mod split_tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, bytes).unwrap();
         }
-        assert_eq!(site_samples_csvs(dir.path()).len(), 3);
+        assert_eq!(samples_csv::site_samples_csvs(dir.path()).len(), 3);
         let back = crate::compare::load_baseline(dir.path(), &tasks, IntervalKind::Wilson).unwrap();
         let cells = |m: &Matrix| {
             m.cells

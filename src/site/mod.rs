@@ -10,8 +10,8 @@
 //! files of `data/` are written by [`data`].
 
 // Outside callcheck, only `html::slug` (the integration tests) and `samples_page` (its example)
-// are read. `data`, `pages`, `reuse` and `ModelInfo` are public because pipeline/ and compare/,
-// public themselves, show some of their types (SkippedInput, Changes, SampleMark, Groups).
+// are read. `data`, `pages` and `reuse` are public because pipeline/, public itself, shows
+// some of their types (Changes, SampleMark, Groups).
 pub(crate) mod answers;
 pub(crate) mod card;
 pub(crate) mod charts;
@@ -26,13 +26,14 @@ pub(crate) mod tags;
 pub(crate) mod text;
 pub(crate) mod value;
 
+use crate::evidence::Provenance;
+use crate::evidence::SkippedInput;
 use crate::report::Matrix;
 use crate::task::Task;
-use data::{Changes, SkippedInput};
+use data::Changes;
 pub use pages::samples::samples_page;
 use pages::{compare, routing};
 use rayon::prelude::*;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A page or asset failed to render (a template or chart bug, never bad input).
@@ -49,25 +50,12 @@ pub enum SiteError {
     Write(String),
 }
 
-/// What the cell.json files of a model's runs say about it.
-#[derive(Debug, Clone, Default)]
-pub struct ModelInfo {
-    /// The distinct model entries used (already redacted by collect), in run order.
-    pub(crate) entries: Vec<Value>,
-    /// The distinct `server` objects recorded.
-    pub(crate) servers: Vec<Value>,
-    /// callcheck versions that collected the runs, sorted.
-    pub(crate) versions: Vec<String>,
-    /// (task, run id, k, started, ended), sorted.
-    pub(crate) runs: Vec<(String, String, u32, String, String)>,
-}
-
 /// Everything the site is rendered from.
 pub(crate) struct SiteInput<'a> {
     pub(crate) matrix: &'a Matrix,
     /// The corpus, sorted by id.
     pub(crate) tasks: &'a [Task],
-    pub(crate) models: &'a BTreeMap<String, ModelInfo>,
+    pub(crate) models: &'a BTreeMap<String, Provenance>,
     pub(crate) skipped: &'a [SkippedInput],
     pub(crate) changes: Option<&'a Changes>,
     /// Task id → sha256 of its file, for the manifest.

@@ -6,8 +6,8 @@
 //! mark means, linking the model pages of the rows marked (whose note gives the counts).
 //! Rows are kept sorted and every name is escaped, so the marks are deterministic and inert.
 
-use super::ModelInfo;
 use super::html::{escape, escape_into};
+use crate::evidence::Provenance;
 use crate::report::{Cell, Matrix, TaskInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,7 +32,7 @@ pub(crate) struct Why {
 }
 
 impl Repeats {
-    pub(crate) fn of(models: &BTreeMap<String, ModelInfo>) -> Repeats {
+    pub(crate) fn of(models: &BTreeMap<String, Provenance>) -> Repeats {
         Repeats {
             zero: models
                 .iter()
@@ -230,12 +230,12 @@ mod tests {
         let mut models = BTreeMap::new();
         models.insert(
             "cold".to_string(),
-            ModelInfo {
+            Provenance {
                 entries: vec![serde_json::json!({"params": {"temperature": 0}})],
                 ..Default::default()
             },
         );
-        models.insert("warm".to_string(), ModelInfo::default());
+        models.insert("warm".to_string(), Provenance::default());
         let r = Repeats::of(&models);
         let (same, varied, one) = (cell("warm", 5, 1), cell("warm", 5, 3), cell("warm", 1, 1));
         assert_eq!(r.why("warm", [&varied, &one]), None);

@@ -7,12 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Imports that still point up, each with the change that removes it. Empty is the goal; a
 /// new entry needs a reason here.
-const KNOWN: &[(&str, &str)] = &[
-    // compare/load.rs scores runs through the build pipeline and reads a site's samples.csv
-    // through site/: both go when one evidence loader sits below them (issue 42).
-    ("compare", "pipeline"),
-    ("compare", "site"),
-];
+const KNOWN: &[(&str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

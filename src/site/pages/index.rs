@@ -3,8 +3,9 @@
 //! totals.
 
 use super::{compare, render};
+use crate::evidence::SkippedInput;
 use crate::report::{Matrix, TaskInfo};
-use crate::site::data::{self, SkippedInput};
+use crate::site::data;
 use crate::site::html::slug;
 use crate::site::marks::{LegendItem, MAX_MARKS, legend};
 use crate::site::matrix::{MATRIX_CELLS, MatrixRow, index_draws_matrix, matrix_row, pooled_row};

@@ -3,6 +3,7 @@
 //! server (the preflight checks among them).
 
 use super::{chart, compare, render, routing};
+use crate::evidence::Provenance;
 use crate::hitec::HitecError;
 use crate::report::pooled::Pooled;
 use crate::report::{Matrix, ModelView, routing::Routing};
@@ -10,7 +11,7 @@ use crate::site::charts::{self, outcome_colour};
 use crate::site::html::{json_html, root, slug};
 use crate::site::matrix::cell_td;
 use crate::site::text::{TotalRow, label_summary, total_row};
-use crate::site::{File, ModelInfo, SiteError, SiteInput, value};
+use crate::site::{File, SiteError, SiteInput, value};
 use crate::taxonomy::{Label, Outcome};
 use askama::Template;
 use serde_json::Value;
@@ -234,7 +235,7 @@ pub(crate) fn page(
     let m = input.matrix;
     let r = root(1);
     draw_charts(m, mv, files)?;
-    let unknown = ModelInfo::default();
+    let unknown = Provenance::default();
     let info = input.models.get(&mv.name).unwrap_or(&unknown);
     let page = ModelPage {
         value_rows: value_rows(m, mv, &r),

@@ -1,4 +1,4 @@
-//! Stage 2, score: one sample's transcript against its task, with the current checkers. The full
+//! Scoring: one sample's transcript against its task, with the current checkers. The full
 //! [`Verdict`] lives only until the sample's page is rendered; [`Scored`] is what aggregation
 //! keeps.
 

@@ -1,11 +1,10 @@
-//! Stage 1, read: the task corpus, the finished run folders under `runs/`, the previous build's
+//! Reading: the task corpus, the finished run folders under `runs/`, the previous build's
 //! outcomes, and then (one run at a time, while scoring) each sample's files, parsed once.
 
-use super::Inputs;
-use super::rel;
+use super::samples_csv;
+use super::{SkippedInput, Sources, rel};
 use crate::report::SampleKey;
 use crate::runs::{self, RunDir, SampleFiles};
-use crate::site::data::{self, SkippedInput};
 use crate::task::Task;
 use crate::transcript::Transcript;
 use anyhow::{Context, Result, bail};
@@ -50,11 +49,11 @@ impl Loaded {
 /// `known` saw them are not listed again.
 /// With `previous_csv` false the previous build's outcomes are not read from the site (the
 /// cache knows them).
-pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Result<Loaded> {
+pub fn read(opts: &Sources, previous_csv: bool, known: &dyn runs::Known) -> Result<Loaded> {
     // The corpus is read while the runs are scanned, and the previous export (for the changes
     // page) meanwhile; their errors are told in that order.
     let (tasks, (previous, scan)) = rayon::join(
-        || crate::task::load(&opts.tasks),
+        || crate::task::load(opts.tasks),
         || {
             rayon::join(
                 || {
@@ -64,7 +63,7 @@ pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Resul
                         Ok(None)
                     }
                 },
-                || runs::scan_with(&opts.runs, known),
+                || runs::scan_with(opts.runs, known),
             )
         },
     );
@@ -93,7 +92,7 @@ pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Resul
     let mut skipped: Vec<SkippedInput> = scan_skipped
         .iter()
         .map(|s| SkippedInput {
-            path: rel(&opts.runs, &s.path),
+            path: rel(opts.runs, &s.path),
             reason: s.reason.clone(),
         })
         .collect();
@@ -107,7 +106,7 @@ pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Resul
     for run in scanned {
         let Some(&task) = by_id.get(run.task_id.as_str()) else {
             skipped.push(SkippedInput {
-                path: rel(&opts.runs, &run.dir),
+                path: rel(opts.runs, &run.dir),
                 // No local path here: the reason is published on the site.
                 reason: format!("task {:?} is not in the task corpus", run.task_id),
             });
@@ -115,7 +114,7 @@ pub fn read(opts: &Inputs, previous_csv: bool, known: &dyn runs::Known) -> Resul
         };
         if run.cell.kind == runs::RunKind::Feedback && run.cell.feedback.is_none() {
             skipped.push(SkippedInput {
-                path: rel(&opts.runs, &run.dir),
+                path: rel(opts.runs, &run.dir),
                 reason: "a feedback run whose cell.json names no feedback style (\"feedback\": {\"style\": \"error\"|\"checklist\"|\"retry\"})".into(),
             });
             continue;
@@ -155,10 +154,10 @@ const MAX_PREVIOUS_CSV: u64 = 1 << 30;
 /// The previous build's outcomes: from `--previous` (an error when unreadable) or from the
 /// samples.csv already in `--out` (whole or split by model; silently absent, or a warning when
 /// unreadable).
-pub fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> {
+pub fn read_previous(opts: &Sources) -> Result<Option<BTreeMap<String, String>>> {
     let paths = match &opts.previous {
-        Some(p) => vec![p.clone()],
-        None => data::site_samples_csvs(&opts.out),
+        Some(p) => vec![p.to_path_buf()],
+        None => samples_csv::site_samples_csvs(opts.out),
     };
     if paths.is_empty() {
         return Ok(None);
@@ -186,10 +185,10 @@ pub fn read_previous(opts: &Inputs) -> Result<Option<BTreeMap<String, String>>> 
         let read = opened.map(|f| {
             let bounded = crate::fsafe::LineBound::new(
                 std::io::Read::take(f, MAX_PREVIOUS_CSV),
-                crate::compare::load::MAX_CSV_LINE,
+                samples_csv::MAX_CSV_LINE,
                 "a samples.csv",
             );
-            data::read_previous(std::io::BufReader::new(bounded))
+            samples_csv::read_previous(std::io::BufReader::new(bounded))
         });
         match read {
             Ok(Ok(p)) => all.extend(p),
