@@ -255,34 +255,7 @@ pub fn inspect(out: &Path) -> Result<Site> {
         .filter(|f| f.kind.is_some() || !site_shaped(&f.rel))
         .collect();
     if marked {
-        let Some(set) = marker(out) else {
-            bail!(
-                "--out {}: {MARKER} is not a marker this callcheck wrote; refusing to replace the folder (choose an empty or new folder)",
-                out.display()
-            );
-        };
-        let mut now = FileSet::default();
-        for f in &theirs {
-            now.add(&f.rel);
-        }
-        if foreign.is_empty() && now == set {
-            return Ok(Site::Marked(set));
-        }
-        if foreign.is_empty() {
-            bail!(
-                "--out {} is a callcheck site whose files changed since the build that wrote them ({} found, {} written): refusing to replace it, as what was added cannot be told from what build wrote. Move it aside (`mv {} {}.before`) and build again",
-                out.display(),
-                theirs.len(),
-                set.count,
-                out.display(),
-                out.display()
-            );
-        }
-        bail!(
-            "--out {} is a callcheck site that also holds {}: refusing to replace it. Move them out of the site (or choose another --out) and build again",
-            out.display(),
-            listing(&foreign)
-        );
+        return marked_site(out, &theirs, &foreign);
     }
     if foreign.is_empty() && legacy_manifest(out) {
         return Ok(Site::Legacy);
@@ -302,6 +275,39 @@ pub fn inspect(out: &Path) -> Result<Site> {
         out.display(),
         listing(&shown)
     )
+}
+
+/// A marked `--out`: its marker must be this callcheck's and its files the ones the marker
+/// lists, with nothing foreign among them.
+fn marked_site(out: &Path, theirs: &[&Found], foreign: &[&Found]) -> Result<Site> {
+    let Some(set) = marker(out) else {
+        bail!(
+            "--out {}: {MARKER} is not a marker this callcheck wrote; refusing to replace the folder (choose an empty or new folder)",
+            out.display()
+        );
+    };
+    let mut now = FileSet::default();
+    for f in theirs {
+        now.add(&f.rel);
+    }
+    if foreign.is_empty() && now == set {
+        return Ok(Site::Marked(set));
+    }
+    if foreign.is_empty() {
+        bail!(
+            "--out {} is a callcheck site whose files changed since the build that wrote them ({} found, {} written): refusing to replace it, as what was added cannot be told from what build wrote. Move it aside (`mv {} {}.before`) and build again",
+            out.display(),
+            theirs.len(),
+            set.count,
+            out.display(),
+            out.display()
+        );
+    }
+    bail!(
+        "--out {} is a callcheck site that also holds {}: refusing to replace it. Move them out of the site (or choose another --out) and build again",
+        out.display(),
+        listing(foreign)
+    );
 }
 
 /// "3 files: a, b (a FIFO), c" — the first few of what was found, and how many in all.
