@@ -35,8 +35,8 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
         &infos,
         &crate::stats::compare::Memo::default(),
     )?;
-    // `compare A B` shows that pair only (the build shows every pair); Holm then runs over the
-    // comparisons shown, which is the family the gate decides on.
+    // `compare A B` shows that pair only (the build shows every pair), `--baseline` every row
+    // against the baseline: each is the family its gate decided in, as on the pages.
     if let Some((a, b)) = explicit.first() {
         all.retain(|c| c.why == "--compare" && &c.a_row == a && &c.b_row == b);
     } else {
@@ -59,8 +59,6 @@ pub fn run(o: &CompareOpts) -> Result<i32> {
             );
         }
     }
-    // The families were decided when the comparisons were made: `compare A B` is that pair's
-    // own, `--baseline` every row's against the baseline together, as on the pages.
     for c in &all {
         // Settings and row names come from servers and runs: shown, never obeyed.
         println!("{}", crate::term::escape_lines(&table::table(c)));
