@@ -74,7 +74,9 @@ pub struct CompareOpts {
     /// site folder or its data/samples.csv.
     #[arg(long, value_name = "PATH")]
     pub baseline: Option<PathBuf>,
-    /// Exit 1 when a tag or the overall rate is significantly worse (Holm-corrected).
+    /// Exit 1 when a tag, the overall rate, the transport-error rate or a single task is
+    /// significantly worse (corrected over the gate's family), or something is unmeasured or
+    /// missing.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
     /// Tasks A has and B does not are listed but do not fail the gate.
@@ -111,7 +113,8 @@ pub struct PlanOpts {
 /// What fails `callcheck compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
-    /// A tag or the overall rate significantly worse after Holm's correction.
+    /// A tag, the overall rate, the transport-error rate or a task significantly worse after
+    /// the family's correction; a task B could not score; a task of A missing from B.
     Regression,
 }
 

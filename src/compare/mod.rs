@@ -433,7 +433,7 @@ pub fn p_text(x: f64) -> String {
 
 /// Compares row B against row A over the tasks of `tasks` (the corpus, sorted by id). The
 /// pooled rows are filled with their own p-values (taken from `memo` where it has them);
-/// [`correct`] applies Holm over a family.
+/// [`correct`] decides the gate over a family.
 pub fn compare(
     a: Side,
     b: Side,
@@ -582,9 +582,9 @@ pub fn compare(
 
 /// Decides the gate over one family (SPEC §9): every pooled row and every task compared in
 /// `comparisons`, together ([`crate::stats::gate::decide`]); fills each row's and task's
-/// decision, each row's detectable drop at its level, and each comparison's [`Family`].
-/// Returns the family.
-pub fn correct(comparisons: &mut [Comparison]) -> Family {
+/// decision, each row's detectable drop at its level (simulated once per design and level in
+/// `memo`), and each comparison's [`Family`]. Returns the family.
+pub fn correct(comparisons: &mut [Comparison], memo: &crate::stats::compare::Memo) -> Family {
     let hypotheses: Vec<Hypothesis> = comparisons
         .iter()
         .flat_map(Comparison::hypotheses)
@@ -600,32 +600,24 @@ pub fn correct(comparisons: &mut [Comparison]) -> Family {
             cell.gate = it.next().unwrap_or_default();
         }
     }
-    // Power per distinct design and level (a baseline family repeats them row after row), each
-    // on its own core.
-    let mut wanted: BTreeMap<(Vec<(u64, u64)>, u64), Option<f64>> = BTreeMap::new();
-    let key = |r: &PooledRow| {
-        let mut d: Vec<(u64, u64)> = r.pairs.iter().map(|p| (p.a_scored, p.b_scored)).collect();
-        d.sort_unstable();
-        (d, r.gate.level.to_bits())
-    };
-    for c in comparisons.iter() {
-        for r in c.pooled_rows().filter(|r| r.gate.in_family) {
-            wanted.insert(key(r), None);
-        }
-    }
-    let keys: Vec<(Vec<(u64, u64)>, u64)> = wanted.keys().cloned().collect();
-    let drops: Vec<Option<f64>> = keys
-        .par_iter()
-        .map(|(d, level)| gate::detectable_drop(d, f64::from_bits(*level)))
+    // Power per row in the family, each design and level simulated once in the build.
+    let wanted: Vec<(Vec<(u64, u64)>, f64)> = comparisons
+        .iter()
+        .flat_map(|c| c.pooled_rows())
+        .filter(|r| r.gate.in_family)
+        .map(|r| {
+            (
+                r.pairs.iter().map(|p| (p.a_scored, p.b_scored)).collect(),
+                r.gate.level,
+            )
+        })
         .collect();
-    for (k, d) in keys.into_iter().zip(drops) {
-        wanted.insert(k, d);
-    }
+    let mut drops = memo.detectable_drops(&wanted).into_iter();
     let family = family_of(&hypotheses, &decisions, comparisons);
     for c in comparisons.iter_mut() {
         for r in c.overall.iter_mut().chain(c.tags.iter_mut()) {
             r.detectable_drop = if r.gate.in_family {
-                wanted.get(&key(r)).copied().flatten()
+                drops.next().flatten()
             } else {
                 None
             };
@@ -808,10 +800,10 @@ pub fn comparisons(
         .unwrap_or(out.len());
     let (own, base) = out.split_at_mut(split);
     for c in own.iter_mut() {
-        correct(std::slice::from_mut(c));
+        correct(std::slice::from_mut(c), memo);
     }
     if !base.is_empty() {
-        correct(base);
+        correct(base, memo);
     }
     Ok(out)
 }

@@ -172,6 +172,9 @@ pub struct Memo {
     known: BTreeMap<Vec<TaskPair>, Pooled>,
     /// Every pooled comparison asked for in this build, for the next one.
     asked: std::sync::Mutex<BTreeMap<Vec<TaskPair>, Pooled>>,
+    /// The detectable drops simulated in this build, by design (sorted) and level: a baseline
+    /// family and the pairs of one collection repeat them row after row.
+    drops: std::sync::Mutex<BTreeMap<(Vec<(u64, u64)>, u64), Option<f64>>>,
 }
 
 /// What a [`Memo`] keeps between builds: the code it was computed with ([`memo_code`]) and the
@@ -206,7 +209,41 @@ impl Memo {
         Memo {
             known,
             asked: Default::default(),
+            drops: Default::default(),
         }
+    }
+
+    /// [`super::gate::detectable_drop`] of each (design, level), each simulated once in this
+    /// build, the new ones each on its own core.
+    pub fn detectable_drops(&self, wanted: &[(Vec<(u64, u64)>, f64)]) -> Vec<Option<f64>> {
+        use rayon::prelude::*;
+        let key = |(d, level): &(Vec<(u64, u64)>, f64)| {
+            let mut d = d.clone();
+            d.sort_unstable();
+            (d, level.to_bits())
+        };
+        let keys: Vec<(Vec<(u64, u64)>, u64)> = wanted.iter().map(key).collect();
+        let known = |k: &(Vec<(u64, u64)>, u64)| {
+            self.drops
+                .lock()
+                .map(|m| m.get(k).copied())
+                .unwrap_or_default()
+        };
+        let mut new: Vec<(Vec<(u64, u64)>, u64)> = keys
+            .iter()
+            .filter(|k| known(k).is_none())
+            .cloned()
+            .collect();
+        new.sort();
+        new.dedup();
+        let computed: Vec<Option<f64>> = new
+            .par_iter()
+            .map(|(d, level)| super::gate::detectable_drop(d, f64::from_bits(*level)))
+            .collect();
+        if let Ok(mut m) = self.drops.lock() {
+            m.extend(new.into_iter().zip(computed));
+        }
+        keys.iter().map(|k| known(k).flatten()).collect()
     }
 
     /// [`pooled`] of `pairs`, remembered.
