@@ -417,8 +417,19 @@ impl Family {
 /// when not even a fall to 0 could be detected with 80 % power.
 pub fn drop_text(d: Option<f64>) -> String {
     match d {
-        Some(d) => format!("−{:.0} pts", d * 100.0),
+        Some(d) => format!("−{} pts", drop_points(d)),
         None => "nothing".to_string(),
+    }
+}
+
+/// A detectable drop in points as printed: whole points, or tenths below 10 points, where a
+/// point is a large part of the figure (its Monte Carlo error is a fraction of a tenth there).
+pub fn drop_points(d: f64) -> String {
+    let points = d * 100.0;
+    if points < 9.95 {
+        format!("{points:.1}")
+    } else {
+        format!("{points:.0}")
     }
 }
 

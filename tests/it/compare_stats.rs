@@ -298,6 +298,8 @@ fn grid(
 enum Change {
     /// Every task of tag 0 falls by this much.
     TagDrop(f64),
+    /// Every task of tag 0 falls from every sample passing to none (100 points).
+    TagCollapse,
     /// Task 0 of tag 0 falls from this rate to 0.
     OneTask(f64),
 }
@@ -310,6 +312,7 @@ impl Change {
                 100.0 * d,
                 0.9 - d
             ),
+            Change::TagCollapse => "100-pt tag drop (4 tasks, 1 → 0)".to_string(),
             Change::OneTask(a) => format!("one task {a} → 0 (tag of 4, others 0.9)"),
         }
     }
@@ -321,6 +324,11 @@ impl Change {
             Change::TagDrop(d) => {
                 for x in b.iter_mut().take(4) {
                     *x = 0.9 - d;
+                }
+            }
+            Change::TagCollapse => {
+                for (x, y) in a.iter_mut().zip(b.iter_mut()).take(4) {
+                    (*x, *y) = (1.0, 0.0);
                 }
             }
             Change::OneTask(from) => {
@@ -343,6 +351,7 @@ fn power_table(runs: usize) -> (String, Vec<String>) {
     for change in [
         Change::TagDrop(0.2),
         Change::TagDrop(0.5),
+        Change::TagCollapse,
         Change::OneTask(0.9),
         Change::OneTask(1.0),
     ] {
@@ -357,7 +366,7 @@ fn power_table(runs: usize) -> (String, Vec<String>) {
                     let data = pairs(&mut rng, &a, &b, k);
                     let (rows, tasks, old) = shape.gate(&data);
                     let caught = match change {
-                        Change::TagDrop(_) => rows[0],
+                        Change::TagDrop(_) | Change::TagCollapse => rows[0],
                         Change::OneTask(_) => rows[0] || tasks[0],
                     };
                     after += usize::from(caught);
@@ -461,8 +470,11 @@ fn demo_table(runs: usize, rows: impl Fn(&str) -> bool) -> (String, Vec<String>)
         let planned = &plan.rows[i];
         assert_eq!(&planned.scope, name);
         let printed = callcheck::compare::drop_text(planned.detects);
-        // The printed figure, as printed: whole points.
-        let Some(drop) = planned.detects.map(|d| (d * 100.0).round() / 100.0) else {
+        // The printed figure, as printed.
+        let Some(drop) = planned
+            .detects
+            .map(|d| callcheck::compare::drop_points(d).parse::<f64>().unwrap() / 100.0)
+        else {
             out.push_str(&format!(
                 "| {name} | {} | {} | {printed} | – |\n",
                 row.len(),

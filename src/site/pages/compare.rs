@@ -332,7 +332,7 @@ fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
             },
             // The terminal's `−10 pts` under a "detects a drop of" heading.
             detects: match r.detectable_drop {
-                Some(d) => format!("{:.0} points", d * 100.0),
+                Some(d) => format!("{} points", compare::drop_points(d)),
                 None => "nothing".into(),
             },
             regression: r.regression(),
