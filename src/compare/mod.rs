@@ -315,15 +315,18 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
-/// A pooled row over `tasks`: each task's counts and its samples collected on each side.
+/// A task in a pooled row: its counts, and the samples collected on each side.
+type Compared = (TaskPair, (u64, u64));
+
+/// A pooled row over `tasks`.
 fn pooled_row(
     scope: &str,
-    tasks: &[(TaskPair, (u64, u64))],
+    tasks: &[Compared],
     memo: &crate::stats::compare::Memo,
 ) -> Option<PooledRow> {
     let pairs: Vec<TaskPair> = tasks.iter().map(|t| t.0).collect();
     let p = memo.pooled(&pairs)?;
-    let scored = |t: &&(TaskPair, (u64, u64))| t.0.a_scored > 0 && t.0.b_scored > 0;
+    let scored = |t: &&Compared| t.0.a_scored > 0 && t.0.b_scored > 0;
     Some(PooledRow {
         scope: scope.to_string(),
         direction: p.direction(),
@@ -456,7 +459,7 @@ pub fn compare(
 ) -> Comparison {
     let mut cells = Vec::new();
     // Per pooled row: each task's counts and the samples collected on each side.
-    let mut by_tag: BTreeMap<&str, Vec<(TaskPair, (u64, u64))>> = BTreeMap::new();
+    let mut by_tag: BTreeMap<&str, Vec<Compared>> = BTreeMap::new();
     let mut all = Vec::new();
     let mut labels: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
     let (mut unmeasured, mut missing) = (Vec::new(), Vec::new());

@@ -174,8 +174,12 @@ pub struct Memo {
     asked: std::sync::Mutex<BTreeMap<Vec<TaskPair>, Pooled>>,
     /// The detectable drops simulated in this build, by design (sorted) and level: a baseline
     /// family and the pairs of one collection repeat them row after row.
-    drops: std::sync::Mutex<BTreeMap<(Vec<(u64, u64)>, u64), Option<f64>>>,
+    drops: std::sync::Mutex<BTreeMap<DesignAtLevel, Option<f64>>>,
 }
+
+/// A pooled row's design (each task's scored samples in A and B, sorted) and a level (its
+/// bits): what a detectable drop is a function of.
+type DesignAtLevel = (super::gate::Design, u64);
 
 /// What a [`Memo`] keeps between builds: the code it was computed with ([`memo_code`]) and the
 /// results.
@@ -222,14 +226,14 @@ impl Memo {
             d.sort_unstable();
             (d, level.to_bits())
         };
-        let keys: Vec<(Vec<(u64, u64)>, u64)> = wanted.iter().map(key).collect();
-        let known = |k: &(Vec<(u64, u64)>, u64)| {
+        let keys: Vec<DesignAtLevel> = wanted.iter().map(key).collect();
+        let known = |k: &DesignAtLevel| {
             self.drops
                 .lock()
                 .map(|m| m.get(k).copied())
                 .unwrap_or_default()
         };
-        let mut new: Vec<(Vec<(u64, u64)>, u64)> = keys
+        let mut new: Vec<DesignAtLevel> = keys
             .iter()
             .filter(|k| known(k).is_none())
             .cloned()

@@ -963,7 +963,7 @@ mod tests {
         // The power at the printed drop is the promised one (same simulations), and a smaller
         // drop has less.
         let p = power(&[(5, 5); 4], level, d5 + 1e-9);
-        assert!(p >= POWER && p < POWER + 0.01, "{p}");
+        assert!((POWER..POWER + 0.01).contains(&p), "{p}");
         assert!(power(&[(5, 5); 4], level, d5 - 0.05) < POWER);
         // Two tasks at k = 1: the smallest p is 1/4, nothing is detectable at 5 %.
         assert_eq!(detectable_drop(&[(1, 1); 2], ALPHA), None);

@@ -360,7 +360,7 @@ fn power_table(runs: usize) -> (String, Vec<String>) {
             for m in [16usize, 64] {
                 let shape = Shape::tags(m, 4);
                 let (a, b) = change.rates(shape.tasks);
-                let mut rng = SplitMix64::new(0x9000 + (m as u64) << 8 | k);
+                let mut rng = SplitMix64::new(((0x9000 + m as u64) << 8) | k);
                 let (mut before, mut after) = (0, 0);
                 for _ in 0..runs {
                     let data = pairs(&mut rng, &a, &b, k);

@@ -366,9 +366,7 @@ fn cell_views(sides: &Sides, root: &str) -> Vec<CellView> {
             class: x.direction.class(),
             a_marks: marks(&x.a_marks, root, c.a_linked),
             b_marks: marks(&x.b_marks, root, c.b_linked),
-            regression: x
-                .regression()
-                .then(|| format!("{:.4}", x.gate.adjusted)),
+            regression: x.regression().then(|| format!("{:.4}", x.gate.adjusted)),
         })
         .collect()
 }
