@@ -287,7 +287,7 @@ fn z95() -> f64 {
 /// samples is then conservative, never too narrow. Clopper–Pearson rather than Wilson because
 /// plain Wilson's coverage dips to 84.5 % for 3 tasks × 5 samples all at 0.99 (SPEC §9). It is
 /// never zero-width. `None` without a scored sample. Validated on SPEC §9's grid by
-/// `tests/it/compare_stats.rs`.
+/// `examples/compare-grid` (docs/compare-grid.md; its corners in `tests/it/compare_stats.rs`).
 pub fn pooled_rate_interval(counts: &[(u64, u64)]) -> Option<Interval> {
     let counts: Vec<(u64, u64)> = counts.iter().copied().filter(|c| c.1 > 0).collect();
     if counts.is_empty() {
