@@ -193,10 +193,12 @@ pub fn render(
         .flat_map(|t| t.tags.iter().map(String::as_str))
         .collect();
     let mut out = format!(
-        "plan for {config}: {rows} row{}, {} tasks ({} tags), k = {k}; nothing is sent. The gate (α = {:.0} %) decides each family below as `compare` will after collecting; detects: the smallest drop from {:.0} % on each task of a row caught with 80 % power (simulated for the gate's test at the row's level)\n",
+        "plan for {config}: {rows} row{}, {} task{} ({} tag{}), k = {k}; nothing is sent. The gate (α = {:.0} %) decides each family below as `compare` will after collecting; detects: the smallest drop from {:.0} % on each task of a row caught with 80 % power (simulated for the gate's test at the row's level)\n",
         if rows == 1 { "" } else { "s" },
         tasks.len(),
+        if tasks.len() == 1 { "" } else { "s" },
         tags.len(),
+        if tags.len() == 1 { "" } else { "s" },
         100.0 * ALPHA,
         100.0 * gate::REFERENCE_RATE
     );

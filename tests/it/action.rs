@@ -488,6 +488,7 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     assert_eq!(
         ids,
         [
+            ("plan", 0),
             ("collect", 0),
             ("baseline", 0),
             ("build", 0),
@@ -522,7 +523,10 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
         );
     }
     let bad = run_action(&cwd, &with("sk-action-4e1f"));
-    let (id, code, text) = &bad.steps[0];
+    // The plan before it reads the config and sends nothing: it needs no key.
+    let (id, code, _) = &bad.steps[0];
+    assert_eq!((id.as_str(), *code), ("plan", 0));
+    let (id, code, text) = &bad.steps[1];
     assert_eq!((id.as_str(), *code), ("collect", 1));
     assert!(
         text.contains("::error::api-keys: every line must be NAME=value"),
