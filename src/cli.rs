@@ -45,6 +45,10 @@ pub enum Command {
     /// Did B help or hurt against A: the per-tag table of two rows, or of every row against a
     /// baseline collection (exit 1 with --fail-on regression when one is significantly worse).
     Compare(CompareOpts),
+    /// Before collecting: what the gate will be able to see for a config, its tasks and k — the
+    /// drop each tag detects, the k from which one broken task is caught, the k a drop needs.
+    /// Sends nothing.
+    Plan(PlanOpts),
     /// Print a shell completion script (e.g. `callcheck completions bash > ~/.local/share/bash-completion/completions/callcheck`).
     Completions(CompletionsOpts),
 }
@@ -70,7 +74,9 @@ pub struct CompareOpts {
     /// site folder or its data/samples.csv.
     #[arg(long, value_name = "PATH")]
     pub baseline: Option<PathBuf>,
-    /// Exit 1 when a tag or the overall rate is significantly worse (Holm-corrected).
+    /// Exit 1 when a tag, the overall rate, the transport-error rate or a single task is
+    /// significantly worse (corrected over the gate's family), or something is unmeasured or
+    /// missing.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
     /// Tasks A has and B does not are listed but do not fail the gate.
@@ -78,10 +84,37 @@ pub struct CompareOpts {
     pub allow_missing: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct PlanOpts {
+    /// The models config (TOML, `[[model]]` entries) collect will ask.
+    #[arg(long, default_value = "callcheck.toml")]
+    pub config: PathBuf,
+    /// The task corpus collect will ask.
+    #[arg(long, default_value = "tasks")]
+    pub tasks: PathBuf,
+    /// Samples per cell collect will take.
+    #[arg(long, default_value_t = 3)]
+    pub k: u32,
+    /// Only these models (names from the config, comma-separated), as collect --models.
+    #[arg(long, value_delimiter = ',')]
+    pub models: Option<Vec<String>>,
+    /// Only tasks whose id matches this glob, as collect --only.
+    #[arg(long, value_name = "TASK-GLOB")]
+    pub only: Option<String>,
+    /// Plan the gate of `compare --baseline` (every row against its same-named baseline row,
+    /// one family) instead of the pairs the config forms.
+    #[arg(long)]
+    pub baseline: bool,
+    /// Also print the k each row needs to detect a drop of this many points (e.g. 20).
+    #[arg(long, value_name = "POINTS")]
+    pub detect: Option<f64>,
+}
+
 /// What fails `callcheck compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
-    /// A tag or the overall rate significantly worse after Holm's correction.
+    /// A tag, the overall rate, the transport-error rate or a task significantly worse after
+    /// the family's correction; a task B could not score; a task of A missing from B.
     Regression,
 }
 

@@ -32,6 +32,7 @@ fn main() {
         Command::Export { command } => cmd::export::run(command),
         Command::Import { command } => cmd::import::run(command),
         Command::Completions(o) => cmd::completions::run(o),
+        Command::Plan(o) => cmd::plan::run(o),
         Command::Compare(o) => match cmd::compare::run(o) {
             Ok(code) => std::process::exit(code),
             Err(e) => {

@@ -12,4 +12,5 @@ pub mod exit;
 pub mod export;
 pub mod import;
 pub mod mock;
+pub mod plan;
 pub mod tasks;

@@ -1,18 +1,24 @@
 //! Comparing two rows (SPEC §9): did B help or hurt against A, where, and how sure are we.
 //! Loading a collection to compare ([`load`]), pairing its rows ([`pair`]) and the terminal
-//! table ([`table`]), over the statistics of [`crate::stats::compare`]; the
-//! comparison itself ([`compare`]) and the family the gate decides on ([`comparisons`],
-//! [`correct`]). `build`, the site and `callcheck compare` all come here.
+//! table ([`table`]), over the statistics of [`crate::stats::compare`] and
+//! [`crate::stats::gate`]; the comparison itself ([`compare`]) and the families the gate
+//! decides on ([`comparisons`], [`correct`]): each pair of rows of a collection is a family of
+//! its own, every row against a baseline one family together. `build`, the site,
+//! `callcheck compare` and `callcheck plan` all come here, so the pages and the terminal
+//! correct over the same set.
 //!
 //! Every difference is **B − A**: A is the baseline, B the change, so `better` means B passes
 //! more often than A.
 
 pub mod load;
 pub mod pair;
+pub mod plan;
 pub mod table;
 
 use crate::stats::Direction;
-use crate::stats::compare::{ALPHA, Pooled, TaskPair, holm, newcombe};
+use crate::stats::compare::{Pooled, TaskPair, newcombe};
+use crate::stats::gate::TASK_SHARE;
+use crate::stats::gate::{self, ALPHA, Decision, Group, Hypothesis};
 pub use load::{Collection, infos, load_baseline, load_runs};
 pub use pair::{Pair, RowSettings, SettingDiff, pairs, parse_pairs, row_settings, settings_diff};
 
@@ -66,6 +72,21 @@ pub struct CellDiff {
     /// `data/matrix.json` carries `identical` for each cell of this site).
     pub a_identical: bool,
     pub b_identical: bool,
+    /// Samples collected (scored or not) on each side: what the family's make-up is decided
+    /// from ([`crate::stats::gate::weights_of`]).
+    pub a_samples: u64,
+    pub b_samples: u64,
+    /// The gate's test of a drop on this task alone (1 when a side has no scored sample).
+    pub p_value: f64,
+    /// Filled by [`correct`]: the gate's decision on this task within its family.
+    pub gate: Decision,
+}
+
+impl CellDiff {
+    /// A regression of this task on its own, after the family's correction.
+    pub fn regression(&self) -> bool {
+        self.gate.rejected()
+    }
 }
 
 /// A label's count in A and in B (over the common tasks).
@@ -84,23 +105,50 @@ pub struct PooledRow {
     #[serde(flatten)]
     pub pooled: Pooled,
     pub direction: Direction,
-    /// Filled by [`correct`]: the p-value after Holm's correction over every pooled comparison
-    /// made together.
+    /// Filled by [`correct`]: the p-value after the family's correction (weighted Holm over
+    /// every pooled row and task of the family; 1 when the row cannot reach significance).
     pub holm_p: f64,
-    /// Filled by [`correct`]: the smallest drop over these tasks the gate detects with 80 %
-    /// power at this k, at α over the family's size (Holm's first step); `None` when not even
-    /// a fall from all to none could be detected.
+    /// Filled by [`correct`]: the gate's decision on this row within its family.
+    pub gate: Decision,
+    /// Filled by [`correct`]: the smallest drop over these tasks, from
+    /// [`crate::stats::gate::REFERENCE_RATE`] on each, that the gate detects with 80 % power at
+    /// this k and this row's level in the family ([`crate::stats::gate::detectable_drop`]);
+    /// `None` when not even a fall to 0 could be detected.
     pub detectable_drop: Option<f64>,
-    /// The tasks compared (what the detectable drop is computed from).
+    /// The tasks compared (what the test and its power are computed from).
     #[serde(skip)]
     pub pairs: Vec<TaskPair>,
+    /// Samples collected per task compared, A and B (the family's make-up).
+    #[serde(skip)]
+    pub samples: Vec<(u64, u64)>,
 }
 
 impl PooledRow {
     /// Worse after the correction: what fails the gate.
     pub fn regression(&self) -> bool {
-        self.holm_p < ALPHA
+        self.gate.rejected()
     }
+}
+
+/// The family a comparison's gate decided in: its size and make-up, and what it can see.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Family {
+    /// Comparisons in it: 1 for a pair of rows, every row for a baseline.
+    pub comparisons: usize,
+    /// Pooled rows (overall, tags, transport errors) and task comparisons in it.
+    pub rows: usize,
+    pub tasks: usize,
+    /// Of those, the ones some outcome could make significant at their share of α (the others
+    /// are left out, their share given to the rest).
+    pub rows_in: usize,
+    pub tasks_in: usize,
+    /// The first-step level of a pooled row and of a task in the family (0 when none is in).
+    pub row_level: f64,
+    pub task_level: f64,
+    /// The smallest k (every task at k samples on both sides, this family's rows and tasks) at
+    /// which one task going from all samples passing to none is a regression whatever the
+    /// rest shows; `None` beyond 1,000.
+    pub single_task_k: Option<u64>,
 }
 
 /// Two rows compared.
@@ -130,17 +178,35 @@ pub struct Comparison {
     /// Tasks A scored that B has samples of but could not score (every sample a transport
     /// error): B's rate there is unmeasured, which fails the gate.
     pub unmeasured: Vec<String>,
-    /// Tags whose every task A scored is unmeasured or missing in B.
+    /// Tags whose every task A scored B could not score, some of them unmeasured.
     pub unmeasured_tags: Vec<String>,
     /// Tasks A scored of which B has no sample at all: they fail the gate unless missing tasks
     /// are allowed (`--allow-missing`).
     pub missing: Vec<String>,
+    /// Tags whose every task A scored is missing from B: no pooled row compares them, so they
+    /// are listed as missing (allowed or not).
+    pub missing_tags: Vec<String>,
+    /// Filled by [`correct`]: the family the gate decided in.
+    pub family: Family,
 }
 
 impl Comparison {
     /// Pooled comparisons it makes (overall and each tag with a common task).
     pub fn pooled_rows(&self) -> impl Iterator<Item = &PooledRow> {
         self.overall.iter().chain(self.tags.iter())
+    }
+
+    /// The samples per task this comparison was collected with: the most common count over
+    /// the tasks both rows scored (the smaller side's), for sentences about "this k".
+    pub fn k(&self) -> u64 {
+        let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+        for c in self.cells.iter().filter(|c| c.interval.is_some()) {
+            *counts.entry(c.a_samples.min(c.b_samples)).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .max_by(|x, y| x.1.cmp(&y.1).then(y.0.cmp(&x.0)))
+            .map_or(0, |(k, _)| k)
     }
 
     /// Cell comparisons with both sides scored.
@@ -153,9 +219,15 @@ impl Comparison {
         self.pooled_rows().any(PooledRow::regression)
     }
 
+    /// Tasks that are a regression on their own, after the family's correction.
+    pub fn regressed_tasks(&self) -> impl Iterator<Item = &CellDiff> {
+        self.cells.iter().filter(|c| c.regression())
+    }
+
     /// Why this comparison fails the gate, one reason a line (empty when it passes): each
-    /// pooled comparison worse after the correction (`overall`, a tag, `errors`), then what B
-    /// could not measure, then the tasks it lacks unless `allow_missing`.
+    /// pooled comparison worse after the correction (`overall`, a tag, `errors`), each task
+    /// worse on its own, then what B could not measure, then the tasks it lacks unless
+    /// `allow_missing`.
     pub fn gate_failures(&self, allow_missing: bool) -> Vec<String> {
         // The tags (and `errors`) that moved name the regression; `overall` is named only when
         // no tag is significant on its own (a small drop spread over every tag).
@@ -168,6 +240,7 @@ impl Comparison {
         if out.is_empty() && self.overall.as_ref().is_some_and(PooledRow::regression) {
             out.push("overall".into());
         }
+        out.extend(self.regressed_tasks().map(|c| format!("task {}", c.task)));
         if !self.unmeasured.is_empty() {
             out.push(format!(
                 "unmeasured ({} task{} B could not score{})",
@@ -181,14 +254,46 @@ impl Comparison {
             ));
         }
         if !self.missing.is_empty() && !allow_missing {
-            out.push(format!(
-                "missing ({} task{} of A not in B: {})",
-                self.missing.len(),
-                if self.missing.len() == 1 { "" } else { "s" },
-                self.missing.join(", ")
-            ));
+            out.push(self.missing_note());
         }
         out
+    }
+
+    /// `missing (2 tasks of A not in B: x, y; tags: long-args)`.
+    pub fn missing_note(&self) -> String {
+        format!(
+            "missing ({} task{} of A not in B: {}{})",
+            self.missing.len(),
+            if self.missing.len() == 1 { "" } else { "s" },
+            self.missing.join(", "),
+            if self.missing_tags.is_empty() {
+                String::new()
+            } else {
+                format!("; tags: {}", self.missing_tags.join(", "))
+            }
+        )
+    }
+
+    /// Every hypothesis of this comparison in the gate's family, in the order [`correct`]
+    /// reads them back: the pooled rows, then the tasks both rows scored.
+    fn hypotheses(&self) -> Vec<Hypothesis> {
+        self.pooled_rows()
+            .map(|r| Hypothesis {
+                group: Group::Row,
+                p: r.pooled.p_value,
+                smallest: gate::smallest_p(&r.samples),
+            })
+            .chain(
+                self.cells
+                    .iter()
+                    .filter(|c| c.interval.is_some())
+                    .map(|c| Hypothesis {
+                        group: Group::Task,
+                        p: c.p_value,
+                        smallest: gate::smallest_p(&[(c.a_samples, c.b_samples)]),
+                    }),
+            )
+            .collect()
     }
 }
 
@@ -210,29 +315,139 @@ fn marks(m: &Matrix, row: &str, task: &str) -> Vec<Mark> {
         .unwrap_or_default()
 }
 
+/// A task in a pooled row: its counts, and the samples collected on each side.
+type Compared = (TaskPair, (u64, u64));
+
+/// A pooled row over `tasks`.
 fn pooled_row(
     scope: &str,
-    pairs: &[TaskPair],
+    tasks: &[Compared],
     memo: &crate::stats::compare::Memo,
 ) -> Option<PooledRow> {
-    let p = memo.pooled(pairs)?;
+    let pairs: Vec<TaskPair> = tasks.iter().map(|t| t.0).collect();
+    let p = memo.pooled(&pairs)?;
+    let scored = |t: &&Compared| t.0.a_scored > 0 && t.0.b_scored > 0;
     Some(PooledRow {
         scope: scope.to_string(),
         direction: p.direction(),
-        holm_p: p.p_value,
+        holm_p: 1.0,
+        gate: Decision::default(),
         pooled: p,
         detectable_drop: None,
-        pairs: pairs
-            .iter()
-            .copied()
-            .filter(|p| p.a_scored > 0 && p.b_scored > 0)
-            .collect(),
+        pairs: tasks.iter().filter(scored).map(|t| t.0).collect(),
+        samples: tasks.iter().filter(scored).map(|t| t.1).collect(),
     })
+}
+
+impl Family {
+    /// What the gate decided over, in one sentence for the terminal and the page: its rows and
+    /// tasks, how α is shared, who is left out.
+    pub fn describe(&self) -> String {
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let what = format!(
+            "{} and {} of {}",
+            plural(self.rows, "pooled row", "pooled rows"),
+            plural(self.tasks, "task", "tasks"),
+            plural(self.comparisons, "comparison", "comparisons"),
+        );
+        let shares = if self.tasks_in > 0 && self.rows_in > 0 {
+            format!(
+                "{:.0} % of α shared by the {} pooled rows that can reach significance (each at {}), {:.0} % by the {} tasks that can (each at {})",
+                100.0 * (1.0 - TASK_SHARE),
+                self.rows_in,
+                p_text(self.row_level),
+                100.0 * TASK_SHARE,
+                self.tasks_in,
+                p_text(self.task_level)
+            )
+        } else if self.rows_in > 0 {
+            format!(
+                "all of α shared by the {} pooled rows that can reach significance (each at {}): no single task can with these sample counts",
+                self.rows_in,
+                p_text(self.row_level)
+            )
+        } else if self.tasks_in > 0 {
+            format!(
+                "all of α shared by the {} tasks that can reach significance (each at {})",
+                self.tasks_in,
+                p_text(self.task_level)
+            )
+        } else {
+            "nothing in it can reach significance with these sample counts".to_string()
+        };
+        format!(
+            "{what}, one-sided exact stratified tests of the equal-weight difference, weighted Holm at {:.0} %: {shares}",
+            100.0 * ALPHA
+        )
+    }
+
+    /// What the family says about one task that broke: caught at these sample counts, or not,
+    /// and from which k it would be (SPEC §9: "a task falling from all-pass to all-fail is
+    /// detected from k = N in this family"). `k` is the comparison's samples per task.
+    pub fn single_task(&self, k: u64) -> String {
+        let from = match self.single_task_k {
+            Some(n) => format!("from k = {n} in this family"),
+            None => "at no k up to 1,000 in this family".to_string(),
+        };
+        if self.tasks == 0 {
+            return "no task compared".to_string();
+        }
+        let smallest = (-gate::ln_choose(2 * k, k)).exp();
+        if self.tasks_in == 0 {
+            format!(
+                "a single task falling from all-pass to all-fail cannot be detected at k = {k} (its smallest p is 1/C({}, {k}) = {}, above any share of α a task can get here); it is detected {from}",
+                2 * k,
+                p_text(smallest)
+            )
+        } else if self.single_task_k.is_some_and(|n| n <= k) {
+            format!(
+                "a single task falling from all-pass to all-fail is detected at k = {k} (p = {} against its level {}); detected {from}",
+                p_text(smallest),
+                p_text(self.task_level)
+            )
+        } else {
+            format!(
+                "a single task falling from all-pass to all-fail at k = {k} (p = {}) is detected only when few other tasks can reach significance (its level here {}); it is detected whatever the rest shows {from}",
+                p_text(smallest),
+                p_text(self.task_level)
+            )
+        }
+    }
+}
+
+/// A detectable drop as the terminal, the pages and `plan` print it: `−12 pts`, or `nothing`
+/// when not even a fall to 0 could be detected with 80 % power.
+pub fn drop_text(d: Option<f64>) -> String {
+    match d {
+        Some(d) => format!("−{} pts", drop_points(d)),
+        None => "nothing".to_string(),
+    }
+}
+
+/// A detectable drop in points as printed: whole points, or tenths below 10 points, where a
+/// point is a large part of the figure (its Monte Carlo error is a fraction of a tenth there).
+pub fn drop_points(d: f64) -> String {
+    let points = d * 100.0;
+    if points < 9.95 {
+        format!("{points:.1}")
+    } else {
+        format!("{points:.0}")
+    }
+}
+
+/// A level or p-value with four significant digits: `0.0026`, `3.7e-4`.
+pub fn p_text(x: f64) -> String {
+    if x >= 0.001 || x == 0.0 {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.1e}")
+    }
 }
 
 /// Compares row B against row A over the tasks of `tasks` (the corpus, sorted by id). The
 /// pooled rows are filled with their own p-values (taken from `memo` where it has them);
-/// [`correct`] applies Holm over a family.
+/// [`correct`] decides the gate over a family.
 pub fn compare(
     a: Side,
     b: Side,
@@ -243,12 +458,13 @@ pub fn compare(
     memo: &crate::stats::compare::Memo,
 ) -> Comparison {
     let mut cells = Vec::new();
-    let mut by_tag: BTreeMap<&str, Vec<TaskPair>> = BTreeMap::new();
+    // Per pooled row: each task's counts and the samples collected on each side.
+    let mut by_tag: BTreeMap<&str, Vec<Compared>> = BTreeMap::new();
     let mut all = Vec::new();
     let mut labels: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
     let (mut unmeasured, mut missing) = (Vec::new(), Vec::new());
-    // Per tag: tasks A scored, and of those, tasks B scored.
-    let mut tag_cover: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    // Per tag: tasks A scored, of those the ones B scored, and the ones B has no sample of.
+    let mut tag_cover: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
     // Transport: per task, samples that got an answer (scored) over all samples.
     let mut transport = Vec::new();
     let mut any_error = false;
@@ -260,14 +476,21 @@ pub fn compare(
         }
         let (ap, an) = ca.map_or((0, 0), |c| (c.passes, c.scored));
         let (bp, bn) = cb.map_or((0, 0), |c| (c.passes, c.scored));
+        let samples = (
+            ca.map_or(0, |c| c.scored + c.errors),
+            cb.map_or(0, |c| c.scored + c.errors),
+        );
         if let (Some(x), Some(y)) = (ca, cb) {
             any_error |= x.errors > 0 || y.errors > 0;
-            transport.push(TaskPair {
-                a_passes: x.scored,
-                a_scored: x.scored + x.errors,
-                b_passes: y.scored,
-                b_scored: y.scored + y.errors,
-            });
+            transport.push((
+                TaskPair {
+                    a_passes: x.scored,
+                    a_scored: samples.0,
+                    b_passes: y.scored,
+                    b_scored: samples.1,
+                },
+                samples,
+            ));
         }
         if an > 0 {
             match cb {
@@ -279,19 +502,23 @@ pub fn compare(
                 let e = tag_cover.entry(tag.as_str()).or_default();
                 e.0 += 1;
                 e.1 += usize::from(bn > 0);
+                e.2 += usize::from(cb.is_none());
             }
         }
         let iv = newcombe(ap, an, bp, bn);
+        let pair = TaskPair {
+            a_passes: ap,
+            a_scored: an,
+            b_passes: bp,
+            b_scored: bn,
+        };
         if an > 0 && bn > 0 {
-            let pair = TaskPair {
-                a_passes: ap,
-                a_scored: an,
-                b_passes: bp,
-                b_scored: bn,
-            };
-            all.push(pair);
+            all.push((pair, samples));
             for tag in &t.tags {
-                by_tag.entry(tag.as_str()).or_default().push(pair);
+                by_tag
+                    .entry(tag.as_str())
+                    .or_default()
+                    .push((pair, samples));
             }
             for (l, n) in ca.map(|c| &c.labels).into_iter().flatten() {
                 labels.entry(*l).or_default().0 += n;
@@ -313,6 +540,10 @@ pub fn compare(
             b_marks: marks(b.matrix, b.row, &t.id),
             a_identical: ca.is_some_and(|c| c.identical()),
             b_identical: cb.is_some_and(|c| c.identical()),
+            a_samples: samples.0,
+            b_samples: samples.1,
+            p_value: crate::stats::compare::drop_p_value(&[pair]),
+            gate: Decision::default(),
         });
     }
     Comparison {
@@ -347,34 +578,105 @@ pub fn compare(
             .collect(),
         unmeasured_tags: tag_cover
             .iter()
-            .filter(|(_, (scored_a, scored_b))| *scored_a > 0 && *scored_b == 0)
+            .filter(|(_, (scored_a, scored_b, absent))| {
+                *scored_a > 0 && *scored_b == 0 && absent < scored_a
+            })
+            .map(|(tag, _)| tag.to_string())
+            .collect(),
+        missing_tags: tag_cover
+            .iter()
+            .filter(|(_, (scored_a, _, absent))| *scored_a > 0 && absent == scored_a)
             .map(|(tag, _)| tag.to_string())
             .collect(),
         unmeasured,
         missing,
+        family: Family::default(),
     }
 }
 
-/// Applies Holm's correction over every pooled comparison of `comparisons` together (the
-/// family the gate decides on), and returns how many comparisons that family holds.
-pub fn correct(comparisons: &mut [Comparison]) -> usize {
-    let p: Vec<f64> = comparisons
+/// Decides the gate over one family (SPEC §9): every pooled row and every task compared in
+/// `comparisons`, together ([`crate::stats::gate::decide`]); fills each row's and task's
+/// decision, each row's detectable drop at its level (simulated once per design and level in
+/// `memo`), and each comparison's [`Family`]. Returns the family.
+pub fn correct(comparisons: &mut [Comparison], memo: &crate::stats::compare::Memo) -> Family {
+    let hypotheses: Vec<Hypothesis> = comparisons
         .iter()
-        .flat_map(|c| c.pooled_rows().map(|r| r.pooled.p_value))
+        .flat_map(Comparison::hypotheses)
         .collect();
-    let adjusted = holm(&p);
-    let mut it = adjusted.into_iter();
-    let alpha = ALPHA / p.len().max(1) as f64;
+    let decisions = gate::decide(&hypotheses);
+    let mut it = decisions.iter().copied();
     for c in comparisons.iter_mut() {
         for r in c.overall.iter_mut().chain(c.tags.iter_mut()) {
-            r.holm_p = it.next().unwrap_or(1.0);
-            let rates: Vec<f64> = r.pairs.iter().map(TaskPair::a_rate).collect();
-            let ka: Vec<u64> = r.pairs.iter().map(|p| p.a_scored).collect();
-            let kb: Vec<u64> = r.pairs.iter().map(|p| p.b_scored).collect();
-            r.detectable_drop = crate::stats::compare::detectable_drop(&rates, &ka, &kb, alpha);
+            r.gate = it.next().unwrap_or_default();
+            r.holm_p = r.gate.adjusted;
+        }
+        for cell in c.cells.iter_mut().filter(|x| x.interval.is_some()) {
+            cell.gate = it.next().unwrap_or_default();
         }
     }
-    p.len()
+    // Power per row in the family, each design and level simulated once in the build.
+    let wanted: Vec<(Vec<(u64, u64)>, f64)> = comparisons
+        .iter()
+        .flat_map(|c| c.pooled_rows())
+        .filter(|r| r.gate.in_family)
+        .map(|r| {
+            (
+                r.pairs.iter().map(|p| (p.a_scored, p.b_scored)).collect(),
+                r.gate.level,
+            )
+        })
+        .collect();
+    let mut drops = memo.detectable_drops(&wanted).into_iter();
+    let family = family_of(&hypotheses, &decisions, comparisons);
+    for c in comparisons.iter_mut() {
+        for r in c.overall.iter_mut().chain(c.tags.iter_mut()) {
+            r.detectable_drop = if r.gate.in_family {
+                drops.next().flatten()
+            } else {
+                None
+            };
+        }
+        c.family = family.clone();
+    }
+    family
+}
+
+/// What a family holds and can see: its counts, its levels, and the k from which one task
+/// falling from all to none is caught (every task at that k, the same rows and tasks).
+fn family_of(
+    hypotheses: &[Hypothesis],
+    decisions: &[Decision],
+    comparisons: &[Comparison],
+) -> Family {
+    let count = |g: Group, inside: bool| {
+        hypotheses
+            .iter()
+            .zip(decisions)
+            .filter(|(h, d)| h.group == g && (!inside || d.in_family))
+            .count()
+    };
+    let level = |g: Group| {
+        hypotheses
+            .iter()
+            .zip(decisions)
+            .filter(|(h, d)| h.group == g && d.in_family)
+            .map(|(_, d)| d.level)
+            .fold(0.0, f64::max)
+    };
+    let row_sizes: Vec<usize> = comparisons
+        .iter()
+        .flat_map(|c| c.pooled_rows().map(|r| r.pooled.tasks))
+        .collect();
+    Family {
+        comparisons: comparisons.len(),
+        rows: count(Group::Row, false),
+        tasks: count(Group::Task, false),
+        rows_in: count(Group::Row, true),
+        tasks_in: count(Group::Task, true),
+        row_level: level(Group::Row),
+        task_level: level(Group::Task),
+        single_task_k: gate::single_task_k_in(&row_sizes, count(Group::Task, false), 1000),
+    }
 }
 
 /// Rows of `current` with samples that `baseline` has no row of the same name for: what a
@@ -389,8 +691,9 @@ pub fn unpaired(current: &Matrix, baseline: &Collection) -> Vec<String> {
 }
 
 /// The comparisons a build shows: every pair of rows of the collection (§9), then every row
-/// against the same-named row of the baseline. Holm's correction is applied over all of them.
-/// A `--compare` row that has no samples is an error naming it.
+/// against the same-named row of the baseline. The gate decides each pair in a family of its
+/// own and every row against the baseline in one family ([`correct`]). A `--compare` row that
+/// has no samples is an error naming it.
 pub fn comparisons(
     current: &Matrix,
     rows: &BTreeMap<String, RowSettings>,
@@ -502,6 +805,19 @@ pub fn comparisons(
             );
         }
     }
-    correct(&mut out);
+    // One family per pair of rows (its page, and `callcheck compare A B`), one for every row
+    // against the baseline together (`callcheck compare --baseline`): the pages and the
+    // terminal decide over the same set.
+    let split = out
+        .iter()
+        .position(|c| c.why == "baseline")
+        .unwrap_or(out.len());
+    let (own, base) = out.split_at_mut(split);
+    for c in own.iter_mut() {
+        correct(std::slice::from_mut(c), memo);
+    }
+    if !base.is_empty() {
+        correct(base, memo);
+    }
     Ok(out)
 }

@@ -15,7 +15,7 @@ fn points(x: f64) -> String {
 /// The per-tag table of one comparison, for the terminal.
 pub fn table(c: &Comparison) -> String {
     let mut out = format!(
-        "A = {}, B = {} (compared because: {}); B − A in percentage points over these tasks (each weighing the same) with its 95 % interval (uncorrected); Holm p: the gate's one-sided p of a drop, corrected over every pooled comparison shown\n",
+        "A = {}, B = {} (compared because: {}); B − A in percentage points over these tasks (each weighing the same) with its 95 % interval (uncorrected); Holm p: the gate's one-sided p of a drop of that difference, corrected over the gate's family (below)\n",
         c.a,
         c.b,
         if c.why == "--compare" {
@@ -67,18 +67,19 @@ pub fn table(c: &Comparison) -> String {
             points(p.interval.upper)
         );
         out.push_str(&format!(
-            "  {:<width$}  {:>5}  {:>6.1}%  {:>6.1}%  {:>24}  {:<27}  {:>6.4}  {:>8}{}\n",
+            "  {:<width$}  {:>5}  {:>6.1}%  {:>6.1}%  {:>24}  {:<27}  {:>6}  {:>8}{}\n",
             r.scope,
             p.tasks,
             p.a_rate * 100.0,
             p.b_rate * 100.0,
             diff,
             r.direction.as_str(),
-            r.holm_p,
-            match r.detectable_drop {
-                Some(d) => format!("−{:.0} pts", d * 100.0),
-                None => "nothing".to_string(),
+            if r.gate.in_family {
+                format!("{:.4}", r.holm_p)
+            } else {
+                "–".to_string()
             },
+            super::drop_text(r.detectable_drop),
             if r.regression() { "  REGRESSION" } else { "" }
         ));
     }
@@ -114,9 +115,16 @@ pub fn table(c: &Comparison) -> String {
             c.missing.join(", ")
         ));
     }
-    out.push_str(
-        "  detects: the smallest drop over these tasks the gate would catch with 80 % power at this k (at α over the family's size); `nothing`: not even a fall to 0 could be\n",
-    );
+    if !c.missing_tags.is_empty() {
+        out.push_str(&format!(
+            "  missing tags (every task of theirs A scored, B has no sample of; not compared): {}\n",
+            c.missing_tags.join(", ")
+        ));
+    }
+    out.push_str(&format!(
+        "  detects: the smallest drop from {:.0} % on each of these tasks that the gate catches with 80 % power at these sample counts and this row's level in the family (simulated for the test run; a row passing everything shows smaller drops); `nothing`: not even a fall to 0 could be; Holm p `–`: the row cannot reach significance at its share, whatever its outcome\n",
+        100.0 * crate::stats::gate::REFERENCE_RATE
+    ));
     let worse_cells = c
         .cells
         .iter()
@@ -131,5 +139,18 @@ pub fn table(c: &Comparison) -> String {
         "  per task ({} compared, Newcombe interval, uncorrected): {worse_cells} worse, {better_cells} better\n",
         c.compared_cells()
     ));
+    for x in c.regressed_tasks() {
+        out.push_str(&format!(
+            "  task {}: {}/{} → {}/{}, p = {}, Holm p {:.4}  REGRESSION\n",
+            x.task,
+            x.a_passes,
+            x.a_scored,
+            x.b_passes,
+            x.b_scored,
+            super::p_text(x.p_value),
+            x.gate.adjusted
+        ));
+    }
+    out.push_str(&format!("  {}\n", c.family.single_task(c.k())));
     out
 }

@@ -12,7 +12,8 @@
 //! the spread between tasks, Student's t at C − 1 df): its coverage fell to 56 % on realistic
 //! heterogeneous tags, and it printed [4–100 %] for 9/10 over two tasks.
 //!
-//! Validated on SPEC §9's grid by `tests/it/compare_stats.rs`.
+//! Validated on SPEC §9's grid by `examples/compare-grid` (docs/compare-grid.md; its corners in
+//! `tests/it/compare_stats.rs`).
 
 use super::{Cell, Reliability, Thresholds};
 use crate::stats::interval::Interval;

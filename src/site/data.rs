@@ -302,12 +302,12 @@ fn verdicts_json(at: Thresholds) -> Value {
 }
 
 /// The totals over a model's or a tag's cells (report::Total): the keys both objects share.
-fn total_json(t: &Total, at: Thresholds) -> Value {
+/// No interval or verdict of their own: one that treated every sample as independent would
+/// disagree with the page's (SPEC §9); `by_task` is the page's.
+fn total_json(t: &Total) -> Value {
     json!({
         "cells": t.cells, "scored": t.scored, "passes": t.passes, "errors": t.errors,
         "rate": opt_num(t.rate()),
-        "interval": bounds(t.interval.as_ref()),
-        "verdict": t.reliability(at).as_str(),
         "pass_at_1": opt_num(t.pass_at_1()),
         "pass_all_k": opt_num(t.pass_all_k()),
         "pass_all_k_interval": bounds(t.all_passed_interval.as_ref()),
@@ -329,7 +329,7 @@ fn model_json(m: &Matrix, mv: &ModelView) -> Value {
         .iter()
         .map(|(tag, t)| {
             let mut v = object([
-                total_json(t, at),
+                total_json(t),
                 json!({"by_task": mv.pooled.get(tag).map(|p| pooled_json(p, at))}),
             ]);
             if let Some(x) = mv.value_by_tag.get(tag) {
@@ -340,7 +340,7 @@ fn model_json(m: &Matrix, mv: &ModelView) -> Value {
         .collect();
     let mut v = object([
         json!({"model": mv.name}),
-        total_json(&mv.total, at),
+        total_json(&mv.total),
         json!({
             "flaky_cells": mv.total.flaky_cells,
             "by_task": pooled_json(&mv.pooled_total, at),
@@ -494,7 +494,7 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
 }
 
 /// `data/compare.json`: the numbers of every comparison page.
-pub(crate) fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8> {
+pub(crate) fn compare_json(comparisons: &[Comparison]) -> Vec<u8> {
     let doc = json!({
         "callcheck_version": env!("CARGO_PKG_VERSION"),
         "difference": "B − A, as a proportion (A the baseline)",
@@ -502,8 +502,8 @@ pub(crate) fn compare_json(comparisons: &[Comparison], family: usize) -> Vec<u8>
         "pooled_method": POOLED_METHOD,
         "gate_method": GATE_METHOD,
         "cell_method": CELL_METHOD,
-        "gate": format!("a pooled comparison is a regression when its one-sided Holm-adjusted p-value of a drop, over all {family} pooled comparisons below, is under {:.2}", crate::stats::compare::ALPHA),
-        "pooled_comparisons": family,
+        "gate": format!("a pooled row or a task is a regression when its one-sided p-value of a drop, adjusted by weighted Holm over its family (each comparison's `family`: a pair of rows alone, every row against the baseline together), is under {:.2}", crate::stats::compare::ALPHA),
+        "power": format!("detectable_drop: the smallest drop from {} on each task of a row that the gate detects with {} power at the row's level in its family, simulated for the gate's test", crate::stats::gate::REFERENCE_RATE, crate::stats::gate::POWER),
         "comparisons": comparisons,
     });
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();

@@ -63,7 +63,7 @@ pub(crate) struct SiteInput<'a> {
     /// Run folder (relative to the runs root) → sha256 of its listing (every file in it with
     /// its sha256: [`data::run_listing`]), for the manifest.
     pub(crate) transcripts: &'a BTreeMap<String, String>,
-    /// Rows compared (SPEC §9), Holm-corrected together; each gets a page.
+    /// Rows compared (SPEC §9), each decided in its family (`compare::correct`); each gets a page.
     pub(crate) comparisons: &'a [crate::compare::Comparison],
     /// The groups of pages the site being updated holds ([`reuse`]): the pages of a model, a
     /// task, a tag or a label whose inputs did not change are left as they are. `None`: every

@@ -1,7 +1,7 @@
 //! The statistics of a comparison (SPEC §9), in one place the simulation exercises directly:
 //! per cell, Newcombe's hybrid score interval for a difference of two proportions; pooled
-//! (overall, per tag), the difference over the tasks both rows have and its test; Holm's
-//! correction for the gate that fails a CI run on a regression.
+//! (overall, per tag), the difference over the tasks both rows have, its interval and its
+//! test ([`super::gate`]: the test, the family the gate decides over, its power).
 //!
 //! Every difference is **B − A**: A is the baseline, B the change.
 
@@ -10,17 +10,15 @@ use crate::stats::IntervalKind;
 use crate::stats::interval::{self, CONFIDENCE, Interval};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
-use statrs::function::factorial::ln_factorial;
 use std::collections::BTreeMap;
 
-/// The significance level of the CI gate (family-wise, after Holm).
-pub const ALPHA: f64 = 1.0 - CONFIDENCE;
+pub use super::gate::ALPHA;
 
 /// How the pooled interval is computed, in words for the page and the terminal.
 pub const POOLED_METHOD: &str = "about these tasks: per task, B's pass rate minus A's over the tasks both rows scored, averaged with every task weighing the same; 95 % stratified Miettinen–Nurminen score interval with equal task weights";
 
 /// How the gate's test is computed, in words for the page and the terminal.
-pub const GATE_METHOD: &str = "one-sided exact conditional Cochran–Mantel–Haenszel test (a stratified permutation test: under no difference, B's and A's samples of a task are exchangeable), Holm's correction over every pooled comparison shown";
+pub const GATE_METHOD: &str = "one-sided exact stratified permutation test of the same equal-weight difference (under no difference, B's and A's samples of a task are exchangeable; with equal k it is the exact conditional Cochran–Mantel–Haenszel test), per pooled row and per task; weighted Holm over the family: half of α shared by the pooled rows, half by the tasks, a task or row that could not reach significance at its share whatever its outcome left out and its share given to the others";
 
 /// How the per-cell interval is computed.
 pub const CELL_METHOD: &str =
@@ -123,7 +121,7 @@ pub struct Pooled {
     /// 95 % stratified score interval of the difference ([`difference_interval`]).
     pub interval: Interval,
     /// One-sided p-value of "B passes no less often than A on every task" against "B drops"
-    /// ([`drop_p_value`]), for Holm's correction.
+    /// ([`drop_p_value`]), for the family's correction.
     pub p_value: f64,
 }
 
@@ -145,9 +143,9 @@ fn both_scored(pairs: &[TaskPair]) -> Option<Vec<TaskPair>> {
 }
 
 /// The pooled comparison of paired tasks: the mean per-task difference, its stratified score
-/// interval and the gate's one-sided p-value. `None` without a task that both rows scored.
-/// Closed-form and exact: no resampling, so no seed and no floor under the p-value other than
-/// the data's own.
+/// interval and the gate's one-sided p-value, a test of that same difference. `None` without a
+/// task that both rows scored. Exact: no resampling, so no seed and no floor under the p-value
+/// other than the data's own.
 pub fn pooled(pairs: &[TaskPair]) -> Option<Pooled> {
     let pairs = both_scored(pairs)?;
     let n = pairs.len() as f64;
@@ -174,13 +172,20 @@ pub struct Memo {
     known: BTreeMap<Vec<TaskPair>, Pooled>,
     /// Every pooled comparison asked for in this build, for the next one.
     asked: std::sync::Mutex<BTreeMap<Vec<TaskPair>, Pooled>>,
+    /// The detectable drops simulated in this build, by design (sorted) and level: a baseline
+    /// family and the pairs of one collection repeat them row after row.
+    drops: std::sync::Mutex<BTreeMap<DesignAtLevel, Option<f64>>>,
 }
+
+/// A pooled row's design (each task's scored samples in A and B, sorted) and a level (its
+/// bits): what a detectable drop is a function of.
+type DesignAtLevel = (super::gate::Design, u64);
 
 /// What a [`Memo`] keeps between builds: the code it was computed with ([`memo_code`]) and the
 /// results.
 pub type Remembered = (String, Vec<(Vec<TaskPair>, Pooled)>);
 
-/// What [`pooled`] is computed with: this file, the interval module it takes its level from,
+/// What [`pooled`] is computed with: this file, the test's module, the interval module it takes its level from,
 /// and the versions of the crates it calls (statrs). A remembered result is used only under
 /// the same.
 pub fn memo_code() -> String {
@@ -189,6 +194,7 @@ pub fn memo_code() -> String {
     for s in [
         env!("CARGO_PKG_VERSION"),
         include_str!("compare.rs"),
+        include_str!("gate.rs"),
         include_str!("interval.rs"),
         include_str!("../../Cargo.lock"),
     ] {
@@ -207,7 +213,41 @@ impl Memo {
         Memo {
             known,
             asked: Default::default(),
+            drops: Default::default(),
         }
+    }
+
+    /// [`super::gate::detectable_drop`] of each (design, level), each simulated once in this
+    /// build, the new ones each on its own core.
+    pub fn detectable_drops(&self, wanted: &[(Vec<(u64, u64)>, f64)]) -> Vec<Option<f64>> {
+        use rayon::prelude::*;
+        let key = |(d, level): &(Vec<(u64, u64)>, f64)| {
+            let mut d = d.clone();
+            d.sort_unstable();
+            (d, level.to_bits())
+        };
+        let keys: Vec<DesignAtLevel> = wanted.iter().map(key).collect();
+        let known = |k: &DesignAtLevel| {
+            self.drops
+                .lock()
+                .map(|m| m.get(k).copied())
+                .unwrap_or_default()
+        };
+        let mut new: Vec<DesignAtLevel> = keys
+            .iter()
+            .filter(|k| known(k).is_none())
+            .cloned()
+            .collect();
+        new.sort();
+        new.dedup();
+        let computed: Vec<Option<f64>> = new
+            .par_iter()
+            .map(|(d, level)| super::gate::detectable_drop(d, f64::from_bits(*level)))
+            .collect();
+        if let Ok(mut m) = self.drops.lock() {
+            m.extend(new.into_iter().zip(computed));
+        }
+        keys.iter().map(|k| known(k).flatten()).collect()
     }
 
     /// [`pooled`] of `pairs`, remembered.
@@ -247,7 +287,7 @@ fn z95() -> f64 {
 /// samples is then conservative, never too narrow. Clopper–Pearson rather than Wilson because
 /// plain Wilson's coverage dips to 84.5 % for 3 tasks × 5 samples all at 0.99 (SPEC §9). It is
 /// never zero-width. `None` without a scored sample. Validated on SPEC §9's grid by
-/// `tests/it/compare_stats.rs`.
+/// `examples/compare-grid` (docs/compare-grid.md; its corners in `tests/it/compare_stats.rs`).
 pub fn pooled_rate_interval(counts: &[(u64, u64)]) -> Option<Interval> {
     let counts: Vec<(u64, u64)> = counts.iter().copied().filter(|c| c.1 > 0).collect();
     if counts.is_empty() {
@@ -335,6 +375,25 @@ fn score(pairs: &[TaskPair], observed: f64, delta: f64) -> f64 {
     gap / var.sqrt()
 }
 
+/// The gate's p-value for a drop in the pass rate of B against A over `pairs`
+/// ([`super::gate::one_sided_p`]).
+pub fn drop_p_value(pairs: &[TaskPair]) -> f64 {
+    super::gate::one_sided_p(&strata(pairs))
+}
+
+/// The tasks as strata of the gate's test: passes over scored samples.
+pub fn strata(pairs: &[TaskPair]) -> Vec<super::gate::Stratum> {
+    pairs
+        .iter()
+        .map(|p| super::gate::Stratum {
+            a_events: p.a_passes,
+            a_trials: p.a_scored,
+            b_events: p.b_passes,
+            b_trials: p.b_scored,
+        })
+        .collect()
+}
+
 /// The 95 % interval of `B − A`, the mean over tasks of each task's difference of pass rates
 /// (equal task weights): the stratified Miettinen–Nurminen score interval, the set of `delta`
 /// whose score statistic lies within ±z. Found by bisection (the statistic falls as `delta`
@@ -365,188 +424,6 @@ pub fn difference_interval(pairs: &[TaskPair]) -> Option<Interval> {
         lower: bound(-1.0),
         upper: bound(1.0),
     })
-}
-
-/// One task's counts for a one-sided test: events and trials of A and of B.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stratum {
-    pub a_events: u64,
-    pub a_trials: u64,
-    pub b_events: u64,
-    pub b_trials: u64,
-}
-
-/// Above this many additions, the exact convolution gives way to the normal approximation of
-/// the same conditional statistic (with continuity correction). Two hundred million is about a
-/// second; only corpora of thousands of tasks at large k where most tasks disagree reach it,
-/// and there the statistic is a sum of thousands of independent terms.
-const EXACT_BUDGET: f64 = 2e8;
-
-/// The one-sided p-value of "B's event probability is at least A's on every task" against "B's
-/// is lower": the exact conditional Cochran–Mantel–Haenszel test. Under the null hypothesis of
-/// no difference, a task's samples are exchangeable between A and B, so given each task's total
-/// events, A's count is hypergeometric and independent across tasks; the p-value is the chance
-/// that the sum of A's counts is at least the observed one (a stratified permutation test,
-/// computed exactly by convolution). It holds its level at any k and any number of tasks, and
-/// its smallest attainable value is the data's own (Π 1/C(Nᵢ, nᵢ) when every task went from
-/// all to none), not a resampling floor. Tasks where either side has no trial are left out.
-pub fn one_sided_p(strata: &[Stratum]) -> f64 {
-    // Each informative task: the pmf of A's count over its support lo..=hi (shifted to start at
-    // 0), and the observed count shifted alike.
-    let mut parts: Vec<Vec<f64>> = Vec::new();
-    let mut observed: u64 = 0;
-    for s in strata {
-        if s.a_trials == 0 || s.b_trials == 0 {
-            continue;
-        }
-        let (na, nb) = (s.a_trials, s.b_trials);
-        let (xa, xb) = (s.a_events.min(na), s.b_events.min(nb));
-        let total = xa + xb;
-        let n = na + nb;
-        let lo = total.saturating_sub(nb);
-        let hi = total.min(na);
-        observed += xa - lo;
-        if lo == hi {
-            continue;
-        }
-        let ln_all = ln_choose(n, na);
-        let pmf: Vec<f64> = (lo..=hi)
-            .map(|j| (ln_choose(total, j) + ln_choose(n - total, na - j) - ln_all).exp())
-            .collect();
-        parts.push(pmf);
-    }
-    if parts.is_empty() {
-        return 1.0;
-    }
-    // The convolution's additions: each task's support times the running distribution's width.
-    let mut width = 1.0;
-    let mut cost = 0.0;
-    for pmf in &parts {
-        cost += width * pmf.len() as f64;
-        width += pmf.len() as f64 - 1.0;
-    }
-    if cost > EXACT_BUDGET {
-        // Each task's count, shifted to start at 0 as `observed` is, adds its mean and variance.
-        let (mut mean, mut var) = (0.0, 0.0);
-        for pmf in &parts {
-            let m: f64 = pmf.iter().enumerate().map(|(j, q)| q * j as f64).sum();
-            let m2: f64 = pmf
-                .iter()
-                .enumerate()
-                .map(|(j, q)| q * (j * j) as f64)
-                .sum();
-            mean += m;
-            var += m2 - m * m;
-        }
-        let zc = (observed as f64 - 0.5 - mean) / var.max(1e-300).sqrt();
-        return (1.0 - Normal::standard().cdf(zc)).clamp(0.0, 1.0);
-    }
-    let mut dist = vec![1.0];
-    for pmf in &parts {
-        let mut next = vec![0.0; dist.len() + pmf.len() - 1];
-        for (i, a) in dist.iter().enumerate() {
-            if *a == 0.0 {
-                continue;
-            }
-            for (j, b) in pmf.iter().enumerate() {
-                next[i + j] += a * b;
-            }
-        }
-        dist = next;
-    }
-    let tail: f64 = dist.iter().skip(observed as usize).sum();
-    tail.clamp(0.0, 1.0)
-}
-
-/// `ln C(n, k)`.
-fn ln_choose(n: u64, k: u64) -> f64 {
-    if k > n {
-        return f64::NEG_INFINITY;
-    }
-    ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
-}
-
-/// The gate's p-value for a drop in the pass rate of B against A over `pairs`.
-pub fn drop_p_value(pairs: &[TaskPair]) -> f64 {
-    let strata: Vec<Stratum> = pairs
-        .iter()
-        .map(|p| Stratum {
-            a_events: p.a_passes,
-            a_trials: p.a_scored,
-            b_events: p.b_passes,
-            b_trials: p.b_scored,
-        })
-        .collect();
-    one_sided_p(&strata)
-}
-
-/// The smallest drop, in pass rate over these tasks, that the gate detects with 80 % power at
-/// one-sided level `alpha` (the gate's α after the correction: α over the family's size, the
-/// first step of Holm's), when B's probability on each task is A's observed rate minus the drop.
-/// `None` when not even a fall from every sample passing to none could reach `alpha` (the
-/// exact test's smallest p-value at these k is above it). A normal approximation of the
-/// stratified difference; the simulation of `tests/it/compare_stats.rs` checks it against the
-/// test's measured power.
-pub fn detectable_drop(a_rates: &[f64], a_k: &[u64], b_k: &[u64], alpha: f64) -> Option<f64> {
-    let c = a_rates.len();
-    if c == 0 || a_k.len() != c || b_k.len() != c {
-        return None;
-    }
-    // The exact test's floor: every A sample passing, every B sample failing.
-    let floor: f64 = a_k
-        .iter()
-        .zip(b_k)
-        .filter(|(a, b)| **a > 0 && **b > 0)
-        .map(|(&a, &b)| -ln_choose(a + b, a))
-        .sum::<f64>()
-        .exp();
-    if floor >= alpha {
-        return None;
-    }
-    let need = Normal::standard().inverse_cdf(1.0 - alpha) + Normal::standard().inverse_cdf(0.8);
-    let cf = c as f64;
-    let power_gap = |drop: f64| {
-        let var: f64 = a_rates
-            .iter()
-            .zip(a_k.iter().zip(b_k))
-            .map(|(&p, (&ka, &kb))| {
-                let q = (p - drop).max(0.0);
-                p * (1.0 - p) / ka.max(1) as f64 + q * (1.0 - q) / kb.max(1) as f64
-            })
-            .sum::<f64>()
-            / (cf * cf);
-        let effect: f64 = a_rates.iter().map(|&p| p.min(drop)).sum::<f64>() / cf;
-        effect - need * var.sqrt()
-    };
-    if power_gap(1.0) < 0.0 {
-        // Even B failing everything leaves too little gap to A's rate to detect reliably.
-        return None;
-    }
-    let (mut lo, mut hi) = (0.0, 1.0);
-    for _ in 0..50 {
-        let mid = 0.5 * (lo + hi);
-        if power_gap(mid) >= 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
-}
-
-/// Holm's step-down adjustment: the adjusted p-values, in the input's order. A comparison is
-/// significant at family-wise level α when its adjusted p-value is below α.
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let m = p.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]).then(i.cmp(&j)));
-    let mut adjusted = vec![1.0; m];
-    let mut running: f64 = 0.0;
-    for (rank, &i) in order.iter().enumerate() {
-        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
-        adjusted[i] = running;
-    }
-    adjusted
 }
 
 #[cfg(test)]
@@ -626,17 +503,6 @@ mod tests {
     }
 
     #[test]
-    fn holm_steps_down() {
-        let adj = holm(&[0.01, 0.04, 0.03, 0.005]);
-        // Sorted: 0.005×4 = 0.02, 0.01×3 = 0.03, 0.03×2 = 0.06, 0.04×1 → max(0.06, 0.04).
-        let want = [0.03, 0.06, 0.06, 0.02];
-        for (g, w) in adj.iter().zip(want) {
-            assert!((g - w).abs() < 1e-12, "{adj:?}");
-        }
-        assert!(holm(&[]).is_empty());
-    }
-
-    #[test]
     fn the_prng_is_fixed_by_its_definition() {
         // The first outputs of SplitMix64 seeded with 0 (the reference implementation's).
         let mut r = SplitMix64::new(0);
@@ -690,28 +556,6 @@ mod tests {
         assert_eq!(pooled(&[]), None);
     }
 
-    /// The exact conditional test against hand-computed hypergeometric tails.
-    #[test]
-    fn the_gate_test_is_the_exact_hypergeometric_tail() {
-        let one = |a, na, b, nb| Stratum {
-            a_events: a,
-            a_trials: na,
-            b_events: b,
-            b_trials: nb,
-        };
-        // 3/3 against 0/3: all three passes in A, 1/C(6, 3) = 0.05.
-        assert!((one_sided_p(&[one(3, 3, 0, 3)]) - 0.05).abs() < 1e-12);
-        // 2/3 against 1/3: P(X ≥ 2) for X ~ H(6, 3, 3) = (9 + 1)/20.
-        assert!((one_sided_p(&[one(2, 3, 1, 3)]) - 0.5).abs() < 1e-12);
-        // B better: the one-sided p of a drop is large.
-        assert!((one_sided_p(&[one(0, 3, 3, 3)]) - 1.0).abs() < 1e-12);
-        // Two tasks: S = X1 + X2 ≥ 2 with X1 ~ H(4, 2, 2) (1/6, 4/6, 1/6) and X2 fixed (no
-        // variation: both samples passed on both sides) = 1 − P(X1 = 0) = 5/6.
-        assert!((one_sided_p(&[one(1, 2, 1, 2), one(2, 2, 2, 2)]) - 5.0 / 6.0).abs() < 1e-12);
-        assert_eq!(one_sided_p(&[]), 1.0);
-        assert_eq!(one_sided_p(&[one(1, 0, 1, 3)]), 1.0);
-    }
-
     /// With equal k the one-row interval is Clopper–Pearson on the pooled samples; unequal k
     /// shrinks the effective sample; never zero-width.
     #[test]
@@ -730,14 +574,5 @@ mod tests {
         let even = pooled_rate_interval(&[(10, 10), (10, 10)]).unwrap();
         assert!(uneven.lower < even.lower, "{uneven:?} {even:?}");
         assert_eq!(pooled_rate_interval(&[(0, 0)]), None);
-    }
-
-    #[test]
-    fn the_detectable_drop_shrinks_with_k_and_is_none_when_the_floor_is_too_high() {
-        let at = |k: u64, alpha: f64| detectable_drop(&[0.95; 4], &[k; 4], &[k; 4], alpha);
-        let (d5, d20) = (at(5, 0.05).unwrap(), at(20, 0.05).unwrap());
-        assert!(d20 < d5 && d5 < 1.0, "{d5} {d20}");
-        // Two tasks at k = 1: the smallest p is 1/4, nothing is detectable at 5 %.
-        assert_eq!(detectable_drop(&[1.0; 2], &[1; 2], &[1; 2], 0.05), None);
     }
 }

@@ -1,8 +1,8 @@
 //! The GitHub Action (`action.yml`, composite) read as GitHub reads it: every `with:` key the
 //! example workflows pass to it is a declared input, every required input is given, every input
 //! a step reads is declared. Then its shell steps run as they are, in the order and with the
-//! environment GitHub gives them, against the mock server over loopback: collect, build and
-//! compare, with and without a baseline, failing on a regression only when asked.
+//! environment GitHub gives them, against the mock server over loopback: plan, collect, build
+//! and compare, with and without a baseline, failing on a regression only when asked.
 
 use crate::support::collect::{BIN, corpus, models_config, start_mock};
 use serde_norway::Value;
@@ -293,6 +293,7 @@ fn the_action_collects_builds_and_compares_against_the_mock() {
     assert_eq!(
         ids,
         [
+            ("plan", 0),
             ("collect", 0),
             ("baseline", 0),
             ("build", 0),
@@ -301,6 +302,17 @@ fn the_action_collects_builds_and_compares_against_the_mock() {
         "{:?}",
         first.steps
     );
+    // The plan came first and said what k = 3 cannot see: one row forms no pair, so the gate
+    // planned is the baseline's, and no single broken task can fail it at k = 3.
+    let plan = &first.step("plan").unwrap().2;
+    assert!(plan.contains("forms no pair"), "{plan}");
+    assert!(
+        plan.contains(
+            "a single task falling from all-pass to all-fail cannot be detected at k = 3"
+        ),
+        "{plan}"
+    );
+    assert!(plan.contains("k for −20 pts"), "{plan}");
     assert!(
         first
             .step("compare")
@@ -333,6 +345,7 @@ fn the_action_collects_builds_and_compares_against_the_mock() {
     assert_eq!(
         ids,
         [
+            ("plan", 0),
             ("collect", 0),
             ("baseline", 0),
             ("build", 0),
@@ -341,6 +354,13 @@ fn the_action_collects_builds_and_compares_against_the_mock() {
         "{:?}",
         worse.steps
     );
+    // With a baseline the plan is the baseline's family.
+    let plan = &worse.step("plan").unwrap().2;
+    assert!(
+        plan.contains("what `callcheck compare --baseline PATH` decides"),
+        "{plan}"
+    );
+    assert!(!plan.contains("forms no pair"), "{plan}");
     assert_eq!(
         worse.outputs["baseline"]["file"],
         baseline.to_str().unwrap()
@@ -468,6 +488,7 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
     assert_eq!(
         ids,
         [
+            ("plan", 0),
             ("collect", 0),
             ("baseline", 0),
             ("build", 0),
@@ -502,7 +523,10 @@ fn api_keys_reach_the_collect_step_alone_and_a_baseline_is_one_line() {
         );
     }
     let bad = run_action(&cwd, &with("sk-action-4e1f"));
-    let (id, code, text) = &bad.steps[0];
+    // The plan before it reads the config and sends nothing: it needs no key.
+    let (id, code, _) = &bad.steps[0];
+    assert_eq!((id.as_str(), *code), ("plan", 0));
+    let (id, code, text) = &bad.steps[1];
     assert_eq!((id.as_str(), *code), ("collect", 1));
     assert!(
         text.contains("::error::api-keys: every line must be NAME=value"),

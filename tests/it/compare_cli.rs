@@ -56,6 +56,26 @@ fn verdicts(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// Per pooled row of a `compare` or `plan` table: (scope, the drop it detects: `−12 pts` or
+/// `nothing`).
+fn detects(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.trim_start().starts_with("scope"))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let scope = words.first()?.to_string();
+            if let Some(i) = words.iter().position(|w| *w == "pts") {
+                Some((scope, format!("{} pts", words[i - 1])))
+            } else if words.len() > 3 && words.contains(&"nothing") {
+                Some((scope, "nothing".to_string()))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 /// Every href/src of the given pages resolves to a file of the site, and every fragment to an
 /// id on its target page. Returns the number of links checked.
 fn check_links(site: &Path, pages: &[String]) -> usize {
@@ -312,7 +332,7 @@ fn the_demo_comparison_and_the_compare_gate() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("REGRESSION"), "{out}");
-    assert!(out.contains("Holm-corrected"), "{out}");
+    assert!(out.contains("weighted Holm at 5 %"), "{out}");
     assert!(verdicts(&out).iter().any(|v| v == "worse"), "{out}");
     let o = run(dir, &["compare", "mock-good", "mock-sloppy"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -331,9 +351,64 @@ fn the_demo_comparison_and_the_compare_gate() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("differs: stream: false → true"), "{out}");
     // The gate names the tags that fail on their own: `parallel` and the two tags whose tasks
-    // ask for several calls in one turn; `overall` only when no tag does.
+    // ask for several calls in one turn; `overall` only when no tag does. Its family is this
+    // pair alone, the page's: 19 pooled rows and 68 tasks, no task able to reach its share of
+    // α at k = 5.
+    let gate = gate_line(&o);
     assert!(
-        out.contains("Holm-corrected at 5 %: FAILS on 3: mock-good-stream empty-args; mock-good-stream multi-tool; mock-good-stream parallel\n"),
+        gate.starts_with("gate: 19 pooled rows and 68 tasks of 1 comparison, one-sided exact stratified tests of the equal-weight difference, weighted Holm at 5 %: all of α shared by the 19 pooled rows"),
+        "{gate}"
+    );
+    assert!(
+        gate.ends_with(": FAILS on 3: mock-good-stream empty-args; mock-good-stream multi-tool; mock-good-stream parallel"),
+        "{gate}"
+    );
+    assert!(
+        page.contains(&format!(
+            "Its family here: {} — the same family <code>callcheck compare mock-good mock-good-stream</code> decides on",
+            gate.trim_start_matches("gate: ")
+                .split(": FAILS")
+                .next()
+                .unwrap()
+        )),
+        "{page}"
+    );
+    // `callcheck plan` on the demo's config, before any collection, prints for every tag the
+    // drop `compare` printed after collecting (k = 5, the demo's), and the same family.
+    let config = dir.join("demo.toml");
+    std::fs::write(
+        &config,
+        callcheck::cmd::demo::demo_config("http://127.0.0.1:9/v1"),
+    )
+    .unwrap();
+    let p = run(
+        dir,
+        &["plan", "--config", config.to_str().unwrap(), "--k", "5"],
+    );
+    assert_eq!(p.status.code(), Some(0), "{}", text(&p));
+    let planned = String::from_utf8_lossy(&p.stdout);
+    assert!(
+        planned.contains("family of mock-good-stream against mock-good (same model id)"),
+        "{planned}"
+    );
+    assert!(
+        planned.contains(
+            gate.trim_start_matches("gate: ")
+                .split(": FAILS")
+                .next()
+                .unwrap()
+        ),
+        "{planned}"
+    );
+    let printed = detects(&out);
+    assert_eq!(printed.len(), 19, "{out}");
+    assert_eq!(
+        detects(&planned),
+        printed,
+        "plan:\n{planned}\ncompare:\n{out}"
+    );
+    assert!(
+        out.contains("a single task falling from all-pass to all-fail cannot be detected at k = 5 (its smallest p is 1/C(10, 5) = 0.0040, above any share of α a task can get here); it is detected from k = 7 in this family"),
         "{out}"
     );
 
@@ -530,7 +605,10 @@ fn the_gate_fails_on_drops_errors_and_missing_tasks_and_refuses_bad_baselines() 
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let gate = gate_line(&o);
-    assert!(gate.starts_with("gate: 77 pooled comparisons"), "{gate}");
+    assert!(
+        gate.starts_with("gate: 77 pooled rows and 272 tasks of 4 comparisons"),
+        "{gate}"
+    );
     assert!(
         gate.ends_with(
             "FAILS on 3: mock-good-stream empty-args; mock-good-stream multi-tool; mock-good-stream parallel"
@@ -635,18 +713,35 @@ fn the_gate_fails_on_drops_errors_and_missing_tasks_and_refuses_bad_baselines() 
         "{out}"
     );
     let missing: Vec<&str> = parallel.iter().map(String::as_str).collect();
+    // The tags whose every task is parallel (`parallel`, `multi-tool`) are missing whole: no
+    // pooled row compares them, and they are named.
+    let note = format!(
+        "mock-good missing ({} tasks of A not in B: {}; tags: multi-tool, parallel)",
+        parallel.len(),
+        missing.join(", ")
+    );
     assert!(
-        gate_line(&o).ends_with(&format!(
-            "FAILS on 1: mock-good missing ({} tasks of A not in B: {})",
-            parallel.len(),
-            missing.join(", ")
-        )),
+        gate_line(&o).ends_with(&format!("FAILS on 1: {note}")),
         "{}",
         gate_line(&o)
     );
     let a: Vec<String> = args(true);
     let o = run(dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Allowed, they are still listed as missing, by the gate too, never as "nothing missing".
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("  missing tags (every task of theirs A scored, B has no sample of; not compared): multi-tool, parallel\n"),
+        "{out}"
+    );
+    assert!(
+        gate_line(&o).ends_with(&format!(
+            ": no significant regression, nothing unmeasured; not compared, allowed by --allow-missing: {note}"
+        )),
+        "{}",
+        gate_line(&o)
+    );
+    assert!(!out.contains("nothing unmeasured or missing"), "{out}");
 
     // A baseline with the same rows but no task in common: a usage error, exit 2, for compare
     // and for build.
@@ -767,6 +862,96 @@ fn copy_tree(from: &Path, to: &Path) {
             copy_tree(&e.path(), &target);
         } else {
             std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// SPEC §9, "what the gate can and cannot see": one task of the built-in corpus going from
+/// all-pass to all-fail, everything else unchanged. At k = 10 the gate fails and names the
+/// task; at k = 3 no test can see it (its p-value is at least 1/C(6, 3) = 0.05), so the gate
+/// passes and says so, with the k that would. The collection is mock-good streamed (whose
+/// parallel tasks all fail on the mock's streaming path), against a baseline of its own
+/// samples.csv in which one of those tasks passed every sample.
+#[test]
+fn one_broken_task_fails_the_gate_at_k_10_and_is_named_unseeable_at_k_3() {
+    use crate::support::collect::{collect_in, mock_and_config, ok};
+    let broken = "weather-parallel-3";
+    for (k, exit) in [(10u32, 1), (3, 0)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (_mock, cfg) = mock_and_config(
+            dir,
+            None,
+            &corpus(),
+            &[("mock-good-stream", "mock-good", true, 16)],
+        );
+        let runs = dir.join("runs");
+        let k_text = k.to_string();
+        ok(&collect_in(
+            &cfg,
+            &corpus(),
+            &runs,
+            &["--k", &k_text, "--quiet"],
+            &[],
+        ));
+        let o = run(dir, &["build", "--out", "site", "--no-cache"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let published = dir.join("site/data/samples.csv");
+        // The task fails every sample in this collection: the break is all-pass → all-fail.
+        let mut r = csv::Reader::from_path(&published).unwrap();
+        let outcomes: Vec<String> = r
+            .records()
+            .map(|x| x.unwrap())
+            .filter(|x| &x[2] == broken)
+            .map(|x| x[5].to_string())
+            .collect();
+        assert_eq!(outcomes, vec!["fail".to_string(); k as usize]);
+        let base = dir.join("base.csv");
+        rewrite_csv(&published, &base, |_, t, o, l| {
+            if t == broken {
+                Some(("pass".into(), String::new()))
+            } else {
+                Some((o.to_string(), l.to_string()))
+            }
+        });
+        let o = run(
+            dir,
+            &[
+                "compare",
+                "--baseline",
+                base.to_str().unwrap(),
+                "--fail-on",
+                "regression",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(exit), "k = {k}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let gate = gate_line(&o);
+        if k == 10 {
+            assert!(
+                out.contains(&format!(
+                    "  task {broken}: 10/10 → 0/10, p = 5.4e-6, Holm p "
+                )),
+                "{out}"
+            );
+            assert!(
+                gate.contains(&format!("mock-good-stream task {broken}")),
+                "{gate}"
+            );
+            assert!(
+                out.contains("a single task falling from all-pass to all-fail is detected at k = 10 (p = 5.4e-6 against its level 3.7e-4); detected from k = 7 in this family"),
+                "{out}"
+            );
+        } else {
+            assert!(
+                gate.ends_with(": no significant regression, nothing unmeasured or missing"),
+                "{gate}"
+            );
+            assert!(
+                out.contains("a single task falling from all-pass to all-fail cannot be detected at k = 3 (its smallest p is 1/C(6, 3) = 0.0500, above any share of α a task can get here); it is detected from k = 7 in this family"),
+                "{out}"
+            );
+            assert!(!out.contains("REGRESSION"), "{out}");
         }
     }
 }

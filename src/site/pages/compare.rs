@@ -64,6 +64,8 @@ struct CellView {
     /// Pre-rendered marks (links to transcripts, or plain marks for a baseline).
     a_marks: String,
     b_marks: String,
+    /// The task is a regression on its own after the family's correction: its adjusted p.
+    regression: Option<String>,
 }
 
 #[derive(Template)]
@@ -80,6 +82,7 @@ struct ComparePage {
     lead_class: &'static str,
     unmeasured: Vec<String>,
     missing: Vec<String>,
+    missing_tags: Vec<String>,
     settings: Vec<(String, String, String)>,
     settings_known: bool,
     pooled: Vec<PooledView>,
@@ -88,7 +91,12 @@ struct ComparePage {
     lost: Vec<String>,
     n_pooled: usize,
     n_cells: usize,
-    family: usize,
+    /// The gate's family, in words ([`crate::compare::Family::describe`]), and the command
+    /// that decides over the same family.
+    family: String,
+    family_command: String,
+    /// What the family says about one broken task ([`crate::compare::Family::single_task`]).
+    single_task: String,
     pooled_method: &'static str,
     gate_method: &'static str,
     cell_method: &'static str,
@@ -192,8 +200,8 @@ fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     out
 }
 
-/// One comparison's page; `family` is the number of pooled comparisons Holm corrects over.
-fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError> {
+/// One comparison's page.
+fn page(c: &Comparison, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError> {
     let root = root(depth_of(&c.page));
     let unknown = Repeats::default();
     let sides = Sides {
@@ -201,7 +209,7 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
         a: if c.a_linked { rep } else { &unknown },
         b: if c.b_linked { rep } else { &unknown },
     };
-    let (lead, lead_class) = lead(c, family);
+    let (lead, lead_class) = lead(c);
     let page = ComparePage {
         title: format!("{} against {}", c.b, c.a),
         root: root.clone(),
@@ -214,6 +222,7 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
         lead,
         unmeasured: c.unmeasured.clone(),
         missing: c.missing.clone(),
+        missing_tags: c.missing_tags.clone(),
         settings_known: c.settings_known,
         settings: c
             .settings
@@ -226,7 +235,13 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
         lost: label_moves(c, |a, b| b < a),
         n_pooled: c.pooled_rows().count(),
         n_cells: c.compared_cells(),
-        family,
+        family: c.family.describe(),
+        family_command: if c.why == "baseline" {
+            "callcheck compare --baseline PATH".to_string()
+        } else {
+            format!("callcheck compare {} {}", c.a_row, c.b_row)
+        },
+        single_task: c.family.single_task(c.k()),
         pooled_method: POOLED_METHOD,
         gate_method: GATE_METHOD,
         cell_method: CELL_METHOD,
@@ -236,14 +251,15 @@ fn page(c: &Comparison, family: usize, m: &Matrix, rep: &Repeats) -> Result<Vec<
     render(&c.page, &page)
 }
 
-/// The answer first: the gate's verdict (Holm-corrected, what `--fail-on regression` decides)
-/// and the scopes that moved; then the overall difference and its interval. With the class
-/// the sentence is shown in.
-fn lead(c: &Comparison, family: usize) -> (String, &'static str) {
+/// The answer first: the gate's verdict (corrected over the comparison's family, what
+/// `--fail-on regression` decides) and the scopes that moved; then the overall difference and
+/// its interval. With the class the sentence is shown in.
+fn lead(c: &Comparison) -> (String, &'static str) {
     let failures = c.gate_failures(false);
     let gate = if failures.is_empty() {
         format!(
-            "Gate: no significant regression (one-sided exact test, Holm-corrected over {family} pooled comparisons), nothing unmeasured or missing."
+            "Gate: no significant regression (one-sided exact tests, Holm-corrected over its family of {} pooled rows and {} tasks), nothing unmeasured or missing.",
+            c.family.rows, c.family.tasks
         )
     } else {
         format!("Gate: regression in {}.", failures.join("; "))
@@ -309,9 +325,14 @@ fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
             diff: difference(r.pooled.difference, &r.pooled.interval),
             verdict: r.direction.as_str(),
             class: r.direction.class(),
-            holm: format!("{:.4}", r.holm_p),
+            holm: if r.gate.in_family {
+                format!("{:.4}", r.holm_p)
+            } else {
+                "–".into()
+            },
+            // The terminal's `−10 pts` under a "detects a drop of" heading.
             detects: match r.detectable_drop {
-                Some(d) => format!("{:.0} points", d * 100.0),
+                Some(d) => format!("{} points", compare::drop_points(d)),
                 None => "nothing".into(),
             },
             regression: r.regression(),
@@ -345,6 +366,7 @@ fn cell_views(sides: &Sides, root: &str) -> Vec<CellView> {
             class: x.direction.class(),
             a_marks: marks(&x.a_marks, root, c.a_linked),
             b_marks: marks(&x.b_marks, root, c.b_linked),
+            regression: x.regression().then(|| format!("{:.4}", x.gate.adjusted)),
         })
         .collect()
 }
@@ -379,13 +401,12 @@ pub(crate) fn files(
     if comparisons.is_empty() {
         return Ok(());
     }
-    let family: usize = comparisons.iter().map(|c| c.pooled_rows().count()).sum();
     for c in comparisons {
-        files.push((c.page.clone(), page(c, family, m, rep)?));
+        files.push((c.page.clone(), page(c, m, rep)?));
     }
     files.push((
         "data/compare.json".into(),
-        crate::site::data::compare_json(comparisons, family),
+        crate::site::data::compare_json(comparisons),
     ));
     Ok(())
 }
@@ -434,7 +455,7 @@ pub(crate) fn block(
     );
     for c in shown {
         // The verdict shown here is one interval's, uncorrected for the many made; the gate's
-        // (Holm-corrected over every pooled comparison, what `--fail-on regression` decides)
+        // (corrected over the comparison's family, what `--fail-on regression` decides)
         // is the compare page's, stated beside it with the link, as that page's headline does.
         let verdict = match (anchor, &c.overall) {
             (Some(task), _) => c
@@ -497,6 +518,10 @@ mod tests {
             b_marks: Vec::new(),
             a_identical: false,
             b_identical: false,
+            a_samples: 5,
+            b_samples: 5,
+            p_value: 1.0,
+            gate: Default::default(),
         }
     }
 
