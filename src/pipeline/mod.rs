@@ -147,6 +147,11 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
     // All senders are gone once the map is done; the writer drains and ends.
     site.drain()?;
     let g = Gathered::of(outcomes, &runs, record, listings, stamp, skipped)?;
+    progress.suspend(|| {
+        for s in &g.skipped {
+            eprintln!("skipped {}: {}", s.path, s.reason);
+        }
+    });
     let ending = Ending {
         opts,
         in_place,

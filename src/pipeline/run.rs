@@ -68,26 +68,14 @@ pub fn run_samples(
     reuse: Reuse<'_>,
     pages: &SyncSender<Page>,
 ) -> Result<RunOutcome> {
-    let Reuse {
-        prior,
-        in_place,
-        record,
-        cells,
-        changes,
-        site_url,
-        stamp,
-    } = reuse;
+    let mut reuse = reuse;
+    let prior = reuse.prior.take();
     let job = Job {
         runs_root,
         input,
         run: &input.run,
         task,
-        in_place,
-        record,
-        cells,
-        changes,
-        site_url,
-        stamp,
+        reuse,
         pages,
     };
     // A record whose checksum held but whose verdicts this build cannot read back (an outcome
@@ -119,12 +107,8 @@ struct Job<'a> {
     input: &'a RunInput,
     run: &'a crate::runs::RunDir,
     task: &'a Task,
-    in_place: bool,
-    record: bool,
-    cells: usize,
-    changes: bool,
-    site_url: Option<&'a str>,
-    stamp: Option<crate::runs::DiskTime>,
+    /// How the run is taken; its `prior` already taken out.
+    reuse: Reuse<'a>,
     pages: &'a SyncSender<Page>,
 }
 
@@ -141,7 +125,7 @@ impl Job<'_> {
     /// The previous verdicts stand for the same transcripts of the same run and task, and its
     /// pages where they are.
     fn reusable(&self, p: &cache::CachedRun) -> bool {
-        self.in_place
+        self.reuse.in_place
             && p.run_page.is_some()
             && p.cell_sha256 == self.run.cell_sha256
             && p.task_sha256 == self.task.sha256
@@ -180,7 +164,7 @@ impl Job<'_> {
         let samples = std::mem::take(&mut p.samples);
         out.cached = p;
         out.cached.verbatim = true;
-        if self.changes {
+        if self.reuse.changes {
             out.changes.seen = samples.len() as u64;
         }
         out.scored.reserve(samples.len());
@@ -228,7 +212,7 @@ impl Job<'_> {
                 bytes: sample.bytes,
                 page_len: 0,
                 damage: sample.damage.clone(),
-                look: self.stamp.and_then(|st| sample.stats.look(st)),
+                look: self.reuse.stamp.and_then(|st| sample.stats.look(st)),
                 scored: None,
             };
             samples.push((sample, record));
@@ -265,7 +249,7 @@ impl Job<'_> {
         out.cached.run_page = p.run_page;
         out.pages.0 += 1;
         out.pages.1 += p.run_page.unwrap_or(0);
-        if self.changes {
+        if self.reuse.changes {
             out.changes.seen = samples.len() as u64;
         }
         for (sample, mut record) in samples {
@@ -285,7 +269,7 @@ impl Job<'_> {
             out.reused += 1;
             out.keep(scored, record);
         }
-        if !self.record {
+        if !self.reuse.record {
             out.cached.samples.clear();
         }
         Ok(out)
@@ -310,12 +294,12 @@ impl Job<'_> {
             sections: String::new(),
             marks: Vec::with_capacity(samples.len()),
         };
-        if let Some(p) = prior.as_ref().filter(|_| self.in_place) {
+        if let Some(p) = prior.as_ref().filter(|_| self.reuse.in_place) {
             out.stale = self.stale_pages(p, &samples);
         }
         // The previous build's outcome of each sample, to tell what changed.
         let before: BTreeMap<String, String> = prior
-            .filter(|_| self.changes)
+            .filter(|_| self.reuse.changes)
             .map(|p| {
                 p.samples
                     .into_iter()
@@ -334,15 +318,15 @@ impl Job<'_> {
                 &page.marks,
                 &page.sections,
                 reference.as_ref(),
-                self.cells,
-                self.site_url,
+                self.reuse.cells,
+                self.reuse.site_url,
             )?;
             out.cached.run_page = Some(html.len() as u64);
             out.pages.0 += 1;
             out.pages.1 += html.len() as u64;
             self.send((path, html.into_bytes()))?;
         }
-        if !self.record {
+        if !self.reuse.record {
             out.cached.samples.clear();
         }
         Ok(out)
@@ -381,7 +365,7 @@ impl Job<'_> {
         let (task, run, task_changed) = (self.task, self.run, self.input.task_changed);
         let (verdict, mut scored, parsed) = score::score_read(task, task_changed, &sample);
         scored.feedback = score::feedback_of(run, &sample);
-        if self.changes {
+        if self.reuse.changes {
             out.changes.sample(&scored, old);
         }
         let request_changes = reference.map_or(Vec::new(), |r| {
@@ -401,7 +385,7 @@ impl Job<'_> {
                 &request_changes,
                 &verdict,
                 parsed.as_ref().ok(),
-                self.site_url,
+                self.reuse.site_url,
                 left_off,
             )
         };
