@@ -7,7 +7,6 @@
 //! wrote. That is what lets `9223372036854775807` differ from `9.223372036854776e18`.
 
 use serde_json::{Number, Value};
-use std::cmp::Ordering;
 
 /// A JSON number literal reduced to sign, significant digits and a power of ten, so that two
 /// literals are equal exactly when their mathematical values are equal (`3` == `3.0` == `30e-1`).
@@ -87,15 +86,6 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
                     .all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
         }
         _ => a == b,
-    }
-}
-
-/// Orders numbers by exact value where both are plain decimals; used for range-free sorting of
-/// values in details only, so a total order on text is an acceptable fallback.
-pub fn compare_numbers(a: &Number, b: &Number) -> Ordering {
-    match (a.as_f64(), b.as_f64()) {
-        (Some(x), Some(y)) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
-        _ => a.to_string().cmp(&b.to_string()),
     }
 }
 

@@ -102,11 +102,6 @@ impl SiteWriter {
             .map_err(|_| anyhow::anyhow!("a page writer failed"))
     }
 
-    /// True when the site is updated in place.
-    pub fn is_in_place(&self) -> bool {
-        self.in_place
-    }
-
     /// A handle the scoring threads send their pages through.
     pub fn sender(&self) -> Result<SyncSender<Page>> {
         self.tx
