@@ -126,6 +126,8 @@ pub fn run(o: &DemoOpts) -> Result<()> {
             verbose: false,
             quiet: o.quiet,
             feedback: None,
+            review: false,
+            history: crate::runs::History::AsProduced,
         };
         let (tx, _rx) = tokio::sync::watch::channel(false);
         let signal_tx = tx.clone();

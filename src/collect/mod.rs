@@ -18,12 +18,13 @@ pub mod progress;
 pub mod secret;
 
 use crate::runs::{
-    self, CellInfo, FeedbackInfo, FeedbackStyle, RunKind, RunWriter, SampleOut, TaskRef,
+    self, CellInfo, FeedbackInfo, FeedbackStyle, History, RunKind, RunWriter, SampleOut, TaskRef,
 };
 use crate::task::Task;
 use anyhow::{Context, Result, bail};
 use client::{Endpoint, Exchange, RetryPolicy};
 use config::ModelEntry;
+use feedback::Ask;
 use indicatif::ProgressBar;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -118,8 +119,36 @@ pub struct Options {
     /// Every preflight request on its own line (`--verbose`), not one line per row.
     pub verbose: bool,
     /// The feedback round (`--feedback`, SPEC §11) in these styles instead of first-round
-    /// samples: a follow-up for each failed first-round sample that has none of a style yet.
+    /// samples: a follow-up for each visibly failed first-round sample that has none of a
+    /// style yet.
     pub feedback: Option<Vec<FeedbackStyle>>,
+    /// The review round (`--review checklist`, SPEC §11): a review request after every
+    /// answered first-round sample that has none yet.
+    pub review: bool,
+    /// How the follow-ups carry the model's answer back (`--feedback-history`).
+    pub history: History,
+}
+
+impl Options {
+    /// The follow-up rounds asked for, in order (feedback styles, then the review); empty for
+    /// a first-round collection.
+    pub fn asks(&self) -> Vec<Ask> {
+        let mut asks: Vec<Ask> = self
+            .feedback
+            .iter()
+            .flatten()
+            .map(|&s| Ask::Feedback(s))
+            .collect();
+        if self.review {
+            asks.push(Ask::Review);
+        }
+        asks
+    }
+
+    /// True for a follow-up round (feedback or review), which sends no first-round sample.
+    fn follows_up(&self) -> bool {
+        self.feedback.is_some() || self.review
+    }
 }
 
 /// One cell to collect: `need` more samples, numbered from `first` within the cell; or, for
@@ -164,14 +193,11 @@ fn work_items(
                     Ok(body) => items.push(WorkItem {
                         body,
                         tag: format!("{}/{}", task.id, item.position),
-                        parent: Some((
-                            item.parent.clone(),
-                            format!("{}/{}", f.style.as_str(), item.label),
-                        )),
+                        parent: Some((item.parent.clone(), f.header(item))),
                     }),
                     Err(e) => not_sent.push(format!(
                         "{} follow-up not sent (the parent changed since the plan): {e}",
-                        f.style.as_str()
+                        f.ask.as_str()
                     )),
                 }
             }
@@ -197,11 +223,14 @@ fn work_items(
     }
 }
 
-/// The id of a planned run: the collection's, and for a feedback run its style too (one
-/// collection writes a run per style in a cell).
+/// The id of a planned run: the collection's, and for a follow-up run its ask (and a
+/// sanitised history) too (one collection writes a run per ask in a cell).
 fn plan_run_id(run_id: &str, plan: &CellPlan) -> String {
     match &plan.feedback {
-        Some(f) => format!("{run_id}-{}", f.style.as_str()),
+        Some(f) if f.history == History::Sanitised => {
+            format!("{run_id}-{}-{}", f.ask.as_str(), f.history.as_str())
+        }
+        Some(f) => format!("{run_id}-{}", f.ask.as_str()),
         None => run_id.to_string(),
     }
 }
@@ -218,8 +247,8 @@ struct Tally {
     error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
     /// Samples whose exchange succeeded but whose body is no chat completion.
     not_completions: AtomicU64,
-    /// Follow-ups written, per style (the feedback round).
-    follow_ups: Mutex<std::collections::BTreeMap<FeedbackStyle, u64>>,
+    /// Follow-ups written, per ask (the feedback and review rounds).
+    follow_ups: Mutex<std::collections::BTreeMap<Ask, u64>>,
     /// Follow-ups planned whose body could not be built when their cell was sent.
     not_sent: Mutex<Vec<String>>,
 }
@@ -290,7 +319,7 @@ pub struct ModelSummary {
     pub failure: Option<String>,
     /// The preflight checks that failed, one line each (already printed before the cells).
     pub warnings: Vec<String>,
-    /// For the feedback round: what it found to follow up and what it sent.
+    /// For a follow-up round: what it found to follow up and what it sent.
     pub feedback: Option<feedback::RoundTally>,
 }
 
@@ -305,8 +334,9 @@ pub struct Report {
     pub seconds: f64,
     /// Ctrl-C came during the preflight, before any cell was started.
     pub preflight_interrupted: bool,
-    /// The styles of a feedback round (`--feedback`); `None` for first-round samples.
-    pub feedback: Option<Vec<FeedbackStyle>>,
+    /// The asks and history of a follow-up round (`--feedback`, `--review`); `None` for
+    /// first-round samples.
+    pub follow_ups: Option<(Vec<Ask>, History)>,
 }
 
 impl ModelSummary {
@@ -379,8 +409,8 @@ impl Report {
             out.push_str("collect: interrupted during the preflight; no cell was started\n");
             return out;
         }
-        if let Some(styles) = &self.feedback {
-            return feedback::render(self, styles);
+        if let Some((asks, history)) = &self.follow_ups {
+            return feedback::render(self, asks, *history);
         }
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         let planned: u64 = self.models.iter().map(|m| m.cells_planned).sum();
@@ -514,7 +544,7 @@ fn finished_samples(
         errors: 0,
         kinds: Vec::new(),
     };
-    // Feedback runs hold follow-ups, not samples of the cell: they never count towards k.
+    // Feedback and review runs hold follow-ups, not samples of the cell: never counted in k.
     for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Samples) {
         for s in &r.samples {
             have.samples = have.samples.saturating_add(1);
@@ -550,8 +580,8 @@ struct OpenCell {
     writer: Mutex<Option<RunWriter>>,
     remaining: AtomicU32,
     info: Mutex<Option<CellInfo>>,
-    /// The style of a feedback run, for the per-style count of follow-ups sent.
-    style: Option<FeedbackStyle>,
+    /// The ask of a follow-up run, for the per-ask count of follow-ups sent.
+    style: Option<Ask>,
 }
 
 impl Drop for OpenCell {
@@ -640,7 +670,7 @@ type RowPlan = (
 
 /// Runs a collection until done or until `stop` turns true (Ctrl-C).
 pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
-    if opts.feedback.is_none() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
+    if !opts.follows_up() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
         bail!(
             "--k {} is too few samples per cell to give a rate (at least {MIN_K}); pass --allow-anecdote to collect anyway",
             opts.k
@@ -698,10 +728,8 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         let mut cells = Vec::new();
         let mut skipped = 0;
         let mut prior = Prior::default();
-        let mut round = opts
-            .feedback
-            .as_ref()
-            .map(|_| feedback::RoundTally::default());
+        let asks = opts.asks();
+        let mut round = opts.follows_up().then(feedback::RoundTally::default);
         for (ti, t) in tasks.iter().enumerate() {
             if let Some(s) = opts.shard
                 && shard_of(&m.name, &t.id, s.count) != s.index
@@ -711,11 +739,17 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             let dir = runs::cell_dir(&opts.runs, &m.name, &t.id)?;
             runs::remove_stale_temps(&dir)
                 .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
-            if let Some(styles) = &opts.feedback {
-                let planned =
-                    feedback::plan_cell(&opts.runs, &m.name, t, styles, opts.retry_errors);
+            if opts.follows_up() {
+                let planned = feedback::plan_cell(
+                    &opts.runs,
+                    &m.name,
+                    t,
+                    &asks,
+                    opts.history,
+                    opts.retry_errors,
+                );
                 if let Some(r) = &mut round {
-                    r.add(&planned);
+                    r.add(&planned, &asks);
                 }
                 warnings.extend(planned.warnings);
                 if planned.plans.is_empty() {
@@ -765,10 +799,16 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     for w in &warnings {
         say(&format!("warning: not counted: {w}"));
     }
-    if let Some(styles) = &opts.feedback {
+    if opts.follows_up() {
+        let asks = opts.asks();
+        let word = if opts.feedback.is_some() {
+            "feedback"
+        } else {
+            "review"
+        };
         for (m, _, _, _, round) in &plans {
             if let Some(r) = round {
-                say(&format!("feedback {}: {}", m.name, r.plan_line(styles)));
+                say(&format!("{word} {}: {}", m.name, r.plan_line(&asks)));
             }
         }
     }
@@ -810,17 +850,17 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             let p = match &server {
                 // The feedback round follows up what first-round samples already showed of
                 // the server: no probes.
-                Ok(server) if opts.preflight && opts.feedback.is_none() => {
+                Ok(server) if opts.preflight && !opts.follows_up() => {
                     Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
                 }
                 _ => None,
             };
             let secs = t0.elapsed().as_secs_f64();
             if opts.verbose {
-                if opts.preflight && opts.feedback.is_none() {
+                if opts.preflight && !opts.follows_up() {
                     progress(format!("done in {secs:.1} s"));
                 }
-            } else if opts.feedback.is_none() {
+            } else if !opts.follows_up() {
                 // The feedback round's line was said at planning: it asks the server only what
                 // it serves (for cell.json), and a failure there is in the summary.
                 let gets = gets.into_inner().unwrap_or_default();
@@ -846,7 +886,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             fatal: None,
             seconds: 0.0,
             preflight_interrupted: true,
-            feedback: opts.feedback.clone(),
+            follow_ups: opts.follows_up().then(|| (opts.asks(), opts.history)),
         });
     };
     let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
@@ -1008,7 +1048,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
         fatal,
         seconds: shared.started.elapsed().as_secs_f64(),
         preflight_interrupted: false,
-        feedback: opts.feedback.clone(),
+        follow_ups: opts.follows_up().then(|| (opts.asks(), opts.history)),
     })
 }
 
@@ -1093,21 +1133,20 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             server: m.server.clone().into(),
             started: clock::rfc3339_now(),
             ended: String::new(),
-            kind: if plan.feedback.is_some() {
-                RunKind::Feedback
-            } else {
-                RunKind::Samples
-            },
-            feedback: plan
+            kind: plan
                 .feedback
                 .as_ref()
-                .map(|f| FeedbackInfo { style: f.style }),
+                .map_or(RunKind::Samples, |f| f.ask.kind()),
+            feedback: plan.feedback.as_ref().map(|f| FeedbackInfo {
+                style: f.ask.style(),
+                history: f.history,
+            }),
         };
         let cell = Arc::new(OpenCell {
             writer: Mutex::new(Some(writer)),
             remaining: AtomicU32::new(need),
             info: Mutex::new(Some(info)),
-            style: plan.feedback.as_ref().map(|f| f.style),
+            style: plan.feedback.as_ref().map(|f| f.ask),
         });
         for (i, item) in (0u32..).zip(&bodies) {
             // Wait for room under both limits, or for a stop.

@@ -45,7 +45,7 @@ pub fn load_runs(root: &Path, tasks: &[Task], kind: IntervalKind) -> Result<Coll
     for r in &scan.runs {
         // A feedback round (SPEC §11) is no sample of its cell: a baseline's rates leave it
         // out, as a build's do.
-        if r.cell.kind == runs::RunKind::Feedback {
+        if !r.cell.kind.is_samples() {
             continue;
         }
         let Some(task) = by_id.get(r.task_id.as_str()) else {

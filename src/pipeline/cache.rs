@@ -283,6 +283,9 @@ pub struct CachedScored {
     /// A feedback sample's style and parent run and sample (SPEC §11).
     #[serde(rename = "fb")]
     pub feedback: Option<(crate::runs::FeedbackStyle, Option<(String, String)>)>,
+    /// The follow-up is a review round's (SPEC §11).
+    #[serde(rename = "rv")]
+    pub review: bool,
     /// The outcome after the label's mechanical repair, named as `outcome` is.
     #[serde(rename = "rp")]
     pub repaired: Option<String>,
@@ -340,6 +343,7 @@ impl CachedScored {
                     f.parent.as_ref().map(|p| (p.run.clone(), p.sample.clone())),
                 )
             }),
+            review: s.feedback.as_ref().is_some_and(|f| f.review),
             repaired: s.repaired.map(|o| o.name().to_string()),
         }
     }
@@ -378,6 +382,7 @@ impl CachedScored {
             feedback: self.feedback.map(|(style, parent)| {
                 Box::new(crate::report::FeedbackOf {
                     style,
+                    review: self.review,
                     parent: parent
                         .map(|(run, sample)| crate::transcript::ParentRef { run, sample }),
                 })

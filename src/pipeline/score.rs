@@ -58,13 +58,14 @@ pub fn feedback_of(
     run: &crate::runs::RunDir,
     sample: &Sample,
 ) -> Option<Box<crate::report::FeedbackOf>> {
-    if run.cell.kind != crate::runs::RunKind::Feedback {
+    if run.cell.kind.is_samples() {
         return None;
     }
     // [`super::read::read`] leaves out feedback runs that name no style.
     let style = run.cell.feedback.as_ref()?.style;
     Some(Box::new(crate::report::FeedbackOf {
         style,
+        review: run.cell.kind == crate::runs::RunKind::Review,
         parent: sample
             .transcript
             .meta

@@ -103,9 +103,23 @@ pub struct Scored {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedbackOf {
     pub style: crate::runs::FeedbackStyle,
+    /// A review round's sample (HiTEC-ICL's second round, after any answer) rather than a
+    /// feedback round's (after a failure).
+    pub review: bool,
     /// The failed first-round sample of the same model and task, as its `meta.json` names it;
     /// `None` when it names none.
     pub parent: Option<crate::transcript::ParentRef>,
+}
+
+impl FeedbackOf {
+    /// The round's name where one word is shown: the feedback style, or `review`.
+    pub fn name(&self) -> &'static str {
+        if self.review {
+            "review"
+        } else {
+            self.style.as_str()
+        }
+    }
 }
 
 impl Scored {

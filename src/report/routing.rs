@@ -261,6 +261,10 @@ pub fn routing(m: &Matrix) -> Routing {
         let Some(of) = f.feedback.as_deref() else {
             continue;
         };
+        // A review follows up every answer, not a failure: measured in its own section.
+        if of.review {
+            continue;
+        }
         let c = counts.entry(f.key.model.as_str()).or_default();
         let parent = m.parent_index(f);
         let Some(pi) = parent else {
@@ -1049,6 +1053,7 @@ mod tests {
         Scored {
             feedback: Some(Box::new(FeedbackOf {
                 style: st,
+                review: false,
                 parent: Some(ParentRef {
                     run: "r1".into(),
                     sample: format!("{parent:03}"),

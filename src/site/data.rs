@@ -746,7 +746,7 @@ fn samples_csv_rows<'a>(
             &tokens,
             if feedback.is_some() { "1" } else { "0" },
             &parent,
-            feedback.map(|f| f.style.as_str()).unwrap_or(""),
+            feedback.map(|f| f.name()).unwrap_or(""),
         ])?;
     }
     Ok(w.flush()?)

@@ -105,11 +105,11 @@ fn expected_request(runs: &Path, task: &callcheck::task::Task, key: &Key) -> Vec
     let completion = callcheck::score::parse(&t).unwrap();
     let verdict = callcheck::score::score(task, &t);
     let body = callcheck::follow_up::follow_up(
-        task,
         t.request.as_ref().unwrap(),
         &completion,
         &verdict,
         *style,
+        callcheck::runs::History::AsProduced,
     )
     .unwrap();
     serde_json::to_vec(&body).unwrap()

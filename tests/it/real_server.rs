@@ -553,6 +553,17 @@ fn llama_server_end_to_end() {
                 r[c_label].clone(),
             )
         })
+        .filter(|((model, task_id, run, sample), _)| {
+            // Only a visible failure is followed up (SPEC §11): a router never sees a silent one.
+            let r = runs::cell_runs(&runs_dir, model, task_id)
+                .runs
+                .into_iter()
+                .find(|x| &x.run_id == run)
+                .unwrap();
+            let t = r.read_sample(sample).unwrap().transcript();
+            let v = callcheck::score::score(&tasks[task_id], &t);
+            callcheck::follow_up::visible(t.request.as_ref().unwrap(), &v)
+        })
         .collect();
     let t = Instant::now();
     let out = run(
@@ -605,11 +616,11 @@ fn llama_server_end_to_end() {
                 .unwrap();
             let pt = parent_run.read_sample(&p.sample).unwrap().transcript();
             let want = callcheck::follow_up::follow_up(
-                task,
                 pt.request.as_ref().unwrap(),
                 &callcheck::score::parse(&pt).unwrap(),
                 &callcheck::score::score(task, &pt),
                 info.style,
+                info.history,
             )
             .unwrap();
             assert_eq!(t.request.as_deref(), Some(&want), "{}", r.dir.display());
