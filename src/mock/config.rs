@@ -74,6 +74,16 @@ pub struct MockModel {
     /// it, a follow-up is answered like a first request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<super::feedback::FeedbackBehaviour>,
+    /// How the model answers a review request of the review round (`mock::feedback`,
+    /// HiTEC-ICL's second round); without it, a review is answered like a first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<super::feedback::ReviewBehaviour>,
+    /// Refuse a request whose history holds an assistant tool call with arguments that are not
+    /// valid JSON, as vLLM does (its chat path runs `json.loads` on every such string): HTTP
+    /// 400 with vLLM's error body. A follow-up sent `as-produced` after a broken call is
+    /// refused; a `sanitised` one is answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_invalid_json_history: bool,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -335,6 +345,9 @@ impl MockConfig {
                 return Err(format!(
                     "{at}: key `faults`: status, drop, cut and garbage add up to {sum} > 1"
                 ));
+            }
+            if let Some(b) = &m.review {
+                b.check().map_err(|e| format!("{at}: {e}"))?;
             }
             if let Some(b) = &m.feedback {
                 b.check().map_err(|e| format!("{at}: {e}"))?;
