@@ -17,6 +17,7 @@ mod collect_hostile;
 mod collect_interrupt;
 mod collect_matrix;
 mod collect_preflight;
+mod collect_review;
 mod collect_safety;
 mod collect_secrets;
 mod collect_terminal;
