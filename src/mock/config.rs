@@ -187,6 +187,13 @@ impl MockConfig {
                             ("retry", Some(0.55), &[]),
                         ],
                     )),
+                    // Under review it keeps its correct calls (almost always) and fixes most
+                    // of its rare failures.
+                    review: Some(super::feedback::ReviewBehaviour {
+                        keep: 0.98,
+                        fix: 0.8,
+                        labels: BTreeMap::new(),
+                    }),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -228,6 +235,21 @@ impl MockConfig {
                             ("retry", Some(0.15), &[]),
                         ],
                     )),
+                    // Under review it fixes some argument errors and talks itself out of a
+                    // correct call now and then: the method's risk, measured.
+                    review: Some(super::feedback::ReviewBehaviour {
+                        keep: 0.85,
+                        fix: 0.3,
+                        labels: labels(&[
+                            (Label::TypeCoercion, 0.6),
+                            (Label::MissingRequired, 0.55),
+                            (Label::HallucinatedParam, 0.6),
+                            (Label::SchemaViolation, 0.5),
+                        ]),
+                    }),
+                    // Served as vLLM serves it: a history with arguments that are not JSON is
+                    // refused, so its as-produced follow-ups after broken calls are refused.
+                    refuse_invalid_json_history: true,
                     ..MockModel::default()
                 },
                 MockModel {
