@@ -209,39 +209,15 @@ pub fn plan_cell(
         })
         .collect();
     for (here, r, s) in first_round(&scan) {
-        let t = match r.read_sample(s) {
-            Ok(files) => files.transcript(),
+        let Classified { label, seen, fit } = match classify(task, r, s) {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
             Err(e) => {
-                out.warnings.push(format!(
-                    "{}: cannot read ({e}): not followed up",
-                    r.sample_dir(s).display()
-                ));
+                out.warnings.push(e);
                 continue;
             }
         };
-        let parsed = crate::score::parse(&t);
-        let verdict = crate::score::score_parsed(task, &t, &parsed);
-        let (label, completion) = match (verdict.outcome, &parsed) {
-            (Outcome::Pass, Ok(c)) => (None, c),
-            (Outcome::Fail(l), Ok(c)) => (Some(l), c),
-            _ => continue,
-        };
-        // A follow-up echoes the answer it follows up: one cut to the calls callcheck reads
-        // would not be what the model said, and one whole would be a request as large as the
-        // answer (73.6 MB for 300,000 calls).
-        if let Some(held) = completion.calls_cut {
-            out.warnings.push(format!(
-                "{}: its answer holds {held} tool calls, more than the {} callcheck reads of one: not followed up",
-                r.sample_dir(s).display(),
-                crate::score::wire::MAX_CALLS
-            ));
-            continue;
-        }
         out.answered += 1;
-        let request = t.request.as_deref();
-        // Visible to a router: decided from the request and the answer alone.
-        // TODO(r41): `verdict.visible` once the scorer marks it.
-        let seen = label.is_some() && request.is_some_and(|q| follow_up::visible(q, &verdict));
         if label.is_some() {
             if seen {
                 out.failures += 1;
@@ -253,9 +229,6 @@ pub fn plan_cell(
             run: r.run_id.clone(),
             sample: s.clone(),
         };
-        let fit = request
-            .ok_or(NoFollowUp::BadRequest)
-            .and_then(follow_up::check_request);
         for plan in &mut plans {
             if matches!(plan.ask, Ask::Feedback(_)) && !seen {
                 continue;
@@ -285,6 +258,54 @@ pub fn plan_cell(
     plans.retain(|p| !p.items.is_empty());
     out.plans = plans;
     out
+}
+
+/// A first-round sample that got an answer, as planning sees it.
+struct Classified {
+    /// Its label under the current checkers; `None`: it passed.
+    label: Option<Label>,
+    /// Its failure is visible to a router (decided from the request and the answer alone).
+    seen: bool,
+    /// Whether a follow-up can be built on its request.
+    fit: Result<(), NoFollowUp>,
+}
+
+/// Reads and scores one first-round sample for planning: `Ok(None)` for a transport error
+/// (nothing to follow up), `Err` with a line for the terminal when it cannot be read.
+fn classify(task: &Task, r: &runs::RunDir, s: &str) -> Result<Option<Classified>, String> {
+    let t = r
+        .read_sample(s)
+        .map_err(|e| {
+            format!(
+                "{}: cannot read ({e}): not followed up",
+                r.sample_dir(s).display()
+            )
+        })?
+        .transcript();
+    let parsed = crate::score::parse(&t);
+    let verdict = crate::score::score_parsed(task, &t, &parsed);
+    let (label, completion) = match (verdict.outcome, &parsed) {
+        (Outcome::Pass, Ok(c)) => (None, c),
+        (Outcome::Fail(l), Ok(c)) => (Some(l), c),
+        _ => return Ok(None),
+    };
+    // A follow-up echoes the answer it follows up: one cut to the calls callcheck reads would
+    // not be what the model said, and one whole would be a request as large as the answer
+    // (73.6 MB for 300,000 calls).
+    if let Some(held) = completion.calls_cut {
+        return Err(format!(
+            "{}: its answer holds {held} tool calls, more than the {} callcheck reads of one: not followed up",
+            r.sample_dir(s).display(),
+            crate::score::wire::MAX_CALLS
+        ));
+    }
+    let request = t.request.as_deref();
+    // TODO(r41): `verdict.visible` once the scorer marks it.
+    let seen = label.is_some() && request.is_some_and(|q| follow_up::visible(q, &verdict));
+    let fit = request
+        .ok_or(NoFollowUp::BadRequest)
+        .and_then(follow_up::check_request);
+    Ok(Some(Classified { label, seen, fit }))
 }
 
 /// A cell's first-round samples in run order, each with its position (the sample number the

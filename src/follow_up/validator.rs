@@ -178,7 +178,26 @@ fn schema(request: &Value, verdict: &Verdict) -> String {
     };
     let field = root.as_ref().and_then(|r| schema_at(r, &pointer));
     let value = args.pointer(&pointer);
-    let (message, kind) = match keyword {
+    let (message, kind) = keyword_message(field, keyword);
+    // A missing field shows the object it is missing from, as pydantic does.
+    let shown = if keyword == "required" {
+        parent(&pointer).and_then(|p| args.pointer(&p)).cloned()
+    } else {
+        value.cloned()
+    }
+    .unwrap_or(Value::Null);
+    format!(
+        "{}\n{loc}\n  {message} [type={kind}, input_value={}, input_type={}]",
+        heading(verdict),
+        repr(&shown),
+        py_type(&shown)
+    )
+}
+
+/// Pydantic's message and error type for a failed JSON Schema `keyword`, with the bounds and
+/// allowed values read from the field's schema.
+fn keyword_message(field: Option<&Value>, keyword: &str) -> (String, String) {
+    match keyword {
         "required" => ("Field required".to_string(), "missing".to_string()),
         "properties" | "additionalProperties" => (
             "Extra inputs are not permitted".to_string(),
@@ -277,20 +296,7 @@ fn schema(request: &Value, verdict: &Verdict) -> String {
             format!("Value error, the value does not satisfy `{other}` of the schema"),
             "value_error".into(),
         ),
-    };
-    // A missing field shows the object it is missing from, as pydantic does.
-    let shown = if keyword == "required" {
-        parent(&pointer).and_then(|p| args.pointer(&p)).cloned()
-    } else {
-        value.cloned()
     }
-    .unwrap_or(Value::Null);
-    format!(
-        "{}\n{loc}\n  {message} [type={kind}, input_value={}, input_type={}]",
-        heading(verdict),
-        repr(&shown),
-        py_type(&shown)
-    )
 }
 
 fn limit(field: Option<&Value>, keyword: &str, words: &str, kind: &str) -> (String, String) {
