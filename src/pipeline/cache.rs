@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 13\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 14\n";
 
 /// The first bytes of every version's cache file: what tells callcheck's `verdicts.bin` from
 /// another program's file of that name ([`crate::cmd`]'s cache folder check).
@@ -289,6 +289,9 @@ pub struct CachedScored {
     /// The outcome after the label's mechanical repair, named as `outcome` is.
     #[serde(rename = "rp")]
     pub repaired: Option<String>,
+    /// A router could tell the sample failed (SPEC §11).
+    #[serde(rename = "vi")]
+    pub visible: bool,
 }
 
 impl CachedSample {
@@ -345,6 +348,7 @@ impl CachedScored {
             }),
             review: s.feedback.as_ref().is_some_and(|f| f.review),
             repaired: s.repaired.map(|o| o.name().to_string()),
+            visible: s.visible,
         }
     }
 
@@ -388,6 +392,7 @@ impl CachedScored {
                 })
             }),
             repaired,
+            visible: self.visible,
         })
     }
 }

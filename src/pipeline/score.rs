@@ -48,6 +48,7 @@ pub fn score_read(
         feedback: None,
         repaired: crate::score::mend::repaired_parsed(task, t, parsed.as_ref().ok(), &verdict)
             .map(|v| v.outcome),
+        visible: verdict.visible,
     };
     (verdict, scored, parsed)
 }

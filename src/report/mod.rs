@@ -97,6 +97,10 @@ pub struct Scored {
     /// For a failure whose label has a mechanical repair ([`crate::score::mend`]): the outcome
     /// of the repaired answer, scored again.
     pub repaired: Option<Outcome>,
+    /// A router in front of the server could tell this sample failed (SPEC §11): a transport
+    /// error, or a failure decided without the task's expected calls
+    /// ([`crate::score::Verdict::visible`]). Policies act on these only.
+    pub visible: bool,
 }
 
 /// What a feedback sample answers (SPEC §11).
@@ -142,6 +146,9 @@ impl Scored {
             response: 0,
             feedback: None,
             repaired: None,
+            // Known by its outcome alone, a failure is taken as one a router sees, as every
+            // failure was before callcheck told them apart; a scored sample says which it is.
+            visible: outcome != Outcome::Pass,
         }
     }
 }

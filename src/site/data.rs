@@ -12,7 +12,7 @@ use crate::report::{Cell, Matrix, ModelView, Scored, Total, ValuePooled};
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::stats::interval::{Interval, round4};
 use crate::stats::{Reliability, Thresholds};
-use crate::taxonomy::Label;
+use crate::taxonomy::{Label, Outcome};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -519,7 +519,7 @@ pub(crate) fn compare_json(comparisons: &[Comparison]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-const CSV_COLUMNS: [&str; 16] = [
+const CSV_COLUMNS: [&str; 17] = [
     "permalink",
     "model",
     "task",
@@ -536,6 +536,7 @@ const CSV_COLUMNS: [&str; 16] = [
     "round",
     "parent",
     "feedback",
+    "visible",
 ];
 
 /// Every model with a sample, first-round or feedback, in name order.
@@ -747,6 +748,12 @@ fn samples_csv_rows<'a>(
             if feedback.is_some() { "1" } else { "0" },
             &parent,
             feedback.map(|f| f.name()).unwrap_or(""),
+            // Whether a router could tell the sample failed; nothing to say of a pass.
+            match (s.outcome, s.visible) {
+                (Outcome::Pass, _) => "",
+                (_, true) => "true",
+                (_, false) => "false",
+            },
         ])?;
     }
     Ok(w.flush()?)

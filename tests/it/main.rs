@@ -45,6 +45,7 @@ mod robustness;
 mod routing;
 mod routing_mock;
 mod routing_stats;
+mod score_visible;
 mod scorer_fixtures;
 mod shard_examples;
 mod site_build;
