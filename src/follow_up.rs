@@ -53,7 +53,7 @@ use crate::runs::{FeedbackStyle, History};
 use crate::score::Verdict;
 use crate::score::extract::Source;
 use crate::score::wire::{Completion, WireArgs};
-use crate::taxonomy::{Label, Outcome, Stage};
+use crate::taxonomy::{Label, Outcome};
 use serde_json::{Map, Value, json};
 
 pub use validator::ERROR_TAIL;
@@ -105,43 +105,10 @@ pub fn check_request(request: &Value) -> Result<(), NoFollowUp> {
 }
 
 /// Whether a failure is *visible* (SPEC §11): decided from what a router has — the request's
-/// tools, schemas and `tool_choice`, and the response — without the task's expected calls.
-/// `malformed_json`, `escaping_error`, `truncation` and every schema-stage failure are; a
-/// `no_call` only when `tool_choice` demands a call; a `wrong_tool` only for a name that was
-/// not offered or that `tool_choice` forbids; a `spurious_call` only under `tool_choice:
-/// "none"`; a `parallel_collapse` or a failure of the task's own predicates (the semantic
-/// stage) never. A pass or a transport error is not a failure: false.
-pub fn visible(request: &Value, verdict: &Verdict) -> bool {
-    let Outcome::Fail(label) = verdict.outcome else {
-        return false;
-    };
-    if verdict.stage == Some(Stage::Semantic) {
-        return false;
-    }
-    let choice = request.get("tool_choice");
-    let named = choice
-        .and_then(|c| c.pointer("/function/name"))
-        .and_then(Value::as_str);
-    match label {
-        Label::MalformedJson
-        | Label::EscapingError
-        | Label::Truncation
-        | Label::SchemaViolation
-        | Label::MissingRequired
-        | Label::HallucinatedParam
-        | Label::TypeCoercion => true,
-        Label::NoCall => named.is_some() || choice.and_then(Value::as_str) == Some("required"),
-        Label::SpuriousCall => choice.and_then(Value::as_str) == Some("none"),
-        Label::WrongTool => {
-            let offered = validator::offered_names(request);
-            verdict
-                .calls
-                .iter()
-                .filter_map(|c| c.name.as_deref())
-                .any(|n| !offered.iter().any(|o| o == n) || named.is_some_and(|w| w != n))
-        }
-        Label::ParallelCollapse => false,
-    }
+/// tools, schemas and `tool_choice`, and the response — without the task's expected calls, as
+/// the scorer marks it ([`Verdict::visible`]). A pass or a transport error is no failure: false.
+pub fn visible(verdict: &Verdict) -> bool {
+    matches!(verdict.outcome, Outcome::Fail(_)) && verdict.visible
 }
 
 /// The follow-up request body for one visibly failed sample.
@@ -160,10 +127,10 @@ pub fn follow_up(
         Outcome::Error => return Err(NoFollowUp::TransportError),
         Outcome::Fail(l) => l,
     };
-    if !visible(request, verdict) {
+    let (mut body, mut messages) = parent_messages(request)?;
+    if !visible(verdict) {
         return Err(NoFollowUp::Silent);
     }
-    let (mut body, mut messages) = parent_messages(request)?;
     let (assistant, ids, quoted) = assistant_message(completion, history);
     messages.push(assistant);
     let text = format!(
@@ -622,7 +589,7 @@ mod tests {
             let (request, transcript) = sample(t, &corruption.reply, false);
             let verdict = crate::score::score(t, &transcript);
             assert_eq!(verdict.label(), Some(label), "{}", corruption.name);
-            let added = if visible(&request, &verdict) {
+            let added = if visible(&verdict) {
                 follow_ups(t, &request, &transcript).1
             } else {
                 let c = crate::score::parse(&transcript).unwrap();
@@ -937,8 +904,8 @@ mod tests {
         let parallel = task("tasks/parallel/weather-parallel-3.json");
         let nocall = task("tasks/nocall/nocall-small-talk.json");
         let seen = |t: &Task, reply: &Reply| {
-            let (request, tr) = sample(t, reply, false);
-            visible(&request, &crate::score::score(t, &tr))
+            let (_, tr) = sample(t, reply, false);
+            visible(&crate::score::score(t, &tr))
         };
         for label in [
             Label::MalformedJson,

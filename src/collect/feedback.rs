@@ -300,8 +300,7 @@ fn classify(task: &Task, r: &runs::RunDir, s: &str) -> Result<Option<Classified>
         ));
     }
     let request = t.request.as_deref();
-    // TODO(r41): `verdict.visible` once the scorer marks it.
-    let seen = label.is_some() && request.is_some_and(|q| follow_up::visible(q, &verdict));
+    let seen = follow_up::visible(&verdict);
     let fit = request
         .ok_or(NoFollowUp::BadRequest)
         .and_then(follow_up::check_request);

@@ -31,7 +31,7 @@ pub fn message(
     verdict: &Verdict,
     label: Label,
 ) -> String {
-    if !super::visible(request, verdict) {
+    if !super::visible(verdict) {
         // Only the answer key knows what is wrong: a validator would have let it through.
         return format!("The answer was not accepted.\n{ERROR_TAIL}");
     }

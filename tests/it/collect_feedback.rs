@@ -67,7 +67,7 @@ fn all_failures(
                     run: r.run_id.clone(),
                     sample: s.clone(),
                 };
-                let seen = callcheck::follow_up::visible(t.request.as_ref().unwrap(), &v);
+                let seen = callcheck::follow_up::visible(&v);
                 out.insert((r.model.clone(), r.task_id.clone(), parent), (l, seen));
             }
         }

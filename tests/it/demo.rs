@@ -183,7 +183,7 @@ fn feedback_round_follows_every_failure_in_character(scan: &callcheck::runs::Sca
                 reviewable += usize::from(["mock-good", "mock-sloppy"].contains(&r.model.as_str()));
             }
             if let Outcome::Fail(l) = v.outcome
-                && callcheck::follow_up::visible(t.request.as_ref().unwrap(), &v)
+                && callcheck::follow_up::visible(&v)
             {
                 parents.insert(
                     (

@@ -562,7 +562,7 @@ fn llama_server_end_to_end() {
                 .unwrap();
             let t = r.read_sample(sample).unwrap().transcript();
             let v = callcheck::score::score(&tasks[task_id], &t);
-            callcheck::follow_up::visible(t.request.as_ref().unwrap(), &v)
+            callcheck::follow_up::visible(&v)
         })
         .collect();
     let t = Instant::now();

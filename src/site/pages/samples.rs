@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(d["first"], 3);
         assert_eq!(
             d["styles"],
-            serde_json::json!(["error", "checklist", "retry"])
+            serde_json::json!(["error", "checklist", "retry", "review"])
         );
         // Outcomes: pass `a`, no_call `b`; the feedback samples in key order after the first round.
         assert_eq!(d["o"], "abbaba");
