@@ -43,6 +43,12 @@ pub fn score_read(
         ttfb_ms,
         total_ms,
         completion_tokens,
+        prompt_tokens: parsed.as_ref().ok().and_then(|c| c.prompt_tokens),
+        refused_status: t
+            .meta
+            .as_ref()
+            .and_then(|m| m.status)
+            .filter(|s| !(200..300).contains(s)),
         response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
         // Set by the caller, which knows the run: a sample does not know its round.
         feedback: None,
@@ -63,9 +69,10 @@ pub fn feedback_of(
         return None;
     }
     // [`super::read::read`] leaves out feedback runs that name no style.
-    let style = run.cell.feedback.as_ref()?.style;
+    let settings = run.cell.feedback.as_ref()?;
     Some(Box::new(crate::report::FeedbackOf {
-        style,
+        style: settings.style,
+        history: settings.history,
         review: run.cell.kind == crate::runs::RunKind::Review,
         parent: sample
             .transcript

@@ -88,6 +88,11 @@ pub struct Scored {
     pub total_ms: Option<f64>,
     /// `usage.completion_tokens` of the response, when the server reported it.
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens` of the response, when the server reported it.
+    pub prompt_tokens: Option<u64>,
+    /// The HTTP status of a response that was not 2xx (a refusal, for a follow-up), from its
+    /// `meta.json`.
+    pub refused_status: Option<u16>,
     /// What the model answered, fingerprinted ([`distinct::fingerprint`]).
     pub response: u128,
     /// For a sample of a feedback round (SPEC §11): how the failure was fed back and which
@@ -110,6 +115,8 @@ pub struct FeedbackOf {
     /// A review round's sample (HiTEC-ICL's second round, after any answer) rather than a
     /// feedback round's (after a failure).
     pub review: bool,
+    /// How the failed answer went back in the follow-up's history (its run's `cell.json`).
+    pub history: crate::runs::History,
     /// The failed first-round sample of the same model and task, as its `meta.json` names it;
     /// `None` when it names none.
     pub parent: Option<crate::transcript::ParentRef>,
@@ -143,6 +150,8 @@ impl Scored {
             ttfb_ms: None,
             total_ms: None,
             completion_tokens: None,
+            prompt_tokens: None,
+            refused_status: None,
             response: 0,
             feedback: None,
             repaired: None,

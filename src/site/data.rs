@@ -409,6 +409,12 @@ fn measure_json(m: &Measure) -> Value {
     })
 }
 
+/// How routing.json names the HTTP status of a refused follow-up: the status, or `none` when
+/// no response head came at all.
+fn refusal_key(status: Option<u16>) -> String {
+    status.map_or_else(|| "none".to_string(), |s| s.to_string())
+}
+
 /// One routing policy's expected success and cost.
 fn policy_json(p: &PolicyResult) -> Value {
     let mut o = json!({
@@ -441,7 +447,18 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                     let feedback: serde_json::Map<String, Value> = l
                         .feedback
                         .iter()
-                        .map(|(st, x)| (st.as_str().to_string(), measure_json(x)))
+                        .map(|((st, h), x)| {
+                            let mut v = measure_json(&x.measure);
+                            let refused: serde_json::Map<String, Value> = x
+                                .refused
+                                .iter()
+                                .map(|(status, n)| (refusal_key(*status), json!(n)))
+                                .collect();
+                            if let Some(o) = v.as_object_mut() {
+                                o.insert("refused".into(), Value::Object(refused));
+                            }
+                            (format!("{}/{}", st.as_str(), h.as_str()), v)
+                        })
                         .collect();
                     let fallback: Vec<Value> = l
                         .fallback
@@ -458,6 +475,7 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                         "label": l.label.as_str(),
                         "default": l.label.retry().as_str(),
                         "failures": l.failures,
+                        "visible": l.visible,
                         "reroll": measure_json(&l.reroll),
                         "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
                         "feedback": feedback,
@@ -481,7 +499,10 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                 "feedback_samples": mr.feedback_samples,
                 "parent_passes": mr.parent_passes,
                 "orphans": mr.orphans,
+                "silent_parents": mr.silent_parents,
                 "feedback_errors": mr.feedback_errors,
+                "failures": mr.failures,
+                "visible": mr.visible,
                 "labels": labels,
                 "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
                 "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),

@@ -53,6 +53,8 @@ struct ModelPage<'a> {
     tasks: Vec<TaskRow>,
     tags: Vec<TotalRow>,
     rerolls: Vec<RerollRow>,
+    /// The share of the row's failures a router cannot see (SPEC §11).
+    silent_share: Option<String>,
     hitec: Vec<HitecRow>,
     f1_name: String,
     f1_param: String,
@@ -257,6 +259,7 @@ pub(crate) fn page(
         tasks: task_rows(m, mv, &r),
         tags: tag_rows(m, mv, &r),
         rerolls: reroll_rows(mv, routing),
+        silent_share: routing.model(&mv.name).map(routing::silent_share),
         hitec: HitecError::ALL
             .iter()
             .map(|h| HitecRow {

@@ -212,6 +212,7 @@ mod tests {
                 Box::new(FeedbackOf {
                     style,
                     review: false,
+                    history: crate::runs::History::AsProduced,
                     parent: Some(ParentRef {
                         run: "r1".into(),
                         sample: parent.into(),
