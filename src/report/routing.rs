@@ -79,6 +79,9 @@ pub struct LabelRouting {
     /// Another sample of the same cell passed: each visible failure against each of its
     /// cell's other scored samples.
     pub reroll: Measure,
+    /// The same after every failure with the label, visible or not: the cell's own reroll
+    /// statistic (matrix.json's `reroll_success`, the model page), not a router's.
+    pub reroll_all: Measure,
     /// The label's mechanical repair, applied to each visible failure and scored again; `None`
     /// for a label with no mechanical repair.
     pub repair: Option<Measure>,
@@ -459,6 +462,28 @@ pub fn routing(m: &Matrix) -> Routing {
                 if failures == 0 {
                     continue;
                 }
+                // Asking again after every failure with the label, seen or not: the cell's
+                // own statistic (SPEC §2's measured reroll success in matrix.json), apart from
+                // what a router gets.
+                let reroll_all = Measure::over(
+                    &mut counts_buf,
+                    row_samples
+                        .iter()
+                        .filter(|(_, c, _)| c.labels.get(&label).is_some_and(|n| *n > 0))
+                        .map(|(_, _, idx)| {
+                            let a = after_failure::kinds(idx.iter().filter_map(|&i| {
+                                let s = m.samples.get(i)?;
+                                Some(after_failure::Sample {
+                                    failed_with_label: s.outcome == Outcome::Fail(label),
+                                    pass: s.outcome == Outcome::Pass,
+                                    repaired: false,
+                                    children: 0,
+                                    child_passes: 0,
+                                })
+                            }));
+                            TaskCounts::of_kinds(Measured::Reroll, &a, (0, 0))
+                        }),
+                );
                 // Only the tasks that failed with the label have a trial: their index in the row,
                 // and each scored first-round sample as the measures read it (feedback children
                 // counted per style below).
@@ -552,6 +577,7 @@ pub fn routing(m: &Matrix) -> Routing {
                 labels.push(LabelRouting {
                     label,
                     failures,
+                    reroll_all,
                     visible: row_samples
                         .iter()
                         .map(|(_, _, idx)| visible_of(idx, label))

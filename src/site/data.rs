@@ -373,12 +373,13 @@ fn label_json(m: &Matrix, routing: &Routing, l: Label) -> Value {
         .iter()
         .filter_map(|mv| {
             let r = mv.reroll.get(&l)?;
-            // The interval of routing.json's reroll measure: over these tasks, the trials of
-            // one failure sharing its cell (docs/data.md).
+            // The interval of routing's reroll measure over every failure with the label (seen
+            // by a router or not): over these tasks, the trials of one failure sharing its cell
+            // (docs/data.md).
             let interval = routing
                 .model(&mv.name)
                 .and_then(|o| o.labels.iter().find(|x| x.label == l))
-                .and_then(|x| x.reroll.interval);
+                .and_then(|x| x.reroll_all.interval);
             Some((
                 mv.name.clone(),
                 json!({

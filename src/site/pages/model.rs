@@ -380,7 +380,7 @@ fn reroll_rows(mv: &ModelView, routing: &Routing) -> Vec<RerollRow> {
             let x = mv.reroll.get(l)?;
             let measure = own
                 .and_then(|o| o.labels.iter().find(|r| r.label == *l))
-                .map(|r| r.reroll);
+                .map(|r| r.reroll_all);
             Some(RerollRow {
                 label: l.as_str(),
                 retry: l.retry().as_str(),
