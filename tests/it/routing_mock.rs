@@ -347,6 +347,8 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             "a follow-up of a passing sample: {parent} ({style})"
         );
     }
+    // collect --feedback follows up visible failures only: one follow-up per style each, and
+    // none for a silent one (no router learns of it).
     for r in csv
         .iter()
         .filter(|r| r.round == 0 && r.model == "fixer" && r.label.is_some())
@@ -354,7 +356,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
         for st in STYLES {
             assert_eq!(
                 children.get(&(r.link.as_str(), st)).map(Vec::len),
-                Some(1),
+                r.visible.then_some(1),
                 "{} in style {st}",
                 r.link
             );
