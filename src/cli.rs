@@ -260,6 +260,27 @@ pub struct CollectOpts {
     #[arg(long, value_name = "STYLE,…", value_parser = feedback_style, value_delimiter = ',',
           num_args = 0..=1, default_missing_value = "error,checklist,retry")]
     pub feedback: Option<Vec<crate::runs::FeedbackStyle>>,
+    /// The review round (SPEC §11, HiTEC-ICL's second round) instead of first-round samples:
+    /// after every first-round sample that got an answer, passes included, one request with
+    /// the local checklist of the offered tools asking for the final call. `checklist` is the
+    /// one review style.
+    #[arg(long, value_name = "STYLE", value_parser = ["checklist"], num_args = 0..=1,
+          default_missing_value = "checklist")]
+    pub review: Option<String>,
+    /// How a follow-up (feedback or review) carries the model's answer back: `as-produced`
+    /// (the arguments as the model wrote them, what OpenAI's SDK, LangChain and pydantic-ai
+    /// send) or `sanitised` (arguments that are not valid JSON replaced with `{}`, the
+    /// original quoted in the feedback).
+    #[arg(long, value_name = "HISTORY", value_parser = feedback_history, default_value = "as-produced")]
+    pub feedback_history: crate::runs::History,
+}
+
+/// A history mode by its name in `cell.json` (SPEC §11).
+fn feedback_history(s: &str) -> Result<crate::runs::History, String> {
+    crate::runs::History::ALL
+        .into_iter()
+        .find(|h| h.as_str() == s.trim())
+        .ok_or_else(|| format!("{s:?} is not a history (as-produced, sanitised)"))
 }
 
 /// A feedback style by its name in `cell.json` (SPEC §11).

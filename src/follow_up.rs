@@ -1,6 +1,7 @@
-//! The follow-up request of the feedback round (SPEC §11): from a failed first-round sample —
-//! the request as sent, the answer as received, its verdict — and a style, the body a
-//! framework would send next. A pure function; `collect --feedback` sends what it returns.
+//! The follow-up requests of the feedback and review rounds (SPEC §11): from a first-round
+//! sample — the request as sent, the answer as received, its verdict — and a style and
+//! history, the body a framework would send next. Pure functions; `collect --feedback` and
+//! `collect --review` send what they return.
 //!
 //! The body is the parent's request as sent, byte for byte in every field but `messages`
 //! (`tools`, `tool_choice`, `response_format`, sampling parameters, `stream`, `stream_options`,
@@ -30,18 +31,32 @@
 //!    feedback, every other call [`NOT_EXECUTED`]. Otherwise (prose, a call left in text, a
 //!    structured-output answer) the feedback is one `user` message.
 //!
-//! Styles: `error` says what the validator found, in the verdict's own detail, and what to do
-//! for that label ([`advice`]); `checklist` is HiTEC-ICL's local checklist, derived from the
-//! offered tools' schemas (or the `response_format` schema) and never pointing at the error
-//! ([`checklist`]); `retry` is [`RETRY`]. The rules per label are in docs/data.md.
+//! Styles: `error` is what a validator in front of the model says, in pydantic's and
+//! LangChain's words, from the request and the answer only ([`validator`]); `checklist` is
+//! HiTEC-ICL's local checklist, derived from the offered tools' schemas (or the
+//! `response_format` schema) and never pointing at the error ([`checklist`]); `retry` is
+//! [`RETRY`]. Only a *visible* failure ([`visible`]) gets a follow-up: a router never learns of
+//! a silent one. The rules per label are in docs/data.md.
+//!
+//! History (`--feedback-history`): `as-produced` sends the arguments as the model wrote them;
+//! `sanitised` replaces arguments that are not valid JSON with `{}` and quotes the original
+//! text at the head of the feedback, which servers that parse the history (vLLM,
+//! llama-server) accept.
+//!
+//! The review round's request ([`review`], SPEC §11) shares the first part: after *every*
+//! answered sample, the same assistant message, then the local checklist and "check your call
+//! against it and give the final call", as HiTEC-ICL's second round.
 
-use crate::runs::FeedbackStyle;
+mod validator;
+
+use crate::runs::{FeedbackStyle, History};
 use crate::score::Verdict;
 use crate::score::extract::Source;
 use crate::score::wire::{Completion, WireArgs};
-use crate::task::{Expect, Task};
 use crate::taxonomy::{Label, Outcome};
 use serde_json::{Map, Value, json};
+
+pub use validator::ERROR_TAIL;
 
 /// The whole feedback of the `retry` style.
 pub const RETRY: &str = "That did not work; try again.";
@@ -53,8 +68,16 @@ pub const NOT_EXECUTED: &str = "not executed: another call of this turn was reje
 pub const CHECKLIST_HEAD: &str =
     "Check your last answer against this checklist, then answer the request again.";
 
-/// The first words of every `error` feedback.
-pub const ERROR_HEAD: &str = "Validation error";
+/// What each call of the reviewed answer is answered with: it has not run, it is reviewed
+/// first (the API wants every call answered before the next user message).
+pub const REVIEW_PENDING: &str = "not executed yet: the call is reviewed first";
+
+/// The first line of every review request's checklist message.
+pub const REVIEW_HEAD: &str =
+    "Before your answer is used, review it against the checklist of the tools you were offered.";
+
+/// The last line of every review request: HiTEC-ICL's ask for the final call.
+pub const REVIEW_TAIL: &str = "Check your call against it and give the final call.";
 
 /// Why no follow-up can be built for a sample.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +88,10 @@ pub enum NoFollowUp {
     TransportError,
     #[error("its request.json is not a JSON object with a `messages` list")]
     BadRequest,
+    #[error(
+        "the failure is silent (only the task's expected calls reveal it): a router sends nothing"
+    )]
+    Silent,
 }
 
 /// Whether a follow-up can be built on `request` (the parent's `request.json`): a JSON object
@@ -77,31 +104,39 @@ pub fn check_request(request: &Value) -> Result<(), NoFollowUp> {
     }
 }
 
-/// The follow-up request body for one failed sample.
+/// Whether a failure is *visible* (SPEC §11): decided from what a router has — the request's
+/// tools, schemas and `tool_choice`, and the response — without the task's expected calls, as
+/// the scorer marks it ([`Verdict::visible`]). A pass or a transport error is no failure: false.
+pub fn visible(verdict: &Verdict) -> bool {
+    matches!(verdict.outcome, Outcome::Fail(_)) && verdict.visible
+}
+
+/// The follow-up request body for one visibly failed sample.
 ///
 /// `request` is the parent's `request.json` as sent, `completion` its response as the client
 /// read it (`score::parse`), `verdict` its verdict under the current checkers.
 pub fn follow_up(
-    task: &Task,
     request: &Value,
     completion: &Completion,
     verdict: &Verdict,
     style: FeedbackStyle,
+    history: History,
 ) -> Result<Value, NoFollowUp> {
     let label = match verdict.outcome {
         Outcome::Pass => return Err(NoFollowUp::Passed),
         Outcome::Error => return Err(NoFollowUp::TransportError),
         Outcome::Fail(l) => l,
     };
-    let mut body = request.as_object().cloned().ok_or(NoFollowUp::BadRequest)?;
-    let mut messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .cloned()
-        .ok_or(NoFollowUp::BadRequest)?;
-    let (assistant, ids) = assistant_message(completion);
+    let (mut body, mut messages) = parent_messages(request)?;
+    if !visible(verdict) {
+        return Err(NoFollowUp::Silent);
+    }
+    let (assistant, ids, quoted) = assistant_message(completion, history);
     messages.push(assistant);
-    let text = feedback_text(task, request, verdict, label, style);
+    let text = format!(
+        "{quoted}{}",
+        feedback_text(request, completion, verdict, label, style)
+    );
     if ids.is_empty() {
         messages.push(json!({"role": "user", "content": text}));
     } else {
@@ -120,16 +155,55 @@ pub fn follow_up(
     Ok(Value::Object(body))
 }
 
+/// The review request of HiTEC-ICL's second round (SPEC §11, `collect --review checklist`) for
+/// one first-round sample that got an answer, passing or not: the parent's request, the
+/// assistant message as produced (or sanitised), each of its calls answered
+/// [`REVIEW_PENDING`] (none has run), then one `user` message: the local checklist of the
+/// offered tools, pointing at nothing, and [`REVIEW_TAIL`]. The reply is the final answer.
+pub fn review(
+    request: &Value,
+    completion: &Completion,
+    history: History,
+) -> Result<Value, NoFollowUp> {
+    let (mut body, mut messages) = parent_messages(request)?;
+    let (assistant, ids, quoted) = assistant_message(completion, history);
+    messages.push(assistant);
+    for id in &ids {
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": REVIEW_PENDING}));
+    }
+    let checks = checklist_body(request);
+    messages.push(json!({
+        "role": "user",
+        "content": format!("{quoted}{REVIEW_HEAD}{checks}\n{REVIEW_TAIL}"),
+    }));
+    body.insert("messages".into(), Value::Array(messages));
+    Ok(Value::Object(body))
+}
+
+/// The parent's body and its messages.
+fn parent_messages(request: &Value) -> Result<(Map<String, Value>, Vec<Value>), NoFollowUp> {
+    let body = request.as_object().cloned().ok_or(NoFollowUp::BadRequest)?;
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .ok_or(NoFollowUp::BadRequest)?;
+    Ok((body, messages))
+}
+
 /// The id a call without one is given: deterministic, 9 alphanumeric characters.
 pub fn generated_id(position: usize) -> String {
     format!("call{position:05}")
 }
 
-/// The assistant message as a client library would send it back, and its call ids in order.
-pub fn assistant_message(c: &Completion) -> (Value, Vec<String>) {
+/// The assistant message as a client library would send it back, its call ids in order, and,
+/// for a `sanitised` history, the text that quotes what was replaced (empty when nothing was),
+/// to go before the feedback.
+pub fn assistant_message(c: &Completion, history: History) -> (Value, Vec<String>, String) {
     let mut m = Map::new();
     m.insert("role".into(), json!("assistant"));
     let mut ids = Vec::new();
+    let mut quoted = String::new();
     let calls: Vec<Value> = c
         .tool_calls
         .iter()
@@ -140,15 +214,24 @@ pub fn assistant_message(c: &Completion) -> (Value, Vec<String>) {
                 _ => generated_id(position),
             };
             ids.push(id.clone());
-            let arguments = match &call.arguments {
+            let name = call.name.clone().unwrap_or_default();
+            let mut arguments = match &call.arguments {
                 WireArgs::Text(s) => s.clone(),
                 WireArgs::Json(v) => serde_json::to_string(v).unwrap_or_default(),
                 WireArgs::Absent => "{}".into(),
             };
+            if history == History::Sanitised
+                && serde_json::from_str::<Value>(&arguments).is_err()
+            {
+                quoted.push_str(&format!(
+                    "The arguments of your call {id} ({name}) were not valid JSON; they are shown as {{}} above. You wrote:\n{arguments}\n\n"
+                ));
+                arguments = "{}".into();
+            }
             json!({
                 "id": id,
                 "type": "function",
-                "function": {"name": call.name.clone().unwrap_or_default(), "arguments": arguments},
+                "function": {"name": name, "arguments": arguments},
             })
         })
         .collect();
@@ -161,7 +244,7 @@ pub fn assistant_message(c: &Completion) -> (Value, Vec<String>) {
     if !calls.is_empty() {
         m.insert("tool_calls".into(), Value::Array(calls));
     }
-    (Value::Object(m), ids)
+    (Value::Object(m), ids, quoted)
 }
 
 /// The position in `tool_calls` of the call the verdict blames, when it blames a structured
@@ -171,10 +254,11 @@ fn failing_position(v: &Verdict) -> Option<usize> {
     (call.source == Source::ToolCalls).then_some(call.index)
 }
 
-/// The feedback of one style for one failure.
+/// The feedback of one style for one failure. None carries what only the task's expected
+/// calls know.
 pub fn feedback_text(
-    task: &Task,
     request: &Value,
+    completion: &Completion,
     verdict: &Verdict,
     label: Label,
     style: FeedbackStyle,
@@ -182,78 +266,7 @@ pub fn feedback_text(
     match style {
         FeedbackStyle::Retry => RETRY.to_string(),
         FeedbackStyle::Checklist => checklist(request),
-        FeedbackStyle::Error => {
-            let (what, todo) = advice(task, verdict, label);
-            let detail = verdict.detail.trim();
-            if detail.is_empty() {
-                format!("{ERROR_HEAD}: {what}.\n{todo}")
-            } else {
-                format!("{ERROR_HEAD}: {what}: {detail}\n{todo}")
-            }
-        }
-    }
-}
-
-/// For the `error` style: what went wrong, in a few plain words, and what to do about it.
-pub fn advice(task: &Task, verdict: &Verdict, label: Label) -> (&'static str, &'static str) {
-    let structured = task.is_structured_output();
-    match label {
-        Label::NoCall if verdict.detail.contains("as text") => (
-            "the call was written as text in your message, so no tool was called",
-            "Call the tool through a tool call, not as text in the message.",
-        ),
-        Label::NoCall => (
-            "no tool was called",
-            "Call the tool the request needs, with its arguments, through a tool call.",
-        ),
-        Label::WrongTool => (
-            "that tool does not do what the request asks",
-            "Call the offered tool that does what the user asked.",
-        ),
-        Label::MalformedJson if structured => (
-            "the answer is not valid JSON",
-            "Answer with one JSON value that follows the response schema, and nothing else.",
-        ),
-        Label::MalformedJson => (
-            "the arguments are not a valid JSON object",
-            "Call the tool again with its arguments as one valid JSON object.",
-        ),
-        Label::SchemaViolation => (
-            "a value does not satisfy the schema",
-            "Correct the value so that it satisfies the schema (allowed values, format, range) and answer again.",
-        ),
-        Label::HallucinatedParam => (
-            "an argument is not defined by the tool",
-            "Call the tool again using only the parameters its schema defines.",
-        ),
-        Label::MissingRequired => (
-            "a required argument is missing",
-            "Call the tool again with every required argument.",
-        ),
-        Label::TypeCoercion => (
-            "a value has the wrong JSON type",
-            "Give every value the type the schema declares: numbers and booleans unquoted, objects and arrays as JSON, not as strings.",
-        ),
-        Label::EscapingError => (
-            "the JSON is broken by its quoting or escaping",
-            "Answer again with standard JSON string escaping.",
-        ),
-        Label::Truncation => (
-            "the answer was cut off before it was complete",
-            "Answer again, complete and more concisely.",
-        ),
-        Label::ParallelCollapse => (
-            "the request needs more calls than you made",
-            "Make every call the request needs, each as its own tool call, in this one turn.",
-        ),
-        Label::SpuriousCall if matches!(task.expect, Expect::NoCall) => (
-            "this request needs no tool call",
-            "Answer the user in text, without calling a tool.",
-        ),
-        Label::SpuriousCall => (
-            "you made more calls than the request asks for",
-            "Make only the calls the request asks for.",
-        ),
+        FeedbackStyle::Error => validator::message(request, completion, verdict, label),
     }
 }
 
@@ -262,7 +275,12 @@ pub fn advice(task: &Task, verdict: &Verdict, label: Label) -> (&'static str, &'
 /// required arguments and each argument's type, allowed values, format, pattern and range;
 /// then the checks every call must pass. It never says which check failed.
 pub fn checklist(request: &Value) -> String {
-    let mut out = String::from(CHECKLIST_HEAD);
+    format!("{CHECKLIST_HEAD}{}", checklist_body(request))
+}
+
+/// The checklist without its first line: the offered tools described, then the checks.
+fn checklist_body(request: &Value) -> String {
+    let mut out = String::new();
     let tools = request
         .get("tools")
         .and_then(Value::as_array)
@@ -404,15 +422,29 @@ fn describe_value(p: &Value) -> String {
 
 /// The style of a feedback text this module wrote (the mock reads a follow-up by it).
 pub fn style_of(text: &str) -> Option<FeedbackStyle> {
-    if text == RETRY {
+    // A sanitised history's quote of the replaced arguments may come first.
+    if text.ends_with(RETRY) {
         Some(FeedbackStyle::Retry)
-    } else if text.starts_with(CHECKLIST_HEAD) {
+    } else if text.starts_with(CHECKLIST_HEAD) || text.contains(&format!("\n{CHECKLIST_HEAD}")) {
         Some(FeedbackStyle::Checklist)
-    } else if text.starts_with(ERROR_HEAD) {
+    } else if text.ends_with(ERROR_TAIL) {
         Some(FeedbackStyle::Error)
     } else {
         None
     }
+}
+
+/// True when `request` is a review request this module wrote: its last message is a `user`
+/// message ending with [`REVIEW_TAIL`] (the mock answers it in character).
+pub fn is_review(request: &Value) -> bool {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last())
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.ends_with(REVIEW_TAIL))
 }
 
 /// For a request shaped like a follow-up (its messages end with an assistant turn and
@@ -445,6 +477,7 @@ mod tests {
     use super::*;
     use crate::reply::{Reply, render_json, render_sse};
     use crate::request::{Asking, sample_request};
+    use crate::task::Task;
     use crate::transcript::Transcript;
 
     fn task(path: &str) -> Task {
@@ -487,21 +520,23 @@ mod tests {
     /// The follow-ups of every style, after checking that each is the parent's request with
     /// only its messages extended; returns the messages added, per style.
     fn follow_ups(task: &Task, request: &Value, t: &Transcript) -> (Verdict, Value) {
+        follow_ups_with(task, request, t, History::AsProduced)
+    }
+
+    fn follow_ups_with(
+        task: &Task,
+        request: &Value,
+        t: &Transcript,
+        history: History,
+    ) -> (Verdict, Value) {
         let completion = crate::score::parse(t).unwrap();
         let verdict = crate::score::score(task, t);
         let mut added = Map::new();
         for style in FeedbackStyle::ALL {
-            let body = follow_up(task, request, &completion, &verdict, style).unwrap();
+            let body = follow_up(request, &completion, &verdict, style, history).unwrap();
+            same_but_messages(request, &body);
             let sent = request["messages"].as_array().unwrap();
             let messages = body["messages"].as_array().unwrap();
-            assert_eq!(&messages[..sent.len()], &sent[..]);
-            // Every other field as the parent's, in the parent's order.
-            let mut same = body.clone();
-            same["messages"] = request["messages"].clone();
-            assert_eq!(
-                serde_json::to_string(&same).unwrap(),
-                serde_json::to_string(request).unwrap()
-            );
             added.insert(
                 style.as_str().into(),
                 Value::Array(messages[sent.len()..].to_vec()),
@@ -510,25 +545,63 @@ mod tests {
         (verdict, Value::Object(added))
     }
 
+    /// The body is the parent's request with only its messages extended: every other field
+    /// as the parent's, in the parent's order.
+    fn same_but_messages(request: &Value, body: &Value) {
+        let sent = request["messages"].as_array().unwrap();
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(&messages[..sent.len()], &sent[..]);
+        let mut same = body.clone();
+        same["messages"] = request["messages"].clone();
+        assert_eq!(
+            serde_json::to_string(&same).unwrap(),
+            serde_json::to_string(request).unwrap()
+        );
+    }
+
+    /// A task whose `tool_choice` is set to `choice` (so that a `no_call` or `spurious_call`
+    /// is visible to a router).
+    fn with_choice(mut t: Task, choice: Value) -> Task {
+        t.tool_choice = Some(choice);
+        t
+    }
+
     /// For each label, the first corruption of the corrupter on a task where it applies: the
-    /// messages every style appends, byte for byte.
+    /// messages every style appends, byte for byte; where the failure is silent (only the
+    /// answer key shows it), that no style sends anything.
     #[test]
     fn each_label_and_style_gives_the_exact_follow_up() {
         let calendar = task("tasks/basic/basic-calendar-event.json");
         let parallel = task("tasks/parallel/weather-parallel-3.json");
         let nocall = task("tasks/nocall/nocall-small-talk.json");
+        let required = with_choice(calendar.clone(), json!("required"));
+        let none = with_choice(nocall.clone(), json!("none"));
         for label in Label::ALL {
             let t = match label {
                 Label::ParallelCollapse => &parallel,
-                Label::SpuriousCall => &nocall,
+                Label::SpuriousCall => &none,
+                Label::NoCall => &required,
                 _ => &calendar,
             };
             let corruption = crate::corrupt::corruptions(t, label, 1024)
                 .unwrap()
                 .remove(0);
             let (request, transcript) = sample(t, &corruption.reply, false);
-            let (verdict, added) = follow_ups(t, &request, &transcript);
+            let verdict = crate::score::score(t, &transcript);
             assert_eq!(verdict.label(), Some(label), "{}", corruption.name);
+            let added = if visible(&verdict) {
+                follow_ups(t, &request, &transcript).1
+            } else {
+                let c = crate::score::parse(&transcript).unwrap();
+                for style in FeedbackStyle::ALL {
+                    assert_eq!(
+                        follow_up(&request, &c, &verdict, style, History::AsProduced),
+                        Err(NoFollowUp::Silent),
+                        "{label}"
+                    );
+                }
+                json!("silent: no follow-up")
+            };
             let shown = json!({
                 "task": t.id,
                 "corruption": corruption.name,
@@ -556,8 +629,8 @@ mod tests {
         let (_, plain) = sample(&t, &reply, false);
         let c_stream = crate::score::parse(&streamed).unwrap();
         let c_plain = crate::score::parse(&plain).unwrap();
-        let (m_stream, ids) = assistant_message(&c_stream);
-        let (m_plain, _) = assistant_message(&c_plain);
+        let (m_stream, ids, _) = assistant_message(&c_stream, History::AsProduced);
+        let (m_plain, _, _) = assistant_message(&c_plain, History::AsProduced);
         let strip = |mut m: Value| {
             for c in m["tool_calls"].as_array_mut().unwrap() {
                 c["id"] = json!("");
@@ -592,10 +665,7 @@ mod tests {
         assert_eq!(tools[1].0, ids[1]);
         assert_eq!(
             tools[1].1,
-            format!(
-                "{ERROR_HEAD}: the arguments are not a valid JSON object: {}\nCall the tool again with its arguments as one valid JSON object.",
-                verdict.detail
-            )
+            "1 validation error for get_weather\n  Invalid JSON: EOF while parsing an object at line 1 column 16 [type=json_invalid, input_value='{\"city\": \"Tokyo\"', input_type=str]\nFix the errors and try again."
         );
         assert_eq!(tools[2], (ids[2].as_str(), NOT_EXECUTED));
         insta::assert_snapshot!(
@@ -625,21 +695,26 @@ mod tests {
             meta: None,
         };
         let c = crate::score::parse(&tr).unwrap();
-        let (m, ids) = assistant_message(&c);
+        let (m, ids, quoted) = assistant_message(&c, History::AsProduced);
+        assert_eq!(quoted, "");
         assert_eq!(ids, ["call00000", "call00001", "abc123XYZ"]);
         assert_eq!(
             serde_json::to_string(&m).unwrap(),
             r#"{"role":"assistant","content":"Let me check.","tool_calls":[{"id":"call00000","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},{"id":"call00001","type":"function","function":{"name":"get_weather","arguments":"{}"}},{"id":"abc123XYZ","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Tokyo\"}"}}]}"#
         );
         // The same bytes every time: the ids are generated from positions only.
-        assert_eq!(assistant_message(&c).0, m);
+        assert_eq!(assistant_message(&c, History::AsProduced).0, m);
     }
 
     /// A call left in content stays in content (no client extracted it) and its feedback is
-    /// a user message; so is a structured-output answer's.
+    /// a user message; so is a structured-output answer's. (A `no_call` is visible only when
+    /// `tool_choice` demands a call.)
     #[test]
     fn answers_without_structured_calls_get_a_user_message() {
-        let t = task("tasks/basic/basic-weather-city.json");
+        let t = with_choice(
+            task("tasks/basic/basic-weather-city.json"),
+            json!("required"),
+        );
         let reply = Reply::text(
             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
         );
@@ -654,10 +729,7 @@ mod tests {
         let error = added["error"][1]["content"].as_str().unwrap();
         assert_eq!(
             error,
-            format!(
-                "Validation error: the call was written as text in your message, so no tool was called: {}\nCall the tool through a tool call, not as text in the message.",
-                verdict.detail
-            )
+            "Plain text responses are not permitted, please include your response in a tool call.\nFix the errors and try again."
         );
 
         let so = task("tasks/so/so-invoice-extract.json");
@@ -679,22 +751,25 @@ mod tests {
         let (request, tr) = sample(&t, &crate::corrupt::gold(&t), false);
         let c = crate::score::parse(&tr).unwrap();
         let v = crate::score::score(&t, &tr);
+        let h = History::AsProduced;
         for style in FeedbackStyle::ALL {
             assert_eq!(
-                follow_up(&t, &request, &c, &v, style),
+                follow_up(&request, &c, &v, style, h),
                 Err(NoFollowUp::Passed)
             );
         }
         let bad = crate::score::Verdict::new(Outcome::Error, None, "cut".into());
         assert_eq!(
-            follow_up(&t, &request, &c, &bad, FeedbackStyle::Retry),
+            follow_up(&request, &c, &bad, FeedbackStyle::Retry, h),
             Err(NoFollowUp::TransportError)
         );
-        let fail = crate::score::Verdict::new(Outcome::Fail(Label::NoCall), None, String::new());
+        let fail =
+            crate::score::Verdict::new(Outcome::Fail(Label::MalformedJson), None, String::new());
         assert_eq!(
-            follow_up(&t, &json!([1]), &c, &fail, FeedbackStyle::Retry),
+            follow_up(&json!([1]), &c, &fail, FeedbackStyle::Retry, h),
             Err(NoFollowUp::BadRequest)
         );
+        assert_eq!(review(&json!([1]), &c, h), Err(NoFollowUp::BadRequest));
         // What planning checks is what building refuses.
         assert_eq!(check_request(&json!([1])), Err(NoFollowUp::BadRequest));
         assert_eq!(
@@ -717,8 +792,159 @@ mod tests {
         let n = request["messages"].as_array().unwrap().len();
         assert_eq!(read_follow_up(&request), None);
         for style in FeedbackStyle::ALL {
-            let body = follow_up(&t, &request, &c, &v, style).unwrap();
-            assert_eq!(read_follow_up(&body), Some((n, Some(style))));
+            for history in History::ALL {
+                let body = follow_up(&request, &c, &v, style, history).unwrap();
+                assert_eq!(read_follow_up(&body), Some((n, Some(style))));
+            }
+        }
+    }
+
+    /// `sanitised` replaces arguments that are not JSON with `{}` and quotes them at the head
+    /// of the feedback, in every style; arguments that are JSON go back as produced.
+    #[test]
+    fn a_sanitised_history_replaces_broken_arguments_and_quotes_them() {
+        let t = task("tasks/parallel/weather-parallel-3.json");
+        let mut reply = crate::corrupt::gold(&t);
+        reply.tool_calls[1].arguments = r#"{"city": "Tokyo""#.into();
+        let (request, tr) = sample(&t, &reply, false);
+        let (verdict, added) = follow_ups_with(&t, &request, &tr, History::Sanitised);
+        assert_eq!(verdict.label(), Some(Label::MalformedJson));
+        let (_, produced) = follow_ups(&t, &request, &tr);
+        for style in FeedbackStyle::ALL {
+            let m = &added[style.as_str()];
+            let calls = m[0]["tool_calls"].as_array().unwrap();
+            assert_eq!(calls[1]["function"]["arguments"], json!("{}"));
+            assert_eq!(
+                calls[0]["function"]["arguments"],
+                produced[style.as_str()][0]["tool_calls"][0]["function"]["arguments"]
+            );
+            let id = calls[1]["id"].as_str().unwrap();
+            let feedback = m[2]["content"].as_str().unwrap();
+            let quote = format!(
+                "The arguments of your call {id} (get_weather) were not valid JSON; they are shown as {{}} above. You wrote:\n{{\"city\": \"Tokyo\"\n\n"
+            );
+            assert!(feedback.starts_with(&quote), "{feedback}");
+            assert_eq!(
+                &feedback[quote.len()..],
+                produced[style.as_str()][2]["content"].as_str().unwrap()
+            );
+            assert_eq!(style_of(feedback), Some(style));
+        }
+        insta::assert_snapshot!(
+            "follow_up_sanitised",
+            serde_json::to_string_pretty(&added["retry"]).unwrap()
+        );
+    }
+
+    /// The review request (HiTEC-ICL's second round) for each label's first corruption and for
+    /// a passing answer, byte for byte: the assistant message, each call answered as pending,
+    /// the checklist pointing at nothing and the ask for the final call; a sanitised history
+    /// for a broken one.
+    #[test]
+    fn each_label_and_a_pass_give_the_exact_review_request() {
+        let calendar = task("tasks/basic/basic-calendar-event.json");
+        let parallel = task("tasks/parallel/weather-parallel-3.json");
+        let nocall = task("tasks/nocall/nocall-small-talk.json");
+        let mut cases: Vec<(String, &Task, Reply)> =
+            vec![("pass".into(), &calendar, crate::corrupt::gold(&calendar))];
+        for label in Label::ALL {
+            let t = match label {
+                Label::ParallelCollapse => &parallel,
+                Label::SpuriousCall => &nocall,
+                _ => &calendar,
+            };
+            let c = crate::corrupt::corruptions(t, label, 1024)
+                .unwrap()
+                .remove(0);
+            cases.push((label.as_str().into(), t, c.reply));
+        }
+        for (name, t, reply) in cases {
+            let (request, tr) = sample(t, &reply, false);
+            let c = crate::score::parse(&tr).unwrap();
+            let verdict = crate::score::score(t, &tr);
+            let want = if name == "pass" {
+                None
+            } else {
+                Label::parse(&name)
+            };
+            assert_eq!(verdict.label(), want, "{name}");
+            let mut added = Map::new();
+            for history in History::ALL {
+                let body = review(&request, &c, history).unwrap();
+                same_but_messages(&request, &body);
+                let n = request["messages"].as_array().unwrap().len();
+                let messages = body["messages"].as_array().unwrap();
+                let last = messages.last().unwrap();
+                assert_eq!(last["role"], "user");
+                let text = last["content"].as_str().unwrap();
+                assert!(text.ends_with(REVIEW_TAIL), "{text}");
+                assert!(is_review(&body));
+                assert_eq!(read_follow_up(&body).map(|r| r.0), Some(n));
+                added.insert(
+                    history.as_str().into(),
+                    Value::Array(messages[n..].to_vec()),
+                );
+            }
+            let added = if added["as-produced"] == added["sanitised"] {
+                json!({"either history": added["as-produced"]})
+            } else {
+                Value::Object(added)
+            };
+            insta::assert_snapshot!(
+                format!("review_{name}"),
+                serde_json::to_string_pretty(&json!({"task": t.id, "added": added})).unwrap()
+            );
+        }
+    }
+
+    /// SPEC §11's marking: which failures a router can see from the request and the answer.
+    #[test]
+    fn a_failure_is_visible_only_when_the_request_and_the_answer_show_it() {
+        let calendar = task("tasks/basic/basic-calendar-event.json");
+        let parallel = task("tasks/parallel/weather-parallel-3.json");
+        let nocall = task("tasks/nocall/nocall-small-talk.json");
+        let seen = |t: &Task, reply: &Reply| {
+            let (_, tr) = sample(t, reply, false);
+            visible(&crate::score::score(t, &tr))
+        };
+        for label in [
+            Label::MalformedJson,
+            Label::EscapingError,
+            Label::Truncation,
+            Label::SchemaViolation,
+            Label::MissingRequired,
+            Label::HallucinatedParam,
+            Label::TypeCoercion,
+        ] {
+            for c in crate::corrupt::corruptions(&calendar, label, 1024).unwrap() {
+                assert!(seen(&calendar, &c.reply), "{}", c.name);
+            }
+        }
+        let prose = Reply::text("I cannot help with that.");
+        assert!(!seen(&calendar, &prose), "no_call under auto");
+        for choice in [
+            json!("required"),
+            json!({"type": "function", "function": {"name": "create_event"}}),
+        ] {
+            assert!(seen(&with_choice(calendar.clone(), choice), &prose));
+        }
+        for c in crate::corrupt::corruptions(&parallel, Label::ParallelCollapse, 1024).unwrap() {
+            assert!(!seen(&parallel, &c.reply), "{}", c.name);
+        }
+        for c in crate::corrupt::corruptions(&nocall, Label::SpuriousCall, 1024).unwrap() {
+            assert!(!seen(&nocall, &c.reply), "{} under auto", c.name);
+            let none = with_choice(nocall.clone(), json!("none"));
+            assert!(seen(&none, &c.reply), "{} under none", c.name);
+        }
+        for c in crate::corrupt::corruptions(&calendar, Label::WrongTool, 1024).unwrap() {
+            let (request, _) = sample(&calendar, &c.reply, false);
+            let offered = validator::offered_names(&request);
+            let unoffered = c
+                .reply
+                .tool_calls
+                .iter()
+                .any(|x| !offered.contains(&x.name));
+            assert_eq!(seen(&calendar, &c.reply), unoffered, "{}", c.name);
         }
     }
 }

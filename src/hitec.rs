@@ -3,6 +3,29 @@
 //! two metrics, F1 Name and F1 Name + Parameter, computed from emitted calls against gold calls.
 
 use crate::score::Verdict;
+
+/// The name a `[[model]]` row gives [`GLOBAL_CHECKLIST`] (`system_prompt = "hitec-global"`).
+pub const GLOBAL_PROMPT_NAME: &str = "hitec-global";
+
+/// HiTEC-ICL's global error checklist as a system prompt: the paper's eight global error
+/// types, each turned into the check that avoids it, for every request whatever its tools. A
+/// row with it and a review round (`collect --review checklist`) is the paper's full method;
+/// with either alone, half of it.
+pub const GLOBAL_CHECKLIST: &str = "\
+When you call tools, check every call against these eight common errors before you answer:
+0. Wrong tool name: call only a tool that was offered, by its exact name, and the one whose purpose matches the request.
+1. Missing required parameter: give every parameter the tool marks as required.
+2. Invalid parameter type: give each value the type its schema declares (numbers and booleans unquoted, arrays and objects as JSON, not as strings).
+3. Empty parameter value: never leave a value empty (\"\", [], {}) when the request gives it.
+4. Redundant parameter: use only the parameters the tool declares.
+5. Invalid output format: make the call through the tool-call interface, its arguments one valid JSON object with standard escaping.
+6. Redundant information: put nothing in a call but its name and arguments.
+7. Wrong number of tools: make one call per action the request asks for, all of them and no more; call no tool when none is needed.";
+
+/// The built-in system prompt a row names with `system_prompt`, or `None` for an unknown name.
+pub fn system_prompt(name: &str) -> Option<&'static str> {
+    (name == GLOBAL_PROMPT_NAME).then_some(GLOBAL_CHECKLIST)
+}
 use crate::score::extract::Source;
 use crate::task::Task;
 use crate::task::accept::call_accepts;

@@ -44,11 +44,12 @@ pub struct CellInfo {
     pub started: String,
     #[serde(default)]
     pub ended: String,
-    /// What kind of run this is: the first round of a cell (absent in `cell.json`), or a
-    /// feedback round over failed samples of earlier runs (SPEC §11).
+    /// What kind of run this is: the first round of a cell (absent in `cell.json`), a
+    /// feedback round over failed samples of earlier runs, or a review round over answered
+    /// ones (SPEC §11).
     #[serde(default, skip_serializing_if = "RunKind::is_samples")]
     pub kind: RunKind,
-    /// For a feedback run: how the feedback was worded.
+    /// For a feedback or review run: how the feedback was worded and the history sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<FeedbackInfo>,
 }
@@ -99,6 +100,11 @@ pub enum RunKind {
     /// Follow-ups: each sample answers one failed sample of the same model and task, with that
     /// failure fed back (SPEC §11). Its `meta.json` names the parent.
     Feedback,
+    /// The review round (SPEC §11, HiTEC-ICL's second round): each sample answers one
+    /// first-round sample that got an answer, passing or not, with the local checklist and a
+    /// request for the final call. Its `meta.json` names the parent; `feedback` in `cell.json`
+    /// gives the checklist's style and the history.
+    Review,
 }
 
 impl RunKind {
@@ -107,11 +113,42 @@ impl RunKind {
     }
 }
 
-/// A feedback run's settings (`cell.json`'s `feedback`).
+/// A feedback or review run's settings (`cell.json`'s `feedback`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FeedbackInfo {
-    /// `error`, `checklist` or `retry` (SPEC §11).
+    /// `error`, `checklist` or `retry` (SPEC §11); a review run's is `checklist`.
     pub style: FeedbackStyle,
+    /// How the model's answer went back in the history (absent in runs collected before it
+    /// could be chosen: those were sent as produced).
+    #[serde(default)]
+    pub history: History,
+}
+
+/// How a follow-up carries the model's answer back (SPEC §11, `--feedback-history`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum History {
+    /// The arguments exactly as the model produced them, broken or not: what OpenAI's SDK,
+    /// LangChain and pydantic-ai send, and what vLLM and llama-server refuse when an argument
+    /// string is not JSON.
+    #[default]
+    AsProduced,
+    /// Arguments that are not valid JSON replaced with `{}`, the model's original text quoted
+    /// in the feedback instead: what a router that cleans the history sends.
+    Sanitised,
+}
+
+impl History {
+    pub const ALL: [History; 2] = [History::AsProduced, History::Sanitised];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            History::AsProduced => "as-produced",
+            History::Sanitised => "sanitised",
+        }
+    }
 }
 
 /// How the failure is fed back to the model (SPEC §11).

@@ -56,6 +56,8 @@ pub fn run(o: &CollectOpts) -> Result<()> {
         preflight: !o.no_preflight,
         verbose: o.verbose,
         feedback: o.feedback.clone(),
+        review: o.review.is_some(),
+        history: o.feedback_history,
     };
     no_huge_pages();
     let rt = tokio::runtime::Builder::new_multi_thread()

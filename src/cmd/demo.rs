@@ -29,7 +29,7 @@ const ROWS: [(&str, &str, bool, &str); 4] = [
         "mock-sloppy",
         "mock-sloppy",
         false,
-        "about half its samples fail, across every label",
+        "about half its samples fail, across every label; behind a server that refuses a history with arguments that are not JSON, as vLLM does",
     ),
     (
         "mock-flaky-stream",
@@ -126,6 +126,8 @@ pub fn run(o: &DemoOpts) -> Result<()> {
             verbose: false,
             quiet: o.quiet,
             feedback: None,
+            review: false,
+            history: crate::runs::History::AsProduced,
         };
         let (tx, _rx) = tokio::sync::watch::channel(false);
         let signal_tx = tx.clone();
@@ -135,24 +137,25 @@ pub fn run(o: &DemoOpts) -> Result<()> {
             }
         });
         let report = collect::collect(&opts, tx.clone()).await;
-        // Then the feedback round over the first round's failures, in every style (SPEC §11).
-        let feedback = match &report {
-            Ok(r) if !r.interrupted && r.fatal.is_none() => {
-                let opts = Options {
-                    feedback: Some(crate::runs::FeedbackStyle::ALL.to_vec()),
-                    ..opts.clone()
-                };
-                Some(collect::collect(&opts, tx).await)
+        // Then the follow-up rounds (SPEC §11), one after the other while nothing stopped.
+        let mut rounds = Vec::new();
+        if matches!(&report, Ok(r) if !r.interrupted && r.fatal.is_none()) {
+            for (what, round) in follow_up_rounds(&opts) {
+                let r = collect::collect(&round, tx.clone()).await?;
+                let stopped = r.interrupted || r.fatal.is_some();
+                rounds.push((what, r));
+                if stopped {
+                    break;
+                }
             }
-            _ => None,
-        };
+        }
         handle.shutdown().await;
-        report.and_then(|r| Ok((r, feedback.transpose()?)))
+        report.map(|r| (r, rounds))
     })?;
-    let (report, feedback) = report;
+    let (report, rounds) = report;
     rt.shutdown_background();
-    for (what, report) in [("", Some(&report)), ("feedback round: ", feedback.as_ref())] {
-        let Some(report) = report else { continue };
+    let all = std::iter::once(("", &report)).chain(rounds.iter().map(|(w, r)| (*w, r)));
+    for (what, report) in all {
         if !o.quiet {
             eprint!("{what}{}", crate::term::escape_lines(&report.render()));
         }
@@ -188,6 +191,41 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         display(&o.out)
     );
     Ok(())
+}
+
+/// The demo's follow-up rounds after the first (SPEC §11), each with the words that introduce
+/// its summary: feedback in every style for every row, as produced; the same again sanitised
+/// for the row whose server refuses broken histories, so both histories sit side by side; and
+/// a review round (HiTEC-ICL's second round) for a good row and a sloppy one.
+fn follow_up_rounds(first: &Options) -> Vec<(&'static str, Options)> {
+    use crate::runs::{FeedbackStyle, History};
+    let feedback = Some(FeedbackStyle::ALL.to_vec());
+    vec![
+        (
+            "feedback round: ",
+            Options {
+                feedback: feedback.clone(),
+                ..first.clone()
+            },
+        ),
+        (
+            "feedback round, sanitised history: ",
+            Options {
+                feedback,
+                history: History::Sanitised,
+                models: Some(vec!["mock-sloppy".into()]),
+                ..first.clone()
+            },
+        ),
+        (
+            "review round: ",
+            Options {
+                review: true,
+                models: Some(vec!["mock-good".into(), "mock-sloppy".into()]),
+                ..first.clone()
+            },
+        ),
+    ]
 }
 
 fn display(p: &Path) -> String {

@@ -38,6 +38,10 @@ pub struct ModelEntry {
     /// A system prompt put before the task's messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
+    /// A system prompt callcheck ships, by name (instead of `system`): `hitec-global`, the
+    /// HiTEC paper's eight global checks ([`crate::hitec::GLOBAL_CHECKLIST`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
     /// Sampling parameters: temperature, top_p, max_tokens, seed…
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub params: Map<String, Value>,
@@ -78,7 +82,12 @@ impl ModelEntry {
     pub fn asking(&self) -> Asking {
         Asking {
             model: self.model.clone(),
-            system: self.system.clone(),
+            system: self.system.clone().or_else(|| {
+                self.system_prompt
+                    .as_deref()
+                    .and_then(crate::hitec::system_prompt)
+                    .map(str::to_string)
+            }),
             stream: self.stream,
             params: self.params.clone(),
             extra: self.extra.clone(),
@@ -224,6 +233,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                     m.name
                 ),
             ));
+        }
+        if let Some(name) = &m.system_prompt {
+            if m.system.is_some() {
+                return Err(bad(
+                    "system_prompt",
+                    "set either `system` (your own text) or `system_prompt` (a built-in one), not both".into(),
+                ));
+            }
+            if crate::hitec::system_prompt(name).is_none() {
+                return Err(bad(
+                    "system_prompt",
+                    format!(
+                        "{name:?} is not a built-in system prompt (there is {:?}: the HiTEC paper's eight global checks)",
+                        crate::hitec::GLOBAL_PROMPT_NAME
+                    ),
+                ));
+            }
         }
         if let Some(why) = crate::names::too_long("row name", &m.name) {
             return Err(bad("name", format!("{:?}: {why}", m.name)));
@@ -398,6 +424,39 @@ base_urls = ["http://127.0.0.1:8000/v1/", "http://127.0.0.1:8001/v1"]
 model = "Qwen/Qwen3-8B"
 stream = true
 "#;
+
+    /// `system_prompt = "hitec-global"` puts the HiTEC paper's global checklist first; an
+    /// unknown name, or both prompts at once, is an error naming the key.
+    #[test]
+    fn a_row_can_use_the_shipped_global_checklist() {
+        let plain = GOOD.replace("system = \"Check your calls.\"\n", "");
+        let global = plain.replacen(
+            "stream = false\n",
+            "stream = false\nsystem_prompt = \"hitec-global\"\n",
+            1,
+        );
+        let c = parse_str(&global).unwrap();
+        assert_eq!(
+            c.models[0].asking().system.as_deref(),
+            Some(crate::hitec::GLOBAL_CHECKLIST)
+        );
+        assert_eq!(c.models[1].asking().system, None);
+        assert_eq!(c.models[0].redacted()["system_prompt"], "hitec-global");
+        let e = parse_str(&global.replace("hitec-global", "hitec")).unwrap_err();
+        assert_eq!(e.key, "system_prompt");
+        assert!(
+            e.problem
+                .contains("\"hitec\" is not a built-in system prompt"),
+            "{e}"
+        );
+        let both = GOOD.replacen(
+            "stream = false\n",
+            "stream = false\nsystem_prompt = \"hitec-global\"\n",
+            1,
+        );
+        let e = parse_str(&both).unwrap_err();
+        assert_eq!(e.key, "system_prompt");
+    }
 
     #[test]
     fn the_documented_shape_parses() {

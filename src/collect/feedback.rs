@@ -1,8 +1,13 @@
-//! Planning the feedback round (SPEC §11, `collect --feedback`): which first-round samples of a
-//! cell failed under the current checkers and have no follow-up of a style yet, and, when a
-//! cell is sent, the follow-up request of each ([`crate::follow_up::follow_up`]). The requests
-//! are sent by the same pipeline as first-round samples (`collect::launch_model`) and written
-//! as run folders of kind `feedback`, one per cell and style in a collection.
+//! Planning the follow-up rounds (SPEC §11): the feedback round (`collect --feedback`), which
+//! follows up the first-round samples of a cell that the current checkers score as a *visible*
+//! failure ([`crate::follow_up::visible`]: a router never learns of a silent one), and the
+//! review round (`collect --review checklist`, HiTEC-ICL's second round), which follows up
+//! every first-round sample that got an answer, passing or not. For each such sample without a
+//! follow-up of an [`Ask`] and [`History`] yet, the plan names the parent; when a cell is sent,
+//! the request is built ([`crate::follow_up::follow_up`], [`crate::follow_up::review`]). The
+//! requests are sent by the same pipeline as first-round samples (`collect::launch_model`) and
+//! written as run folders of kind `feedback` or `review`, one per cell, ask and history in a
+//! collection.
 //!
 //! A plan holds the parents' keys only, never a body: a BFCL-sized tree has tens of thousands of
 //! failures, and holding every follow-up body of the round at once would cost gigabytes. Each
@@ -16,41 +21,96 @@
 //! only temporary folders (removed, and their follow-ups planned again).
 
 use crate::follow_up::{self, NoFollowUp};
-use crate::runs::{self, FeedbackStyle, RunKind};
+use crate::runs::{self, FeedbackStyle, History, RunKind};
 use crate::task::Task;
 use crate::taxonomy::{Label, Outcome};
 use crate::transcript::{Meta, ParentRef};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// What a follow-up asks of the model: to try again after feedback in a style (after a visible
+/// failure), or to review its answer against the checklist (after every answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ask {
+    Feedback(FeedbackStyle),
+    Review,
+}
+
+impl Ask {
+    /// `error`, `checklist`, `retry` or `review`: in run ids, headers and the terminal.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Ask::Feedback(s) => s.as_str(),
+            Ask::Review => "review",
+        }
+    }
+
+    /// The kind of the run folders it writes.
+    pub fn kind(&self) -> RunKind {
+        match self {
+            Ask::Feedback(_) => RunKind::Feedback,
+            Ask::Review => RunKind::Review,
+        }
+    }
+
+    /// The style recorded in `cell.json`: a review's text is the checklist.
+    pub fn style(&self) -> FeedbackStyle {
+        match self {
+            Ask::Feedback(s) => *s,
+            Ask::Review => FeedbackStyle::Checklist,
+        }
+    }
+
+    /// The ask a finished run of `kind` with `style` answered; `None` for first-round runs.
+    fn of_run(kind: RunKind, style: FeedbackStyle) -> Option<Ask> {
+        match kind {
+            RunKind::Samples => None,
+            RunKind::Feedback => Some(Ask::Feedback(style)),
+            RunKind::Review => Some(Ask::Review),
+        }
+    }
+}
+
 /// One follow-up to send: its parent's key, not its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FollowUp {
-    /// The failed sample it follows up.
+    /// The first-round sample it follows up.
     pub parent: ParentRef,
     /// The parent's position among the cell's first-round samples, in run order: the sample
     /// number sent in collect's sample header, so a scripted server answers the follow-up of
     /// the same parent the same way whatever the run ids.
     pub position: u32,
-    /// The parent's label under the current checkers.
-    pub label: Label,
+    /// The parent's label under the current checkers (`None`: it passed, a review's parent).
+    pub label: Option<Label>,
 }
 
-/// The follow-ups of one style still missing in one cell.
+/// The follow-ups of one ask and history still missing in one cell.
 #[derive(Debug, Clone)]
 pub struct FeedbackPlan {
-    pub style: FeedbackStyle,
+    pub ask: Ask,
+    pub history: History,
     pub items: Vec<FollowUp>,
+}
+
+impl FeedbackPlan {
+    /// What the follow-up header says of an item: `<ask>/<parent's label or pass>`.
+    pub fn header(&self, item: &FollowUp) -> String {
+        let label = item.label.map_or("pass", |l| l.as_str());
+        format!("{}/{label}", self.ask.as_str())
+    }
 }
 
 /// What the planning of one cell found.
 #[derive(Debug, Default)]
 pub struct CellFeedback {
-    /// Per style asked for, in the order asked, the follow-ups to send (styles with none left
-    /// out).
+    /// Per ask, in the order asked, the follow-ups to send (asks with none left out).
     pub plans: Vec<FeedbackPlan>,
-    /// First-round samples that failed under the current checkers.
+    /// First-round samples that failed visibly under the current checkers.
     pub failures: u32,
+    /// First-round samples that failed silently: no router sees them, none is followed up.
+    pub silent: u32,
+    /// First-round samples that got an answer (passes and failures): a review's parents.
+    pub answered: u32,
     /// Follow-ups already on disk (of the styles asked for).
     pub done: u32,
     /// Follow-ups on disk kept as transport errors that are asked again (`--retry-errors`).
@@ -59,33 +119,36 @@ pub struct CellFeedback {
     pub warnings: Vec<String>,
 }
 
-/// The parents followed up in a cell's finished feedback runs, by style, and how many of those
-/// follow-ups were transport errors left out of the set because `retry_errors` asks them again.
+/// A follow-up's identity in a cell: what it asked, with which history, of which parent.
+pub type FollowUpKey = (Ask, History, ParentRef);
+
+/// The parents followed up in a cell's finished feedback and review runs, and how many of
+/// those follow-ups were transport errors left out of the set because `retry_errors` asks them
+/// again.
 pub struct FollowedUp {
-    pub done: BTreeSet<(FeedbackStyle, ParentRef)>,
-    pub errors_to_retry: BTreeSet<(FeedbackStyle, ParentRef)>,
+    pub done: BTreeSet<FollowUpKey>,
+    pub errors_to_retry: BTreeSet<FollowUpKey>,
     pub warnings: Vec<String>,
 }
 
-/// The parents already followed up in `cell`'s finished feedback runs, by style. With
-/// `retry_errors`, a follow-up whose exchange failed is not one (unless another follow-up of
-/// the same parent and style got an answer).
+/// The parents already followed up in `cell`'s finished feedback and review runs, by ask and
+/// history. With `retry_errors`, a follow-up whose exchange failed is not one (unless another
+/// follow-up of the same key got an answer).
 pub fn followed_up(scan: &runs::Scan, retry_errors: bool) -> FollowedUp {
     let mut out = FollowedUp {
         done: BTreeSet::new(),
         errors_to_retry: BTreeSet::new(),
         warnings: Vec::new(),
     };
-    for r in scan
-        .runs
-        .iter()
-        .filter(|r| r.cell.kind == RunKind::Feedback)
-    {
+    for r in scan.runs.iter().filter(|r| !r.cell.kind.is_samples()) {
         let Some(info) = &r.cell.feedback else {
             out.warnings.push(format!(
-                "{}: a feedback run without its style in cell.json",
+                "{}: a feedback or review run without its style in cell.json",
                 r.dir.display()
             ));
+            continue;
+        };
+        let Some(ask) = Ask::of_run(r.cell.kind, info.style) else {
             continue;
         };
         for s in &r.samples {
@@ -100,7 +163,7 @@ pub fn followed_up(scan: &runs::Scan, retry_errors: bool) -> FollowedUp {
                 ));
                 continue;
             };
-            let key = (info.style, parent);
+            let key = (ask, info.history, parent);
             if retry_errors && meta.as_ref().is_some_and(super::exchange_failed) {
                 out.errors_to_retry.insert(key);
             } else {
@@ -114,14 +177,16 @@ pub fn followed_up(scan: &runs::Scan, retry_errors: bool) -> FollowedUp {
     out
 }
 
-/// Plans the feedback round of one cell: scores its first-round samples against `task` and
-/// lists, for each failure (neither a pass nor a transport error) and each style of `styles`
-/// it has no follow-up of, the parent to follow up. No body is built here ([`bodies`]).
+/// Plans the follow-up rounds of one cell: scores its first-round samples against `task` and
+/// lists, for each ask of `asks` and each sample it applies to (a visible failure for
+/// feedback, any answer for a review) that has no follow-up of that ask and `history` yet, the
+/// parent to follow up. No body is built here ([`bodies`]).
 pub fn plan_cell(
     root: &Path,
     model: &str,
     task: &Task,
-    styles: &[FeedbackStyle],
+    asks: &[Ask],
+    history: History,
     retry_errors: bool,
 ) -> CellFeedback {
     let scan = runs::cell_runs(root, model, &task.id);
@@ -135,53 +200,40 @@ pub fn plan_cell(
     };
     let followed = followed_up(&scan, retry_errors);
     out.warnings.extend(followed.warnings);
-    let mut plans: Vec<FeedbackPlan> = styles
+    let mut plans: Vec<FeedbackPlan> = asks
         .iter()
-        .map(|&style| FeedbackPlan {
-            style,
+        .map(|&ask| FeedbackPlan {
+            ask,
+            history,
             items: Vec::new(),
         })
         .collect();
     for (here, r, s) in first_round(&scan) {
-        let t = match r.read_sample(s) {
-            Ok(files) => files.transcript(),
+        let Classified { label, seen, fit } = match classify(task, r, s) {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
             Err(e) => {
-                out.warnings.push(format!(
-                    "{}: cannot read ({e}): not followed up",
-                    r.sample_dir(s).display()
-                ));
+                out.warnings.push(e);
                 continue;
             }
         };
-        let parsed = crate::score::parse(&t);
-        let verdict = crate::score::score_parsed(task, &t, &parsed);
-        let (Outcome::Fail(label), Ok(completion)) = (verdict.outcome, &parsed) else {
-            continue;
-        };
-        // A follow-up echoes the answer it follows up: one cut to the calls callcheck reads
-        // would not be what the model said, and one whole would be a request as large as the
-        // answer (73.6 MB for 300,000 calls).
-        if let Some(held) = completion.calls_cut {
-            out.failures += 1;
-            out.warnings.push(format!(
-                "{}: its answer holds {held} tool calls, more than the {} callcheck reads of one: not followed up",
-                r.sample_dir(s).display(),
-                crate::score::wire::MAX_CALLS
-            ));
-            continue;
+        out.answered += 1;
+        if label.is_some() {
+            if seen {
+                out.failures += 1;
+            } else {
+                out.silent += 1;
+            }
         }
-        out.failures += 1;
         let parent = ParentRef {
             run: r.run_id.clone(),
             sample: s.clone(),
         };
-        let fit = t
-            .request
-            .as_deref()
-            .ok_or(NoFollowUp::BadRequest)
-            .and_then(follow_up::check_request);
         for plan in &mut plans {
-            let key = (plan.style, parent.clone());
+            if matches!(plan.ask, Ask::Feedback(_)) && !seen {
+                continue;
+            }
+            let key = (plan.ask, history, parent.clone());
             if followed.done.contains(&key) {
                 out.done += 1;
                 continue;
@@ -206,6 +258,53 @@ pub fn plan_cell(
     plans.retain(|p| !p.items.is_empty());
     out.plans = plans;
     out
+}
+
+/// A first-round sample that got an answer, as planning sees it.
+struct Classified {
+    /// Its label under the current checkers; `None`: it passed.
+    label: Option<Label>,
+    /// Its failure is visible to a router (decided from the request and the answer alone).
+    seen: bool,
+    /// Whether a follow-up can be built on its request.
+    fit: Result<(), NoFollowUp>,
+}
+
+/// Reads and scores one first-round sample for planning: `Ok(None)` for a transport error
+/// (nothing to follow up), `Err` with a line for the terminal when it cannot be read.
+fn classify(task: &Task, r: &runs::RunDir, s: &str) -> Result<Option<Classified>, String> {
+    let t = r
+        .read_sample(s)
+        .map_err(|e| {
+            format!(
+                "{}: cannot read ({e}): not followed up",
+                r.sample_dir(s).display()
+            )
+        })?
+        .transcript();
+    let parsed = crate::score::parse(&t);
+    let verdict = crate::score::score_parsed(task, &t, &parsed);
+    let (label, completion) = match (verdict.outcome, &parsed) {
+        (Outcome::Pass, Ok(c)) => (None, c),
+        (Outcome::Fail(l), Ok(c)) => (Some(l), c),
+        _ => return Ok(None),
+    };
+    // A follow-up echoes the answer it follows up: one cut to the calls callcheck reads would
+    // not be what the model said, and one whole would be a request as large as the answer
+    // (73.6 MB for 300,000 calls).
+    if let Some(held) = completion.calls_cut {
+        return Err(format!(
+            "{}: its answer holds {held} tool calls, more than the {} callcheck reads of one: not followed up",
+            r.sample_dir(s).display(),
+            crate::score::wire::MAX_CALLS
+        ));
+    }
+    let request = t.request.as_deref();
+    let seen = follow_up::visible(&verdict);
+    let fit = request
+        .ok_or(NoFollowUp::BadRequest)
+        .and_then(follow_up::check_request);
+    Ok(Some(Classified { label, seen, fit }))
 }
 
 /// A cell's first-round samples in run order, each with its position (the sample number the
@@ -255,8 +354,13 @@ pub fn bodies(
                     NoFollowUp::TransportError
                 ));
             };
-            let body = follow_up::follow_up(task, request, completion, &verdict, plan.style)
-                .map_err(|e| format!("{}: {e}", where_.display()))?;
+            let body = match plan.ask {
+                Ask::Feedback(style) => {
+                    follow_up::follow_up(request, completion, &verdict, style, plan.history)
+                }
+                Ask::Review => follow_up::review(request, completion, plan.history),
+            }
+            .map_err(|e| format!("{}: {e}", where_.display()))?;
             serde_json::to_vec(&body)
                 .map(bytes::Bytes::from)
                 .map_err(|e| format!("{}: cannot encode its follow-up ({e})", where_.display()))
@@ -264,52 +368,84 @@ pub fn bodies(
         .collect()
 }
 
-/// What the feedback round found and did for one row, for the terminal.
+/// What the follow-up rounds found and did for one row, for the terminal.
 #[derive(Debug, Clone, Default)]
 pub struct RoundTally {
-    /// First-round samples of the row's selected cells that fail under the current checkers.
+    /// First-round samples of the row's selected cells that fail visibly under the current
+    /// checkers.
     pub failures: u64,
-    /// Cells holding at least one of them.
+    /// Of their failures, the silent ones (not followed up).
+    pub silent: u64,
+    /// First-round samples that got an answer (a review's parents).
+    pub answered: u64,
+    /// Cells holding at least one sample a follow-up applies to.
     pub cells: u64,
-    /// Follow-ups of the styles asked already on disk (not sent again).
+    /// Follow-ups of the asks already on disk (not sent again).
     pub done: u64,
     /// Follow-ups on disk kept as transport errors, planned again (`--retry-errors`).
     pub again: u64,
-    /// Follow-ups planned, per style.
-    pub planned: BTreeMap<FeedbackStyle, u64>,
-    /// Follow-ups sent and written, per style.
-    pub sent: BTreeMap<FeedbackStyle, u64>,
+    /// Follow-ups planned, per ask.
+    pub planned: BTreeMap<Ask, u64>,
+    /// Follow-ups sent and written, per ask.
+    pub sent: BTreeMap<Ask, u64>,
 }
 
 impl RoundTally {
-    /// Adds one cell's planning.
-    pub fn add(&mut self, cell: &CellFeedback) {
+    /// Adds one cell's planning for `asks`.
+    pub fn add(&mut self, cell: &CellFeedback, asks: &[Ask]) {
         self.failures += u64::from(cell.failures);
-        self.cells += u64::from(cell.failures > 0);
+        self.silent += u64::from(cell.silent);
+        self.answered += u64::from(cell.answered);
+        let reviews = asks.contains(&Ask::Review);
+        let applies = if reviews {
+            cell.answered
+        } else {
+            cell.failures
+        };
+        self.cells += u64::from(applies > 0);
         self.done += u64::from(cell.done);
         self.again += u64::from(cell.again);
         for p in &cell.plans {
-            *self.planned.entry(p.style).or_default() += p.items.len() as u64;
+            *self.planned.entry(p.ask).or_default() += p.items.len() as u64;
         }
     }
 
+    /// What the samples a round applies to are, in words: `5 visible failures among the
+    /// first-round samples (2 silent ones left alone: a router cannot see them)`, `12 answered
+    /// first-round samples`.
+    fn parents_text(&self, asks: &[Ask]) -> String {
+        let mut parts = Vec::new();
+        if asks.iter().any(|a| matches!(a, Ask::Feedback(_))) {
+            parts.push(format!(
+                "{} visible failures among the first-round samples ({} silent ones left alone: a router cannot see them)",
+                self.failures, self.silent
+            ));
+        }
+        if asks.contains(&Ask::Review) {
+            parts.push(format!("{} answered first-round samples", self.answered));
+        }
+        parts.join(", ")
+    }
+
     /// What the round will send for a row, said before it starts (in place of the first
-    /// round's preflight line: the feedback round probes nothing).
-    pub fn plan_line(&self, styles: &[FeedbackStyle]) -> String {
-        let per_style = styles
+    /// round's preflight line: a follow-up round probes nothing).
+    pub fn plan_line(&self, asks: &[Ask]) -> String {
+        let per_ask = asks
             .iter()
-            .map(|s| {
+            .map(|a| {
                 format!(
                     "{} {}",
-                    s.as_str(),
-                    self.planned.get(s).copied().unwrap_or(0)
+                    a.as_str(),
+                    self.planned.get(a).copied().unwrap_or(0)
                 )
             })
             .collect::<Vec<_>>()
             .join(", ");
         let mut s = format!(
-            "{} failed first-round samples in {} cells; follow-ups to send: {per_style} ({} already on disk",
-            self.failures, self.cells, self.done
+            "{} in {} cells; follow-ups to send: {per_ask} ({} already on disk",
+            self.parents_text(asks),
+            self.cells,
+            self.done
         );
         if self.again > 0 {
             s.push_str(&format!(
@@ -321,16 +457,15 @@ impl RoundTally {
         s
     }
 
-    /// The follow-ups sent, per style, against those planned.
-    pub fn sent_line(&self, styles: &[FeedbackStyle]) -> String {
-        styles
-            .iter()
-            .map(|s| {
+    /// The follow-ups sent, per ask, against those planned.
+    pub fn sent_line(&self, asks: &[Ask]) -> String {
+        asks.iter()
+            .map(|a| {
                 format!(
                     "{} {}/{}",
-                    s.as_str(),
-                    self.sent.get(s).copied().unwrap_or(0),
-                    self.planned.get(s).copied().unwrap_or(0)
+                    a.as_str(),
+                    self.sent.get(a).copied().unwrap_or(0),
+                    self.planned.get(a).copied().unwrap_or(0)
                 )
             })
             .collect::<Vec<_>>()
@@ -338,19 +473,30 @@ impl RoundTally {
     }
 }
 
-/// The names of the styles asked, for the summary.
-pub fn style_names(styles: &[FeedbackStyle]) -> String {
-    styles
-        .iter()
+/// The names of the asks, for the summary.
+pub fn ask_names(asks: &[Ask]) -> String {
+    asks.iter()
         .map(|s| s.as_str())
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-/// The summary of a feedback round: what it sent per style, not how the follow-ups scored
+/// The command line's name for a round of these asks: `collect --feedback`, `collect
+/// --review`, or both.
+pub fn round_name(asks: &[Ask]) -> &'static str {
+    let feedback = asks.iter().any(|a| matches!(a, Ask::Feedback(_)));
+    match (feedback, asks.contains(&Ask::Review)) {
+        (true, true) => "collect --feedback --review",
+        (false, true) => "collect --review",
+        _ => "collect --feedback",
+    }
+}
+
+/// The summary of a follow-up round: what it sent per ask, not how the follow-ups scored
 /// (scoring is build's: collect never scores its own answers).
-pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String {
+pub(super) fn render(report: &super::Report, asks: &[Ask], history: History) -> String {
     let mut out = String::new();
+    let name = round_name(asks);
     let round = |m: &super::ModelSummary| m.feedback.clone().unwrap_or_default();
     let planned: u64 = report
         .models
@@ -359,8 +505,9 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
         .sum();
     if planned == 0 && report.fatal.is_none() && !report.interrupted {
         out.push_str(&format!(
-            "collect --feedback: nothing to send: every failed first-round sample has its follow-ups ({})\n",
-            style_names(styles)
+            "{name}: nothing to send: every first-round sample it applies to has its follow-ups ({}; history {})\n",
+            ask_names(asks),
+            history.as_str()
         ));
         for m in &report.models {
             let r = round(m);
@@ -371,8 +518,11 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
                     crate::term::escape_controls(f)
                 )),
                 None => out.push_str(&format!(
-                    "  {}: {} failed first-round samples in {} cells; {} follow-ups on disk\n",
-                    m.name, r.failures, r.cells, r.done
+                    "  {}: {} in {} cells; {} follow-ups on disk\n",
+                    m.name,
+                    r.parents_text(asks),
+                    r.cells,
+                    r.done
                 )),
             }
         }
@@ -380,8 +530,9 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
     }
     let sent: u64 = report.models.iter().map(|m| m.samples).sum();
     out.push_str(&format!(
-        "collect --feedback {}: {sent} follow-ups in {:.1} s ({}/s){}\n",
+        "{name} {}: {sent} follow-ups ({} history) in {:.1} s ({}/s){}\n",
         report.run_id,
+        history.as_str(),
         report.seconds,
         super::per_second(sent as f64 / report.seconds.max(1e-9)),
         if report.interrupted {
@@ -415,10 +566,10 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
             ),
         };
         out.push_str(&format!(
-            "  {}: follow-ups sent: {}, for {} failed first-round samples ({} already on disk); {} kept as transport errors{kinds}{more}; {} HTTP attempts ({} retries, on {} follow-ups); feedback runs {}/{} written; {:.1} s\n",
+            "  {}: follow-ups sent: {}, for {} ({} already on disk); {} kept as transport errors{kinds}{more}; {} HTTP attempts ({} retries, on {} follow-ups); follow-up runs {}/{} written; {:.1} s\n",
             m.name,
-            r.sent_line(styles),
-            r.failures,
+            r.sent_line(asks),
+            r.parents_text(asks),
             r.done,
             m.errors,
             m.attempts,
@@ -429,9 +580,9 @@ pub(super) fn render(report: &super::Report, styles: &[FeedbackStyle]) -> String
             m.seconds
         ));
     }
-    out.push_str(
-        "collect --feedback: which follow-ups passed is build's to say: run `callcheck build` and read routing.html\n",
-    );
+    out.push_str(&format!(
+        "{name}: which follow-ups passed is build's to say: run `callcheck build` and read routing.html\n"
+    ));
     out
 }
 
@@ -464,101 +615,168 @@ mod tests {
         }
     }
 
-    /// A cell with a pass, two failures and a transport error: each failure is planned once per
-    /// style, in sample order with its position; a follow-up already on disk is not planned
-    /// again, and a feedback run never counts as first-round samples.
+    /// A broken-JSON call: a visible failure whatever `tool_choice` says.
+    fn broken(task: &Task) -> Wire {
+        let mut r = crate::corrupt::gold(task);
+        r.tool_calls[0].arguments = r#"{"city": "Paris""#.into();
+        Wire::Reply(r)
+    }
+
+    /// A cell with a pass, a visible failure, a silent one, a transport error and a second
+    /// visible failure: each visible failure is planned once per feedback style, in sample
+    /// order with its position; the silent one never (a router cannot see it); every answer
+    /// once for a review; a follow-up already on disk is not planned again, and a follow-up
+    /// run never counts as first-round samples.
     #[test]
-    fn failures_without_a_follow_up_of_a_style_are_planned() {
+    fn visible_failures_get_feedback_and_every_answer_a_review() {
         let tmp = tempfile::tempdir().unwrap();
         let (task, row) = weather_cell();
-        let wrong = crate::corrupt::corruptions(&task, Label::WrongTool, 512)
+        let coerced = crate::corrupt::corruptions(&task, Label::HallucinatedParam, 512)
             .unwrap()
             .remove(0)
             .reply;
         let wires = [
             Wire::Reply(crate::corrupt::gold(&task)),
+            broken(&task),
             Wire::Reply(crate::reply::Reply::text("It is probably sunny.")),
             Wire::Status(503, "{\"error\": {\"message\": \"busy\"}}".into()),
-            Wire::Reply(wrong),
+            Wire::Reply(coerced),
         ];
         let spec = |run_id: &'static str| spec(&row, &task, run_id);
         write_run(tmp.path(), spec("r1"), &wires).unwrap();
-        let styles = [FeedbackStyle::Error, FeedbackStyle::Retry];
-        let planned = plan_cell(tmp.path(), "m", &task, &styles, false);
-        assert_eq!((planned.failures, planned.done), (2, 0));
+        use FeedbackStyle::*;
+        let asks = [Ask::Feedback(Error), Ask::Feedback(Retry), Ask::Review];
+        let h = History::AsProduced;
+        let planned = plan_cell(tmp.path(), "m", &task, &asks, h, false);
+        assert_eq!(
+            (
+                planned.failures,
+                planned.silent,
+                planned.answered,
+                planned.done
+            ),
+            (2, 1, 4, 0)
+        );
         assert!(planned.warnings.is_empty(), "{:?}", planned.warnings);
-        let shown = |p: &CellFeedback| -> Vec<(FeedbackStyle, String, u32, Label)> {
+        let shown = |p: &CellFeedback| -> Vec<(Ask, String, u32, Option<Label>)> {
             p.plans
                 .iter()
                 .flat_map(|p| {
                     p.items
                         .iter()
-                        .map(|i| (p.style, i.parent.sample.clone(), i.position, i.label))
+                        .map(|i| (p.ask, i.parent.sample.clone(), i.position, i.label))
                 })
                 .collect()
         };
-        use FeedbackStyle::*;
+        let (mj, tc, nc) = (
+            Some(Label::MalformedJson),
+            Some(Label::HallucinatedParam),
+            Some(Label::NoCall),
+        );
+        let e = Ask::Feedback(Error);
+        let r = Ask::Feedback(Retry);
+        let v = Ask::Review;
         assert_eq!(
             shown(&planned),
             [
-                (Error, "001".into(), 1, Label::NoCall),
-                (Error, "003".into(), 3, Label::WrongTool),
-                (Retry, "001".into(), 1, Label::NoCall),
-                (Retry, "003".into(), 3, Label::WrongTool),
+                (e, "001".into(), 1, mj),
+                (e, "004".into(), 4, tc),
+                (r, "001".into(), 1, mj),
+                (r, "004".into(), 4, tc),
+                (v, "000".into(), 0, None),
+                (v, "001".into(), 1, mj),
+                (v, "002".into(), 2, nc),
+                (v, "004".into(), 4, tc),
             ]
+        );
+        assert_eq!(
+            planned.plans[2].header(&planned.plans[2].items[0]),
+            "review/pass"
+        );
+        assert_eq!(
+            planned.plans[0].header(&planned.plans[0].items[0]),
+            "error/malformed_json"
         );
         // Each body, built when its cell is sent, is the follow-up of its parent.
         let r1 = runs::cell_runs(tmp.path(), "m", &task.id).runs.remove(0);
-        let want = |sample: &str| {
+        let want = |sample: &str, ask: Ask| {
             let t = r1.read_sample(sample).unwrap().transcript();
-            let body = crate::follow_up::follow_up(
-                &task,
-                t.request.as_ref().unwrap(),
-                &crate::score::parse(&t).unwrap(),
-                &crate::score::score(&task, &t),
-                Retry,
-            )
+            let request = t.request.as_ref().unwrap();
+            let c = crate::score::parse(&t).unwrap();
+            let body = match ask {
+                Ask::Feedback(style) => crate::follow_up::follow_up(
+                    request,
+                    &c,
+                    &crate::score::score(&task, &t),
+                    style,
+                    h,
+                ),
+                Ask::Review => crate::follow_up::review(request, &c, h),
+            }
             .unwrap();
             Ok(bytes::Bytes::from(serde_json::to_vec(&body).unwrap()))
         };
         assert_eq!(
             bodies(tmp.path(), "m", &task, &planned.plans[1]),
-            [want("001"), want("003")]
+            [want("001", r), want("004", r)]
+        );
+        assert_eq!(
+            bodies(tmp.path(), "m", &task, &planned.plans[2]),
+            [
+                want("000", v),
+                want("001", v),
+                want("002", v),
+                want("004", v)
+            ]
         );
         // A parent gone since the plan is said, not sent.
         let mut stale = planned.plans[1].clone();
         stale.items[0].parent.run = "r0".into();
         assert_eq!(
             bodies(tmp.path(), "m", &task, &stale),
-            [Err("r0/001: no longer in the cell".into()), want("003")]
+            [Err("r0/001: no longer in the cell".into()), want("004", r)]
         );
 
-        // A retry follow-up of 001 on disk: only 003 is left for that style.
+        // A retry follow-up of 001 on disk: only 004 is left for that style; a sanitised
+        // history is another follow-up, planned in full.
         let dir = write_run(tmp.path(), spec("r2-retry"), &wires[..1]).unwrap();
         let parent = ParentRef {
             run: "r1".into(),
             sample: "001".into(),
         };
-        make_feedback(&dir, Retry, &[parent]);
-        let planned = plan_cell(tmp.path(), "m", &task, &styles, false);
+        make_follow_up(&dir, r, h, &[parent]);
+        let planned = plan_cell(tmp.path(), "m", &task, &asks[..2], h, false);
         assert_eq!((planned.failures, planned.done), (2, 1));
         assert_eq!(
             shown(&planned),
             [
-                (Error, "001".into(), 1, Label::NoCall),
-                (Error, "003".into(), 3, Label::WrongTool),
-                (Retry, "003".into(), 3, Label::WrongTool),
+                (e, "001".into(), 1, mj),
+                (e, "004".into(), 4, tc),
+                (r, "004".into(), 4, tc),
             ]
         );
+        let sanitised = plan_cell(
+            tmp.path(),
+            "m",
+            &task,
+            &asks[1..2],
+            History::Sanitised,
+            false,
+        );
+        assert_eq!(sanitised.done, 0);
+        assert_eq!(sanitised.plans[0].items.len(), 2);
     }
 
-    /// Turns a run written by `write_run` into a feedback run of `style` whose samples follow
-    /// up `parents` (as `collect --feedback` writes them).
-    fn make_feedback(dir: &Path, style: FeedbackStyle, parents: &[ParentRef]) {
+    /// Turns a run written by `write_run` into a follow-up run of `ask` and `history` whose
+    /// samples follow up `parents` (as `collect --feedback` and `--review` write them).
+    fn make_follow_up(dir: &Path, ask: Ask, history: History, parents: &[ParentRef]) {
         let mut cell: runs::CellInfo =
             serde_json::from_slice(&std::fs::read(dir.join("cell.json")).unwrap()).unwrap();
-        cell.kind = RunKind::Feedback;
-        cell.feedback = Some(runs::FeedbackInfo { style });
+        cell.kind = ask.kind();
+        cell.feedback = Some(runs::FeedbackInfo {
+            style: ask.style(),
+            history,
+        });
         std::fs::write(dir.join("cell.json"), serde_json::to_vec(&cell).unwrap()).unwrap();
         for (i, p) in parents.iter().enumerate() {
             let meta_path = dir.join(format!("samples/{i:03}/meta.json"));
@@ -576,7 +794,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (task, row) = weather_cell();
         let spec = |run_id: &'static str| spec(&row, &task, run_id);
-        let prose = || Wire::Reply(crate::reply::Reply::text("It is probably sunny."));
+        let prose = || broken(&task);
         write_run(tmp.path(), spec("r1"), &[prose(), prose()]).unwrap();
         let parent = |sample: &str| ParentRef {
             run: "r1".into(),
@@ -585,8 +803,14 @@ mod tests {
         // Error style: 000 answered, 001 kept as a 503.
         let busy = || Wire::Status(503, "{\"error\": {\"message\": \"busy\"}}".into());
         let dir = write_run(tmp.path(), spec("r2-error"), &[prose(), busy()]).unwrap();
-        make_feedback(&dir, FeedbackStyle::Error, &[parent("000"), parent("001")]);
-        let styles = [FeedbackStyle::Error];
+        make_follow_up(
+            &dir,
+            Ask::Feedback(FeedbackStyle::Error),
+            History::AsProduced,
+            &[parent("000"), parent("001")],
+        );
+        let styles = [Ask::Feedback(FeedbackStyle::Error)];
+        let h = History::AsProduced;
         let keys = |p: &CellFeedback| -> Vec<String> {
             p.plans
                 .iter()
@@ -594,19 +818,24 @@ mod tests {
                 .collect()
         };
 
-        let without = plan_cell(tmp.path(), "m", &task, &styles, false);
+        let without = plan_cell(tmp.path(), "m", &task, &styles, h, false);
         assert_eq!((without.failures, without.done, without.again), (2, 2, 0));
         assert!(without.plans.is_empty());
 
-        let with = plan_cell(tmp.path(), "m", &task, &styles, true);
+        let with = plan_cell(tmp.path(), "m", &task, &styles, h, true);
         assert_eq!((with.failures, with.done, with.again), (2, 1, 1));
         assert_eq!(keys(&with), ["001"]);
         assert_eq!(with.plans[0].items[0].position, 1);
 
         // Asked again and answered: done, the error kept beside it.
         let dir = write_run(tmp.path(), spec("r3-error"), &[prose()]).unwrap();
-        make_feedback(&dir, FeedbackStyle::Error, &[parent("001")]);
-        let again = plan_cell(tmp.path(), "m", &task, &styles, true);
+        make_follow_up(
+            &dir,
+            Ask::Feedback(FeedbackStyle::Error),
+            h,
+            &[parent("001")],
+        );
+        let again = plan_cell(tmp.path(), "m", &task, &styles, h, true);
         assert_eq!((again.failures, again.done, again.again), (2, 2, 0));
         assert!(again.plans.is_empty());
         assert!(again.warnings.is_empty(), "{:?}", again.warnings);

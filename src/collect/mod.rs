@@ -18,12 +18,13 @@ pub mod progress;
 pub mod secret;
 
 use crate::runs::{
-    self, CellInfo, FeedbackInfo, FeedbackStyle, RunKind, RunWriter, SampleOut, TaskRef,
+    self, CellInfo, FeedbackInfo, FeedbackStyle, History, RunKind, RunWriter, SampleOut, TaskRef,
 };
 use crate::task::Task;
 use anyhow::{Context, Result, bail};
 use client::{Endpoint, Exchange, RetryPolicy};
 use config::ModelEntry;
+use feedback::Ask;
 use indicatif::ProgressBar;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -118,8 +119,36 @@ pub struct Options {
     /// Every preflight request on its own line (`--verbose`), not one line per row.
     pub verbose: bool,
     /// The feedback round (`--feedback`, SPEC §11) in these styles instead of first-round
-    /// samples: a follow-up for each failed first-round sample that has none of a style yet.
+    /// samples: a follow-up for each visibly failed first-round sample that has none of a
+    /// style yet.
     pub feedback: Option<Vec<FeedbackStyle>>,
+    /// The review round (`--review checklist`, SPEC §11): a review request after every
+    /// answered first-round sample that has none yet.
+    pub review: bool,
+    /// How the follow-ups carry the model's answer back (`--feedback-history`).
+    pub history: History,
+}
+
+impl Options {
+    /// The follow-up rounds asked for, in order (feedback styles, then the review); empty for
+    /// a first-round collection.
+    pub fn asks(&self) -> Vec<Ask> {
+        let mut asks: Vec<Ask> = self
+            .feedback
+            .iter()
+            .flatten()
+            .map(|&s| Ask::Feedback(s))
+            .collect();
+        if self.review {
+            asks.push(Ask::Review);
+        }
+        asks
+    }
+
+    /// True for a follow-up round (feedback or review), which sends no first-round sample.
+    fn follows_up(&self) -> bool {
+        self.feedback.is_some() || self.review
+    }
 }
 
 /// One cell to collect: `need` more samples, numbered from `first` within the cell; or, for
@@ -164,14 +193,11 @@ fn work_items(
                     Ok(body) => items.push(WorkItem {
                         body,
                         tag: format!("{}/{}", task.id, item.position),
-                        parent: Some((
-                            item.parent.clone(),
-                            format!("{}/{}", f.style.as_str(), item.label),
-                        )),
+                        parent: Some((item.parent.clone(), f.header(item))),
                     }),
                     Err(e) => not_sent.push(format!(
                         "{} follow-up not sent (the parent changed since the plan): {e}",
-                        f.style.as_str()
+                        f.ask.as_str()
                     )),
                 }
             }
@@ -197,11 +223,14 @@ fn work_items(
     }
 }
 
-/// The id of a planned run: the collection's, and for a feedback run its style too (one
-/// collection writes a run per style in a cell).
+/// The id of a planned run: the collection's, and for a follow-up run its ask (and a
+/// sanitised history) too (one collection writes a run per ask in a cell).
 fn plan_run_id(run_id: &str, plan: &CellPlan) -> String {
     match &plan.feedback {
-        Some(f) => format!("{run_id}-{}", f.style.as_str()),
+        Some(f) if f.history == History::Sanitised => {
+            format!("{run_id}-{}-{}", f.ask.as_str(), f.history.as_str())
+        }
+        Some(f) => format!("{run_id}-{}", f.ask.as_str()),
         None => run_id.to_string(),
     }
 }
@@ -218,8 +247,8 @@ struct Tally {
     error_kinds: Mutex<std::collections::BTreeMap<String, u64>>,
     /// Samples whose exchange succeeded but whose body is no chat completion.
     not_completions: AtomicU64,
-    /// Follow-ups written, per style (the feedback round).
-    follow_ups: Mutex<std::collections::BTreeMap<FeedbackStyle, u64>>,
+    /// Follow-ups written, per ask (the feedback and review rounds).
+    follow_ups: Mutex<std::collections::BTreeMap<Ask, u64>>,
     /// Follow-ups planned whose body could not be built when their cell was sent.
     not_sent: Mutex<Vec<String>>,
 }
@@ -290,7 +319,7 @@ pub struct ModelSummary {
     pub failure: Option<String>,
     /// The preflight checks that failed, one line each (already printed before the cells).
     pub warnings: Vec<String>,
-    /// For the feedback round: what it found to follow up and what it sent.
+    /// For a follow-up round: what it found to follow up and what it sent.
     pub feedback: Option<feedback::RoundTally>,
 }
 
@@ -305,11 +334,38 @@ pub struct Report {
     pub seconds: f64,
     /// Ctrl-C came during the preflight, before any cell was started.
     pub preflight_interrupted: bool,
-    /// The styles of a feedback round (`--feedback`); `None` for first-round samples.
-    pub feedback: Option<Vec<FeedbackStyle>>,
+    /// The asks and history of a follow-up round (`--feedback`, `--review`); `None` for
+    /// first-round samples.
+    pub follow_ups: Option<(Vec<Ask>, History)>,
 }
 
 impl ModelSummary {
+    /// Takes what the row's collection did from its tally.
+    fn take_tally(&mut self, tally: &Tally, secs: f64) {
+        self.samples = tally.samples.load(Ordering::Relaxed);
+        self.errors = tally.errors.load(Ordering::Relaxed);
+        self.not_completions = tally.not_completions.load(Ordering::Relaxed);
+        self.cells_done = tally.cells.load(Ordering::Relaxed);
+        self.retried = tally.retried.load(Ordering::Relaxed);
+        self.attempts = tally.attempts.load(Ordering::Relaxed);
+        self.error_kinds = tally
+            .error_kinds
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        self.seconds = secs;
+        if let Some(r) = &mut self.feedback {
+            r.sent = tally
+                .follow_ups
+                .lock()
+                .map(|k| k.clone())
+                .unwrap_or_default();
+        }
+        if let Ok(lines) = tally.not_sent.lock() {
+            self.warnings.extend(lines.iter().cloned());
+        }
+    }
+
     /// True when the row holds samples and not one of them is a complete response: nothing
     /// of it can be scored, which a collection must not report as a success.
     pub fn never_scored(&self) -> bool {
@@ -379,8 +435,8 @@ impl Report {
             out.push_str("collect: interrupted during the preflight; no cell was started\n");
             return out;
         }
-        if let Some(styles) = &self.feedback {
-            return feedback::render(self, styles);
+        if let Some((asks, history)) = &self.follow_ups {
+            return feedback::render(self, asks, *history);
         }
         let total: u64 = self.models.iter().map(|m| m.samples).sum();
         let planned: u64 = self.models.iter().map(|m| m.cells_planned).sum();
@@ -514,7 +570,7 @@ fn finished_samples(
         errors: 0,
         kinds: Vec::new(),
     };
-    // Feedback runs hold follow-ups, not samples of the cell: they never count towards k.
+    // Feedback and review runs hold follow-ups, not samples of the cell: never counted in k.
     for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Samples) {
         for s in &r.samples {
             have.samples = have.samples.saturating_add(1);
@@ -550,8 +606,8 @@ struct OpenCell {
     writer: Mutex<Option<RunWriter>>,
     remaining: AtomicU32,
     info: Mutex<Option<CellInfo>>,
-    /// The style of a feedback run, for the per-style count of follow-ups sent.
-    style: Option<FeedbackStyle>,
+    /// The ask of a follow-up run, for the per-ask count of follow-ups sent.
+    style: Option<Ask>,
 }
 
 impl Drop for OpenCell {
@@ -628,6 +684,16 @@ impl Shared {
     }
 }
 
+/// One row ready to ask its server: its plan with its endpoint.
+type RowStart = (
+    ModelEntry,
+    Vec<CellPlan>,
+    u64,
+    Endpoint,
+    Prior,
+    Option<feedback::RoundTally>,
+);
+
 /// One row's plan: its cells to collect, how many are complete, what they already hold and,
 /// for the feedback round, what it found to follow up.
 type RowPlan = (
@@ -638,14 +704,77 @@ type RowPlan = (
     Option<feedback::RoundTally>,
 );
 
-/// Runs a collection until done or until `stop` turns true (Ctrl-C).
-pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
-    if opts.feedback.is_none() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
-        bail!(
-            "--k {} is too few samples per cell to give a rate (at least {MIN_K}); pass --allow-anecdote to collect anyway",
-            opts.k
-        );
+/// What one row still needs: its cells to collect (or, for a follow-up round, the follow-ups
+/// per cell), how many are complete, what they already hold, and lines for the terminal.
+fn plan_row(opts: &Options, m: ModelEntry, tasks: &[Task]) -> Result<(RowPlan, Vec<String>)> {
+    let mut warnings: Vec<String> = Vec::new();
+    let mut cells = Vec::new();
+    let mut skipped = 0;
+    let mut prior = Prior::default();
+    let asks = opts.asks();
+    let mut round = opts.follows_up().then(feedback::RoundTally::default);
+    for (ti, t) in tasks.iter().enumerate() {
+        if let Some(s) = opts.shard
+            && shard_of(&m.name, &t.id, s.count) != s.index
+        {
+            continue;
+        }
+        let dir = runs::cell_dir(&opts.runs, &m.name, &t.id)?;
+        runs::remove_stale_temps(&dir)
+            .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
+        if opts.follows_up() {
+            let planned = feedback::plan_cell(
+                &opts.runs,
+                &m.name,
+                t,
+                &asks,
+                opts.history,
+                opts.retry_errors,
+            );
+            if let Some(r) = &mut round {
+                r.add(&planned, &asks);
+            }
+            warnings.extend(planned.warnings);
+            if planned.plans.is_empty() {
+                skipped += 1;
+            }
+            for p in planned.plans {
+                cells.push(CellPlan {
+                    task: ti,
+                    first: 0,
+                    need: p.items.len() as u32,
+                    feedback: Some(Arc::new(p)),
+                });
+            }
+            continue;
+        }
+        let (have, w) = finished_samples(&opts.runs, &m.name, &t.id, opts.retry_errors);
+        warnings.extend(w);
+        prior.samples += u64::from(have.samples);
+        prior.errors += u64::from(have.errors);
+        for k in have.kinds {
+            *prior.kinds.entry(k).or_default() += 1;
+        }
+        if have.counted >= opts.k {
+            skipped += 1;
+            if have.samples > 0 && have.errors == have.samples {
+                prior.error_only_cells += 1;
+            }
+            continue;
+        }
+        cells.push(CellPlan {
+            task: ti,
+            first: have.counted,
+            need: opts.k - have.counted,
+            feedback: None,
+        });
     }
+    Ok(((m, cells, skipped, prior, round), warnings))
+}
+
+/// The rows and tasks a collection selects (`--models`, `--only`), checked before anything is
+/// asked.
+fn selection(opts: &Options) -> Result<(Vec<ModelEntry>, Vec<Task>)> {
     let config = match &opts.config_text {
         Some(text) => config::parse(&opts.config, text)?,
         None => config::load(&opts.config)?,
@@ -688,234 +817,138 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
             .with_context(|| format!("task file {}", t.file.display()))?;
     }
 
-    let _lock =
-        runs::lock(&opts.runs).with_context(|| format!("cannot lock {}", opts.runs.display()))?;
+    Ok((entries, tasks))
+}
 
-    // Plan: what each cell still needs.
-    let mut plans: Vec<RowPlan> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    for m in entries {
-        let mut cells = Vec::new();
-        let mut skipped = 0;
-        let mut prior = Prior::default();
-        let mut round = opts
-            .feedback
-            .as_ref()
-            .map(|_| feedback::RoundTally::default());
-        for (ti, t) in tasks.iter().enumerate() {
-            if let Some(s) = opts.shard
-                && shard_of(&m.name, &t.id, s.count) != s.index
-            {
-                continue;
-            }
-            let dir = runs::cell_dir(&opts.runs, &m.name, &t.id)?;
-            runs::remove_stale_temps(&dir)
-                .with_context(|| format!("cannot remove unfinished runs in {}", dir.display()))?;
-            if let Some(styles) = &opts.feedback {
-                let planned =
-                    feedback::plan_cell(&opts.runs, &m.name, t, styles, opts.retry_errors);
-                if let Some(r) = &mut round {
-                    r.add(&planned);
-                }
-                warnings.extend(planned.warnings);
-                if planned.plans.is_empty() {
-                    skipped += 1;
-                }
-                for p in planned.plans {
-                    cells.push(CellPlan {
-                        task: ti,
-                        first: 0,
-                        need: p.items.len() as u32,
-                        feedback: Some(Arc::new(p)),
-                    });
-                }
-                continue;
-            }
-            let (have, w) = finished_samples(&opts.runs, &m.name, &t.id, opts.retry_errors);
-            warnings.extend(w);
-            prior.samples += u64::from(have.samples);
-            prior.errors += u64::from(have.errors);
-            for k in have.kinds {
-                *prior.kinds.entry(k).or_default() += 1;
-            }
-            if have.counted >= opts.k {
-                skipped += 1;
-                if have.samples > 0 && have.errors == have.samples {
-                    prior.error_only_cells += 1;
-                }
-                continue;
-            }
-            cells.push(CellPlan {
-                task: ti,
-                first: have.counted,
-                need: opts.k - have.counted,
-                feedback: None,
-            });
-        }
-        plans.push((m, cells, skipped, prior, round));
-    }
-
-    let quiet = opts.quiet;
-    // Every line here can quote a server (its model list, its errors): shown, never obeyed.
-    let say = |s: &str| {
-        if !quiet {
-            eprintln!("{}", crate::term::escape_controls(s));
+/// What one row's server says about itself (for cell.json) and, for a first round, its
+/// preflight probes, with a line of progress per row (or per request with `--verbose`).
+async fn ask_server(
+    opts: &Options,
+    entry: &ModelEntry,
+    ep: &Endpoint,
+    say: &(dyn Fn(&str) + Sync),
+) -> (Result<Value, String>, Option<preflight::Preflight>) {
+    let name = &entry.name;
+    // Without --verbose a row's requests make one line, said when its preflight ends:
+    // what the server lists (the GET lines) and how many checks passed.
+    let gets = Mutex::new(Vec::new());
+    let progress = |line: String| {
+        if opts.verbose {
+            say(&format!("preflight {name}: {line}"));
+        } else if line.starts_with("GET ")
+            && let Ok(mut g) = gets.lock()
+        {
+            g.push(line);
         }
     };
-    for w in &warnings {
-        say(&format!("warning: not counted: {w}"));
-    }
-    if let Some(styles) = &opts.feedback {
-        for (m, _, _, _, round) in &plans {
-            if let Some(r) = round {
-                say(&format!("feedback {}: {}", m.name, r.plan_line(styles)));
-            }
+    let t0 = Instant::now();
+    let server = ep
+        .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
+        .await;
+    let p = match &server {
+        // The feedback round follows up what first-round samples already showed of
+        // the server: no probes.
+        Ok(server) if opts.preflight && !opts.follows_up() => {
+            Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
         }
+        _ => None,
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    if opts.verbose {
+        if opts.preflight && !opts.follows_up() {
+            progress(format!("done in {secs:.1} s"));
+        }
+    } else if !opts.follows_up() {
+        // The feedback round's line was said at planning: it asks the server only what
+        // it serves (for cell.json), and a failure there is in the summary.
+        let gets = gets.into_inner().unwrap_or_default();
+        say(&format!(
+            "preflight {name}: {}",
+            preflight::one_line(&gets, p.as_ref(), secs)
+        ));
     }
+    (server, p)
+}
 
-    // Endpoints (keys read now, so a missing key fails before any request) and server info.
-    let mut models: Vec<Arc<ModelRun>> = Vec::new();
-    let mut summaries: Vec<ModelSummary> = Vec::new();
-    let mut infos = Vec::new();
-    for (entry, cells, skipped, prior, round) in plans {
-        let endpoint = Endpoint::new(&entry)?;
-        infos.push((entry, cells, skipped, endpoint, prior, round));
-    }
-    // Server info and preflight, every row at once (each row's requests one after the other),
-    // each line of progress naming its row. Ctrl-C stops it at once, like the cells.
-    let mut stop = stop_tx.subscribe();
-    let say = &say;
-    let asked = async {
-        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep, _, _)| async move {
-            if cells.is_empty() {
-                return (Ok(Value::Null), None);
-            }
-            let name = &entry.name;
-            // Without --verbose a row's requests make one line, said when its preflight ends:
-            // what the server lists (the GET lines) and how many checks passed.
-            let gets = Mutex::new(Vec::new());
-            let progress = |line: String| {
-                if opts.verbose {
-                    say(&format!("preflight {name}: {line}"));
-                } else if line.starts_with("GET ")
-                    && let Ok(mut g) = gets.lock()
-                {
-                    g.push(line);
-                }
-            };
-            let t0 = Instant::now();
-            let server = ep
-                .server_info(&entry.model, preflight::PROBE_TIMEOUT, &progress)
-                .await;
-            let p = match &server {
-                // The feedback round follows up what first-round samples already showed of
-                // the server: no probes.
-                Ok(server) if opts.preflight && opts.feedback.is_none() => {
-                    Some(preflight::run(ep, entry, server, &opts.retry, &progress).await)
-                }
-                _ => None,
-            };
-            let secs = t0.elapsed().as_secs_f64();
-            if opts.verbose {
-                if opts.preflight && opts.feedback.is_none() {
-                    progress(format!("done in {secs:.1} s"));
-                }
-            } else if opts.feedback.is_none() {
-                // The feedback round's line was said at planning: it asks the server only what
-                // it serves (for cell.json), and a failure there is in the summary.
-                let gets = gets.into_inner().unwrap_or_default();
-                say(&format!(
-                    "preflight {name}: {}",
-                    preflight::one_line(&gets, p.as_ref(), secs)
-                ));
-            }
-            (server, p)
-        }))
-        .await
+/// One row as its collection starts: its summary so far and, unless its server did not answer
+/// or its preflight stopped it, what its launcher needs.
+fn start_row(
+    (entry, cells, skipped, endpoint, prior, round): RowStart,
+    probe: Result<Value, String>,
+    preflight: Option<preflight::Preflight>,
+) -> (ModelSummary, Option<Arc<ModelRun>>) {
+    let mut run = None;
+    let mut summary = ModelSummary {
+        name: entry.name.clone(),
+        cells_planned: cells.len() as u64,
+        cells_skipped: skipped,
+        cells_done: 0,
+        samples: 0,
+        errors: 0,
+        not_completions: 0,
+        retried: 0,
+        attempts: 0,
+        error_kinds: Default::default(),
+        base_urls: entry.urls().iter().map(|u| config::redact_url(u)).collect(),
+        api_key_env: entry.api_key_env.clone(),
+        prior,
+        seconds: 0.0,
+        failure: None,
+        warnings: Vec::new(),
+        feedback: round,
     };
-    let asked = tokio::select! {
-        biased;
-        _ = stop.wait_for(|s| *s) => None,
-        a = asked => Some(a),
-    };
-    let Some(asked) = asked else {
-        return Ok(Report {
-            run_id: String::new(),
-            models: Vec::new(),
-            interrupted: true,
-            fatal: None,
-            seconds: 0.0,
-            preflight_interrupted: true,
-            feedback: opts.feedback.clone(),
-        });
-    };
-    let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
-    for (((entry, cells, skipped, endpoint, prior, round), probe), preflight) in
-        infos.into_iter().zip(probes).zip(preflights)
-    {
-        let mut summary = ModelSummary {
-            name: entry.name.clone(),
-            cells_planned: cells.len() as u64,
-            cells_skipped: skipped,
-            cells_done: 0,
-            samples: 0,
-            errors: 0,
-            not_completions: 0,
-            retried: 0,
-            attempts: 0,
-            error_kinds: Default::default(),
-            base_urls: entry.urls().iter().map(|u| config::redact_url(u)).collect(),
-            api_key_env: entry.api_key_env.clone(),
-            prior,
-            seconds: 0.0,
-            failure: None,
-            warnings: Vec::new(),
-            feedback: round,
-        };
-        if let Some(p) = &preflight {
-            // Printed whatever --quiet says: a misconfigured server makes every sample of the
-            // row wrong, which a script must hear about.
-            for w in p.warnings() {
-                eprintln!(
-                    "WARNING {}: {}",
-                    entry.name,
-                    crate::term::escape_controls(&w)
-                );
-            }
-            // A stopped row's summary line says why already.
-            if p.stop.is_none() {
-                summary.warnings = p.warnings();
-            }
+    if let Some(p) = &preflight {
+        // Printed whatever --quiet says: a misconfigured server makes every sample of the
+        // row wrong, which a script must hear about.
+        for w in p.warnings() {
+            eprintln!(
+                "WARNING {}: {}",
+                entry.name,
+                crate::term::escape_controls(&w)
+            );
         }
-        match probe {
-            Ok(_) if preflight.as_ref().is_some_and(|p| p.stop.is_some()) => {
-                let why = preflight.and_then(|p| p.stop).unwrap_or_default();
-                summary.failure = Some(format!("{why}; nothing was written for it"));
-            }
-            Ok(mut server) => {
-                if let (Some(p), Some(o)) = (&preflight, server.as_object_mut()) {
-                    o.insert("preflight".into(), p.to_json());
-                }
-                let limit = Arc::new(Semaphore::new(entry.concurrency));
-                models.push(Arc::new(ModelRun {
-                    redacted: entry.redacted(),
-                    endpoint,
-                    cells,
-                    server,
-                    limit,
-                    tally: Tally::default(),
-                    entry,
-                }));
-            }
-            Err(e) => {
-                summary.failure = Some(format!(
-                    "no endpoint answered GET /models ({e}); nothing was written for it"
-                ));
-            }
+        // A stopped row's summary line says why already.
+        if p.stop.is_none() {
+            summary.warnings = p.warnings();
         }
-        summaries.push(summary);
     }
+    match probe {
+        Ok(_) if preflight.as_ref().is_some_and(|p| p.stop.is_some()) => {
+            let why = preflight.and_then(|p| p.stop).unwrap_or_default();
+            summary.failure = Some(format!("{why}; nothing was written for it"));
+        }
+        Ok(mut server) => {
+            if let (Some(p), Some(o)) = (&preflight, server.as_object_mut()) {
+                o.insert("preflight".into(), p.to_json());
+            }
+            let limit = Arc::new(Semaphore::new(entry.concurrency));
+            run = Some(Arc::new(ModelRun {
+                redacted: entry.redacted(),
+                endpoint,
+                cells,
+                server,
+                limit,
+                tally: Tally::default(),
+                entry,
+            }));
+        }
+        Err(e) => {
+            summary.failure = Some(format!(
+                "no endpoint answered GET /models ({e}); nothing was written for it"
+            ));
+        }
+    }
+    (summary, run)
+}
 
+/// Sends every row's cells under the collection's limits, with progress, until done or
+/// stopped; returns the shared state (its run id, stop and failure) and each row's seconds.
+async fn run_rows(
+    opts: &Options,
+    models: &[Arc<ModelRun>],
+    tasks: Vec<Task>,
+    stop_tx: watch::Sender<bool>,
+) -> (Arc<Shared>, Vec<f64>) {
     let total_samples: u64 = models
         .iter()
         .flat_map(|m| m.cells.iter())
@@ -925,17 +958,16 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     let progress = crate::term::progress_bar(
         total_samples,
         "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples · {msg}",
-        quiet,
+        opts.quiet,
     );
     let jobs = opts
         .jobs
         .unwrap_or_else(|| models.iter().map(|m| m.entry.concurrency).sum::<usize>())
         .clamp(1, Semaphore::MAX_PERMITS);
-    let run_id = new_run_id(opts.shard);
     let shared = Arc::new(Shared {
         tasks,
         root: opts.runs.clone(),
-        run_id: run_id.clone(),
+        run_id: new_run_id(opts.shard),
         retry: opts.retry,
         global: Arc::new(Semaphore::new(jobs)),
         stop: stop_tx.subscribe(),
@@ -949,7 +981,7 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     });
     // Off a terminal the bar is hidden: a plain line at a steady interval shows the work.
     let ticker = progress::Ticker::start(
-        progress::every(quiet, crate::term::stderr_is_terminal()),
+        progress::every(opts.quiet, crate::term::stderr_is_terminal()),
         shared.started,
         {
             let shared = shared.clone();
@@ -971,44 +1003,130 @@ pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Rep
     drop(ticker);
     shared.progress.finish_and_clear();
 
+    (shared, times)
+}
+
+/// The lines said before a collection starts: what planning could not count, and for a
+/// follow-up round what it will send per row.
+fn announce(opts: &Options, warnings: &[String], plans: &[RowPlan], say: &dyn Fn(&str)) {
+    for w in warnings {
+        say(&format!("warning: not counted: {w}"));
+    }
+    if opts.follows_up() {
+        let asks = opts.asks();
+        let word = if opts.feedback.is_some() {
+            "feedback"
+        } else {
+            "review"
+        };
+        for (m, _, _, _, round) in plans {
+            if let Some(r) = round {
+                say(&format!("{word} {}: {}", m.name, r.plan_line(&asks)));
+            }
+        }
+    }
+}
+
+/// Every row's server info and preflight at once (each row's requests one after the other),
+/// or `None` when Ctrl-C came first.
+async fn ask_servers(
+    opts: &Options,
+    infos: &[RowStart],
+    say: &(dyn Fn(&str) + Sync),
+    stop_tx: &watch::Sender<bool>,
+) -> Option<Vec<(Result<Value, String>, Option<preflight::Preflight>)>> {
+    // Server info and preflight, every row at once (each row's requests one after the other),
+    // each line of progress naming its row. Ctrl-C stops it at once, like the cells.
+    let mut stop = stop_tx.subscribe();
+    let asked = async {
+        futures_util::future::join_all(infos.iter().map(|(entry, cells, _, ep, _, _)| async move {
+            if cells.is_empty() {
+                return (Ok(Value::Null), None);
+            }
+            ask_server(opts, entry, ep, say).await
+        }))
+        .await
+    };
+    tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => None,
+        a = asked => Some(a),
+    }
+}
+
+/// Runs a collection until done or until `stop` turns true (Ctrl-C).
+pub async fn collect(opts: &Options, stop_tx: watch::Sender<bool>) -> Result<Report> {
+    if !opts.follows_up() && (opts.k == 0 || (opts.k < MIN_K && !opts.allow_anecdote)) {
+        bail!(
+            "--k {} is too few samples per cell to give a rate (at least {MIN_K}); pass --allow-anecdote to collect anyway",
+            opts.k
+        );
+    }
+    let (entries, tasks) = selection(opts)?;
+    let _lock =
+        runs::lock(&opts.runs).with_context(|| format!("cannot lock {}", opts.runs.display()))?;
+
+    // Plan: what each cell still needs.
+    let mut plans: Vec<RowPlan> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    for m in entries {
+        let (plan, w) = plan_row(opts, m, &tasks)?;
+        plans.push(plan);
+        warnings.extend(w);
+    }
+
+    let quiet = opts.quiet;
+    // Every line here can quote a server (its model list, its errors): shown, never obeyed.
+    let say = |s: &str| {
+        if !quiet {
+            eprintln!("{}", crate::term::escape_controls(s));
+        }
+    };
+    announce(opts, &warnings, &plans, &say);
+
+    // Endpoints (keys read now, so a missing key fails before any request) and server info.
+    let mut models: Vec<Arc<ModelRun>> = Vec::new();
+    let mut summaries: Vec<ModelSummary> = Vec::new();
+    let mut infos = Vec::new();
+    for (entry, cells, skipped, prior, round) in plans {
+        let endpoint = Endpoint::new(&entry)?;
+        infos.push((entry, cells, skipped, endpoint, prior, round));
+    }
+    let asked = ask_servers(opts, &infos, &say, &stop_tx).await;
+    let Some(asked) = asked else {
+        return Ok(Report {
+            run_id: String::new(),
+            models: Vec::new(),
+            interrupted: true,
+            fatal: None,
+            seconds: 0.0,
+            preflight_interrupted: true,
+            follow_ups: opts.follows_up().then(|| (opts.asks(), opts.history)),
+        });
+    };
+    let (probes, preflights): (Vec<_>, Vec<_>) = asked.into_iter().unzip();
+    for ((info, probe), preflight) in infos.into_iter().zip(probes).zip(preflights) {
+        let (summary, run) = start_row(info, probe, preflight);
+        models.extend(run);
+        summaries.push(summary);
+    }
+
+    let (shared, times) = run_rows(opts, &models, tasks, stop_tx).await;
     let interrupted = *shared.stop.borrow() && !shared.stopped_by_fatal.load(Ordering::SeqCst);
     for (m, secs) in models.iter().zip(times) {
         if let Some(s) = summaries.iter_mut().find(|s| s.name == m.entry.name) {
-            s.samples = m.tally.samples.load(Ordering::Relaxed);
-            s.errors = m.tally.errors.load(Ordering::Relaxed);
-            s.not_completions = m.tally.not_completions.load(Ordering::Relaxed);
-            s.cells_done = m.tally.cells.load(Ordering::Relaxed);
-            s.retried = m.tally.retried.load(Ordering::Relaxed);
-            s.attempts = m.tally.attempts.load(Ordering::Relaxed);
-            s.error_kinds = m
-                .tally
-                .error_kinds
-                .lock()
-                .map(|k| k.clone())
-                .unwrap_or_default();
-            s.seconds = secs;
-            if let Some(r) = &mut s.feedback {
-                r.sent = m
-                    .tally
-                    .follow_ups
-                    .lock()
-                    .map(|k| k.clone())
-                    .unwrap_or_default();
-            }
-            if let Ok(lines) = m.tally.not_sent.lock() {
-                s.warnings.extend(lines.iter().cloned());
-            }
+            s.take_tally(&m.tally, secs);
         }
     }
     let fatal = shared.fatal.lock().ok().and_then(|f| f.clone());
     Ok(Report {
-        run_id,
+        run_id: shared.run_id.clone(),
         models: summaries,
         interrupted,
         fatal,
         seconds: shared.started.elapsed().as_secs_f64(),
         preflight_interrupted: false,
-        feedback: opts.feedback.clone(),
+        follow_ups: opts.follows_up().then(|| (opts.asks(), opts.history)),
     })
 }
 
@@ -1093,21 +1211,20 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
             server: m.server.clone().into(),
             started: clock::rfc3339_now(),
             ended: String::new(),
-            kind: if plan.feedback.is_some() {
-                RunKind::Feedback
-            } else {
-                RunKind::Samples
-            },
-            feedback: plan
+            kind: plan
                 .feedback
                 .as_ref()
-                .map(|f| FeedbackInfo { style: f.style }),
+                .map_or(RunKind::Samples, |f| f.ask.kind()),
+            feedback: plan.feedback.as_ref().map(|f| FeedbackInfo {
+                style: f.ask.style(),
+                history: f.history,
+            }),
         };
         let cell = Arc::new(OpenCell {
             writer: Mutex::new(Some(writer)),
             remaining: AtomicU32::new(need),
             info: Mutex::new(Some(info)),
-            style: plan.feedback.as_ref().map(|f| f.style),
+            style: plan.feedback.as_ref().map(|f| f.ask),
         });
         for (i, item) in (0u32..).zip(&bodies) {
             // Wait for room under both limits, or for a stop.

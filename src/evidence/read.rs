@@ -112,10 +112,10 @@ pub fn read(opts: &Sources, previous_csv: bool, known: &dyn runs::Known) -> Resu
             });
             continue;
         };
-        if run.cell.kind == runs::RunKind::Feedback && run.cell.feedback.is_none() {
+        if !run.cell.kind.is_samples() && run.cell.feedback.is_none() {
             skipped.push(SkippedInput {
                 path: rel(opts.runs, &run.dir),
-                reason: "a feedback run whose cell.json names no feedback style (\"feedback\": {\"style\": \"error\"|\"checklist\"|\"retry\"})".into(),
+                reason: "a feedback or review run whose cell.json names no feedback style (\"feedback\": {\"style\": \"error\"|\"checklist\"|\"retry\"})".into(),
             });
             continue;
         }

@@ -43,11 +43,18 @@ pub fn score_read(
         ttfb_ms,
         total_ms,
         completion_tokens,
+        prompt_tokens: parsed.as_ref().ok().and_then(|c| c.prompt_tokens),
+        refused_status: t
+            .meta
+            .as_ref()
+            .and_then(|m| m.status)
+            .filter(|s| !(200..300).contains(s)),
         response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
         // Set by the caller, which knows the run: a sample does not know its round.
         feedback: None,
         repaired: crate::score::mend::repaired_parsed(task, t, parsed.as_ref().ok(), &verdict)
             .map(|v| v.outcome),
+        visible: verdict.visible,
     };
     (verdict, scored, parsed)
 }
@@ -58,13 +65,15 @@ pub fn feedback_of(
     run: &crate::runs::RunDir,
     sample: &Sample,
 ) -> Option<Box<crate::report::FeedbackOf>> {
-    if run.cell.kind != crate::runs::RunKind::Feedback {
+    if run.cell.kind.is_samples() {
         return None;
     }
     // [`super::read::read`] leaves out feedback runs that name no style.
-    let style = run.cell.feedback.as_ref()?.style;
+    let settings = run.cell.feedback.as_ref()?;
     Some(Box::new(crate::report::FeedbackOf {
-        style,
+        style: settings.style,
+        history: settings.history,
+        review: run.cell.kind == crate::runs::RunKind::Review,
         parent: sample
             .transcript
             .meta

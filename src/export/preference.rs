@@ -451,6 +451,11 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
             harvest_corrections(task, r, h);
             continue;
         }
+        // Review rounds (SPEC §11) pair with their parents once `export preference` reads
+        // them; until then they are no first-round samples.
+        if r.cell.kind == crate::runs::RunKind::Review {
+            continue;
+        }
         for s in &r.samples {
             h.counts.samples += 1;
             let files = match r.read_sample(s) {

@@ -74,6 +74,16 @@ pub struct MockModel {
     /// it, a follow-up is answered like a first request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<super::feedback::FeedbackBehaviour>,
+    /// How the model answers a review request of the review round (`mock::feedback`,
+    /// HiTEC-ICL's second round); without it, a review is answered like a first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<super::feedback::ReviewBehaviour>,
+    /// Refuse a request whose history holds an assistant tool call with arguments that are not
+    /// valid JSON, as vLLM does (its chat path runs `json.loads` on every such string): HTTP
+    /// 400 with vLLM's error body. A follow-up sent `as-produced` after a broken call is
+    /// refused; a `sanitised` one is answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_invalid_json_history: bool,
 }
 
 /// The `tool_choice` kinds `refuse_tool_choice` may name.
@@ -177,6 +187,13 @@ impl MockConfig {
                             ("retry", Some(0.55), &[]),
                         ],
                     )),
+                    // Under review it keeps its correct calls (almost always) and fixes most
+                    // of its rare failures.
+                    review: Some(super::feedback::ReviewBehaviour {
+                        keep: 0.98,
+                        fix: 0.8,
+                        labels: BTreeMap::new(),
+                    }),
                     ..MockModel::default()
                 },
                 MockModel {
@@ -218,6 +235,21 @@ impl MockConfig {
                             ("retry", Some(0.15), &[]),
                         ],
                     )),
+                    // Under review it fixes some argument errors and talks itself out of a
+                    // correct call now and then: the method's risk, measured.
+                    review: Some(super::feedback::ReviewBehaviour {
+                        keep: 0.85,
+                        fix: 0.3,
+                        labels: labels(&[
+                            (Label::TypeCoercion, 0.6),
+                            (Label::MissingRequired, 0.55),
+                            (Label::HallucinatedParam, 0.6),
+                            (Label::SchemaViolation, 0.5),
+                        ]),
+                    }),
+                    // Served as vLLM serves it: a history with arguments that are not JSON is
+                    // refused, so its as-produced follow-ups after broken calls are refused.
+                    refuse_invalid_json_history: true,
                     ..MockModel::default()
                 },
                 MockModel {
@@ -335,6 +367,9 @@ impl MockConfig {
                 return Err(format!(
                     "{at}: key `faults`: status, drop, cut and garbage add up to {sum} > 1"
                 ));
+            }
+            if let Some(b) = &m.review {
+                b.check().map_err(|e| format!("{at}: {e}"))?;
             }
             if let Some(b) = &m.feedback {
                 b.check().map_err(|e| format!("{at}: {e}"))?;

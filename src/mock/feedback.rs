@@ -114,6 +114,74 @@ impl FeedbackBehaviour {
     }
 }
 
+/// A model's character under review (HiTEC-ICL's second round, `collect --review`): how
+/// often it keeps a correct call, and how often it fixes a failed one.
+///
+/// ```toml
+/// [model.review]
+/// keep = 0.9                          # a passing answer stays right 90 % of the time
+/// fix = 0.3                           # a failed one is fixed 30 % of the time...
+/// labels = { type_coercion = 0.8 }    # ...but 80 % after a type_coercion
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewBehaviour {
+    /// P(the final answer passes | the first answer passed). The rest of the time the review
+    /// breaks it ([`BREAKS`]).
+    #[serde(default = "always")]
+    pub keep: f64,
+    /// P(the final answer passes | the first answer failed), when nothing more specific.
+    #[serde(default)]
+    pub fix: f64,
+    /// Per label of the first answer's failure.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, f64>,
+}
+
+fn always() -> f64 {
+    1.0
+}
+
+/// How a review breaks a correct answer, in order of preference: the first label with a
+/// corruption for the task (a call task always has `no_call`, a no-call task `spurious_call`),
+/// so that P(broken | passed) is exactly `1 - keep` on every task.
+pub const BREAKS: [Label; 4] = [
+    Label::HallucinatedParam,
+    Label::TypeCoercion,
+    Label::NoCall,
+    Label::SpuriousCall,
+];
+
+impl ReviewBehaviour {
+    /// P(the final answer passes | the first answer's label; `None`: it passed).
+    pub fn pass_probability(&self, label: Option<Label>) -> f64 {
+        match label {
+            None => self.keep,
+            Some(l) => self.labels.get(l.as_str()).copied().unwrap_or(self.fix),
+        }
+    }
+
+    /// Checks names and probabilities; the message names the key.
+    pub fn check(&self) -> Result<(), String> {
+        let prob = |key: &str, p: f64| {
+            if (0.0..=1.0).contains(&p) {
+                Ok(())
+            } else {
+                Err(format!("key `{key}`: {p} is not a probability"))
+            }
+        };
+        prob("review.keep", self.keep)?;
+        prob("review.fix", self.fix)?;
+        for (l, p) in &self.labels {
+            if Label::parse(l).is_none() {
+                return Err(format!("key `review.labels.{l}`: not a label"));
+            }
+            prob(&format!("review.labels.{l}"), *p)?;
+        }
+        Ok(())
+    }
+}
+
 /// A request read as a follow-up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FollowUp {
@@ -122,7 +190,23 @@ pub struct FollowUp {
     /// The assistant turn fed back.
     pub assistant: Value,
     pub style: Option<FeedbackStyle>,
+    /// The parent's label (from the header; `None` when it passed or is unknown).
     pub label: Option<Label>,
+    /// A review request (`review/<label>` header, or its wording).
+    pub review: bool,
+    /// The header says the parent passed (`review/pass`).
+    pub passed: bool,
+}
+
+impl FollowUp {
+    /// The round's name in seeds: the style, or `review`.
+    pub fn ask(&self) -> &'static str {
+        if self.review {
+            "review"
+        } else {
+            self.style.map_or("", |s| s.as_str())
+        }
+    }
 }
 
 /// The follow-up in `request`, when it is shaped like one (the caller checks that the whole
@@ -132,32 +216,71 @@ pub fn read(request: &Value, header: Option<&str>) -> Option<FollowUp> {
     let messages = request.get("messages")?.as_array()?;
     let mut original = request.clone();
     original["messages"] = Value::Array(messages[..n].to_vec());
-    let (style, label) = match header.and_then(|h| h.split_once('/')) {
+    let split = header.and_then(|h| h.split_once('/'));
+    let (style, label) = match split {
         Some((s, l)) => (
             FeedbackStyle::ALL.into_iter().find(|f| f.as_str() == s),
             Label::parse(l),
         ),
         None => (None, None),
     };
+    let review = split.map_or_else(
+        || crate::follow_up::is_review(request),
+        |(s, _)| s == "review",
+    );
     Some(FollowUp {
         original,
         assistant: messages[n].clone(),
-        style: style.or(worded),
+        style: if review { None } else { style.or(worded) },
         label,
+        review,
+        passed: review && split.is_some_and(|(_, l)| l == "pass"),
     })
 }
 
 /// The sample number a follow-up's transport faults are drawn for: derived from the parent's
 /// number and the style, so a follow-up's luck on the wire is its own, not its parent's.
-pub fn fault_sample(seed: u64, parent_sample: u64, style: Option<FeedbackStyle>) -> u64 {
+pub fn fault_sample(seed: u64, parent_sample: u64, f: &FollowUp) -> u64 {
     super::respond::derive_seed(
         seed,
-        &[
-            "feedback-sample",
-            &parent_sample.to_string(),
-            style.map_or("", |s| s.as_str()),
-        ],
+        &["feedback-sample", &parent_sample.to_string(), f.ask()],
     )
+}
+
+/// The reply of a model with a `review` setting to one review request, and what it is for the
+/// log (`review kept`, `review broke <corruption>`, `review fixed`, `review repeated`). The
+/// draw depends on the mock's seed, the model, the task and the parent's sample number only.
+pub fn review_answer(
+    seed: u64,
+    model: &MockModel,
+    behaviour: &ReviewBehaviour,
+    task: &Task,
+    parent_sample: u64,
+    f: &FollowUp,
+    max_tokens: u64,
+) -> (Reply, String) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(super::respond::derive_seed(
+        seed,
+        &["review", &model.name, &task.id, &parent_sample.to_string()],
+    ));
+    let parent = if f.passed { None } else { f.label };
+    let right = rng.random::<f64>() < behaviour.pass_probability(parent);
+    match (f.passed, right) {
+        (true, true) => (gold(task), "review kept".into()),
+        (false, true) => (gold(task), "review fixed".into()),
+        (true, false) => {
+            for label in BREAKS {
+                if let Ok(list) = corruptions(task, label, max_tokens)
+                    && !list.is_empty()
+                {
+                    let c = &list[rng.random_range(0..list.len())];
+                    return (c.reply.clone(), format!("review broke {}", c.name));
+                }
+            }
+            (echo(&f.assistant), "review echoed".into())
+        }
+        (false, false) => (echo(&f.assistant), "review repeated".into()),
+    }
 }
 
 /// The reply of a model with a `feedback` setting to one follow-up, and what it is for the
@@ -171,7 +294,7 @@ pub fn answer(
     f: &FollowUp,
     max_tokens: u64,
 ) -> (Reply, String) {
-    let style = f.style.map_or("", |s| s.as_str());
+    let style = f.ask();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(super::respond::derive_seed(
         seed,
         &[
@@ -256,6 +379,7 @@ mod tests {
         );
         assert_eq!(f.style, Some(FeedbackStyle::Checklist));
         assert_eq!(f.label, Some(Label::NoCall));
+        assert!(!f.review);
         let f = read(&request, None).unwrap();
         assert_eq!((f.style, f.label), (Some(FeedbackStyle::Retry), None));
         assert_eq!(echo(&f.assistant), Reply::text("It is sunny."));

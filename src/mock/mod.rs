@@ -291,6 +291,11 @@ async fn chat(
     if let Some(body) = respond::refusal(model, &request) {
         return json_response(400, body);
     }
+    if model.refuse_invalid_json_history
+        && let Some(body) = respond::history_refusal(&request)
+    {
+        return json_response(400, body);
+    }
     // A preflight probe (`collect::preflight`): answered from the request alone, and not
     // logged, since the log records samples.
     if let Some(check) = headers
@@ -365,16 +370,14 @@ async fn chat(
         model: model.name.clone(),
         task: task.id.clone(),
         sample: match &follow_up {
-            Some(f) => feedback::fault_sample(state.config.seed, sample, f.style),
+            Some(f) => feedback::fault_sample(state.config.seed, sample, f),
             None => sample,
         },
         attempt,
     };
     let mut plan = respond::plan(&state.config, model, task, &key, &request);
-    if let (Some(f), Some(behaviour)) = (&follow_up, &model.feedback) {
-        answer_follow_up(
-            &state, model, behaviour, task, sample, f, &request, &mut plan,
-        );
+    if let Some(f) = &follow_up {
+        answer_follow_up(&state, model, task, sample, f, &request, &mut plan);
     }
     if plan.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
@@ -496,19 +499,21 @@ async fn chat(
     }
 }
 
-/// Replaces a planned answer's reply by the model's answer to a follow-up. Faults stay as
+/// Replaces a planned answer's reply by the model's answer to a follow-up (its `feedback` or
+/// `review` character; a model without one answers as to a first request). Faults stay as
 /// drawn: an error status, a dropped connection, garbage or a cut body is no model's answer.
-#[allow(clippy::too_many_arguments)]
 fn answer_follow_up(
     state: &MockState,
     model: &config::MockModel,
-    behaviour: &feedback::FeedbackBehaviour,
     task: &Task,
     parent_sample: u64,
     f: &feedback::FollowUp,
     request: &Value,
     plan: &mut respond::Plan,
 ) {
+    if (f.review && model.review.is_none()) || (!f.review && model.feedback.is_none()) {
+        return;
+    }
     let Answer::Body {
         cut: None, what, ..
     } = &plan.answer
@@ -523,15 +528,14 @@ fn answer_follow_up(
         .and_then(Value::as_u64)
         .or_else(|| request.get("max_tokens").and_then(Value::as_u64))
         .unwrap_or(4096);
-    let (mut reply, mut what) = feedback::answer(
-        state.config.seed,
-        model,
-        behaviour,
-        task,
-        parent_sample,
-        f,
-        max_tokens,
-    );
+    let seed = state.config.seed;
+    let (mut reply, mut what) = match (&model.review, &model.feedback) {
+        (Some(b), _) if f.review => {
+            feedback::review_answer(seed, model, b, task, parent_sample, f, max_tokens)
+        }
+        (_, Some(b)) => feedback::answer(seed, model, b, task, parent_sample, f, max_tokens),
+        _ => return,
+    };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
     if stream && model.stream_drops_parallel && reply.tool_calls.len() > 1 {
         reply.tool_calls.truncate(1);
@@ -544,7 +548,7 @@ fn answer_follow_up(
             &model.name,
             &task.id,
             &parent_sample.to_string(),
-            f.style.map_or("", |s| s.as_str()),
+            f.ask(),
         ],
     );
     let prompt_tokens = crate::reply::estimate_tokens(

@@ -256,6 +256,44 @@ pub fn refusal(model: &MockModel, request: &Value) -> Option<Vec<u8>> {
     Some(error_body(&message, "BadRequestError", 400))
 }
 
+/// vLLM's refusal of a history whose assistant tool call carries arguments that are not JSON
+/// (its chat path runs an unguarded `json.loads` on each; HTTP 400 with its error body, see
+/// shared WIRE.md): the body, or `None` when every such argument string parses.
+pub fn history_refusal(request: &Value) -> Option<Vec<u8>> {
+    let messages = request.get("messages")?.as_array()?;
+    let broken = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.pointer("/function/arguments").and_then(Value::as_str))
+        .find_map(|a| serde_json::from_str::<Value>(a).err())?;
+    // Python's json.loads words its errors as "Expecting ',' delimiter: line 1 column 17
+    // (char 16)"; serde_json's line and column say the same place.
+    let message = format!(
+        "1 validation error for ChatCompletionRequest: the arguments of an assistant tool call are not valid JSON: {}: line {} column {}",
+        python_json_error(&broken),
+        broken.line(),
+        broken.column()
+    );
+    serde_json::to_vec(&json!({
+        "object": "error",
+        "message": message,
+        "type": "BadRequestError",
+        "param": null,
+        "code": 400
+    }))
+    .ok()
+}
+
+/// The kind of a JSON error in the words of Python's `json` module.
+fn python_json_error(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Eof => "Unterminated string or object",
+        _ => "Expecting value",
+    }
+}
+
 /// The answer to a preflight probe (`collect::preflight`): a model that honours its tools
 /// calls the offered (or named) tool unless `tool_choice` is `none`, and counts the tools in
 /// `prompt_tokens`; with `ignore_tools` it neither sees nor calls them. Probes are never

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 13\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 15\n";
 
 /// The first bytes of every version's cache file: what tells callcheck's `verdicts.bin` from
 /// another program's file of that name ([`crate::cmd`]'s cache folder check).
@@ -253,6 +253,13 @@ pub struct CachedSample {
     pub scored: Option<Box<CachedScored>>,
 }
 
+/// A feedback sample's style, history, and parent run and sample folder.
+pub type CachedFeedback = (
+    crate::runs::FeedbackStyle,
+    crate::runs::History,
+    Option<(String, String)>,
+);
+
 /// [`Scored`] without its key (the key is where the sample sits). Short field names: the cache
 /// holds one per sample.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -281,14 +288,24 @@ pub struct CachedScored {
     pub total_ms: Option<f64>,
     #[serde(rename = "ct")]
     pub completion_tokens: Option<u64>,
+    #[serde(rename = "pt")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(rename = "hs")]
+    pub refused_status: Option<u16>,
     #[serde(rename = "r")]
     pub response: u128,
-    /// A feedback sample's style and parent run and sample (SPEC §11).
+    /// A feedback sample's style, history, and parent run and sample (SPEC §11).
     #[serde(rename = "fb")]
-    pub feedback: Option<(crate::runs::FeedbackStyle, Option<(String, String)>)>,
+    pub feedback: Option<CachedFeedback>,
+    /// The follow-up is a review round's (SPEC §11).
+    #[serde(rename = "rv")]
+    pub review: bool,
     /// The outcome after the label's mechanical repair, named as `outcome` is.
     #[serde(rename = "rp")]
     pub repaired: Option<String>,
+    /// A router could tell the sample failed (SPEC §11).
+    #[serde(rename = "vi")]
+    pub visible: bool,
 }
 
 impl CachedSample {
@@ -336,14 +353,19 @@ impl CachedScored {
             ttfb_ms: s.ttfb_ms,
             total_ms: s.total_ms,
             completion_tokens: s.completion_tokens,
+            prompt_tokens: s.prompt_tokens,
+            refused_status: s.refused_status,
             response: s.response,
             feedback: s.feedback.as_ref().map(|f| {
                 (
                     f.style,
+                    f.history,
                     f.parent.as_ref().map(|p| (p.run.clone(), p.sample.clone())),
                 )
             }),
+            review: s.feedback.as_ref().is_some_and(|f| f.review),
             repaired: s.repaired.map(|o| o.name().to_string()),
+            visible: s.visible,
         }
     }
 
@@ -377,15 +399,20 @@ impl CachedScored {
             ttfb_ms: self.ttfb_ms,
             total_ms: self.total_ms,
             completion_tokens: self.completion_tokens,
+            prompt_tokens: self.prompt_tokens,
+            refused_status: self.refused_status,
             response: self.response,
-            feedback: self.feedback.map(|(style, parent)| {
+            feedback: self.feedback.map(|(style, history, parent)| {
                 Box::new(crate::report::FeedbackOf {
                     style,
+                    history,
+                    review: self.review,
                     parent: parent
                         .map(|(run, sample)| crate::transcript::ParentRef { run, sample }),
                 })
             }),
             repaired,
+            visible: self.visible,
         })
     }
 }

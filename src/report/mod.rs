@@ -88,6 +88,11 @@ pub struct Scored {
     pub total_ms: Option<f64>,
     /// `usage.completion_tokens` of the response, when the server reported it.
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens` of the response, when the server reported it.
+    pub prompt_tokens: Option<u64>,
+    /// The HTTP status of a response that was not 2xx (a refusal, for a follow-up), from its
+    /// `meta.json`.
+    pub refused_status: Option<u16>,
     /// What the model answered, fingerprinted ([`distinct::fingerprint`]).
     pub response: u128,
     /// For a sample of a feedback round (SPEC §11): how the failure was fed back and which
@@ -97,15 +102,35 @@ pub struct Scored {
     /// For a failure whose label has a mechanical repair ([`crate::score::mend`]): the outcome
     /// of the repaired answer, scored again.
     pub repaired: Option<Outcome>,
+    /// A router in front of the server could tell this sample failed (SPEC §11): a transport
+    /// error, or a failure decided without the task's expected calls
+    /// ([`crate::score::Verdict::visible`]). Policies act on these only.
+    pub visible: bool,
 }
 
 /// What a feedback sample answers (SPEC §11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedbackOf {
     pub style: crate::runs::FeedbackStyle,
+    /// A review round's sample (HiTEC-ICL's second round, after any answer) rather than a
+    /// feedback round's (after a failure).
+    pub review: bool,
+    /// How the failed answer went back in the follow-up's history (its run's `cell.json`).
+    pub history: crate::runs::History,
     /// The failed first-round sample of the same model and task, as its `meta.json` names it;
     /// `None` when it names none.
     pub parent: Option<crate::transcript::ParentRef>,
+}
+
+impl FeedbackOf {
+    /// The round's name where one word is shown: the feedback style, or `review`.
+    pub fn name(&self) -> &'static str {
+        if self.review {
+            "review"
+        } else {
+            self.style.as_str()
+        }
+    }
 }
 
 impl Scored {
@@ -125,9 +150,14 @@ impl Scored {
             ttfb_ms: None,
             total_ms: None,
             completion_tokens: None,
+            prompt_tokens: None,
+            refused_status: None,
             response: 0,
             feedback: None,
             repaired: None,
+            // Known by its outcome alone, a failure is taken as one a router sees, as every
+            // failure was before callcheck told them apart; a scored sample says which it is.
+            visible: outcome != Outcome::Pass,
         }
     }
 }

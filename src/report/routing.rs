@@ -10,7 +10,7 @@
 
 use super::after_failure::{self, Action as Measured, TaskCounts};
 use super::{Matrix, Scored};
-use crate::runs::FeedbackStyle;
+use crate::runs::{FeedbackStyle, History};
 use crate::stats::interval::Interval;
 use crate::taxonomy::{Label, Outcome, Retry};
 use rayon::prelude::*;
@@ -49,21 +49,47 @@ impl Measure {
     }
 }
 
-/// What each action did after one row failed with one label.
+/// The follow-ups of one style and history after one label: how many answered with a pass,
+/// and how many the server refused.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeedbackMeasure {
+    /// Every follow-up counts, a refused one as a trial that did not pass (SPEC §11).
+    pub measure: Measure,
+    /// Follow-ups that got no usable answer, by HTTP status (`None`: no status at all, the
+    /// connection failed or timed out).
+    pub refused: BTreeMap<Option<u16>, u64>,
+}
+
+impl FeedbackMeasure {
+    pub fn refused_total(&self) -> u64 {
+        self.refused.values().sum()
+    }
+}
+
+/// What each action did after one row failed with one label. Every measure reads the
+/// *visible* failures only (SPEC §11): a router never learns of a silent one, so it takes no
+/// action after it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabelRouting {
     pub label: Label,
     /// First-round samples of the row that failed with the label.
     pub failures: u64,
-    /// Another sample of the same cell passed: each failure against each of its cell's other
-    /// scored samples (the reroll figure of `matrix.json`).
+    /// Those of them a router in front of the server could see ([`Scored::visible`]).
+    pub visible: u64,
+    /// Another sample of the same cell passed: each visible failure against each of its
+    /// cell's other scored samples.
     pub reroll: Measure,
-    /// The label's mechanical repair, applied to each failure and scored again; `None` for a
-    /// label with no mechanical repair.
+    /// The same after every failure with the label, visible or not: the cell's own reroll
+    /// statistic (matrix.json's `reroll_success`, the model page), not a router's.
+    pub reroll_all: Measure,
+    /// The label's mechanical repair, applied to each visible failure and scored again; `None`
+    /// for a label with no mechanical repair.
     pub repair: Option<Measure>,
-    /// Feedback samples (not transport errors) whose parent failed with the label, per style.
-    pub feedback: BTreeMap<FeedbackStyle, Measure>,
-    /// Per other row: each failure against each of that row's scored samples of the same task.
+    /// Follow-ups whose parent failed visibly with the label, per style and history (only the
+    /// pairs the row was followed up with); a refused follow-up counts in `n`, not in `passes`.
+    pub feedback: BTreeMap<(FeedbackStyle, History), FeedbackMeasure>,
+    /// Per other row: each visible failure against each of that row's scored samples of the
+    /// same task.
     pub fallback: Vec<(String, Measure)>,
 }
 
@@ -156,8 +182,15 @@ pub struct ModelRouting {
     /// Feedback samples whose parent is not among this build's samples, or was a transport
     /// error: counted nowhere.
     pub orphans: u64,
-    /// Feedback samples that were transport errors themselves: counted nowhere.
+    /// Feedback samples whose parent failed *silently* (collected before callcheck told
+    /// failures apart): a router would never have sent them, so they are counted nowhere.
+    pub silent_parents: u64,
+    /// Counted feedback samples that got no usable answer (refused, or no response): each a
+    /// trial that did not pass.
     pub feedback_errors: u64,
+    /// First-round failures of the row, and how many of them a router could see.
+    pub failures: u64,
+    pub visible: u64,
     /// Labels the row failed with, in taxonomy order.
     pub labels: Vec<LabelRouting>,
     /// Every policy over all of the row's tasks, in [`Policy::ALL`] order.
@@ -212,6 +245,20 @@ impl CellStat {
     }
 }
 
+/// The history a follow-up of the `feedback` policy carries: as produced, what OpenAI's SDK,
+/// LangChain and pydantic-ai send today, so the policy measures what a framework gets.
+const POLICY_HISTORY: History = History::AsProduced;
+
+/// What became of one row's feedback samples.
+#[derive(Debug, Clone, Copy, Default)]
+struct FeedbackCounts {
+    counted: u64,
+    parent_passes: u64,
+    orphans: u64,
+    silent_parents: u64,
+    errors: u64,
+}
+
 /// A feedback sample as a policy uses it: passed, and its cost.
 #[derive(Debug, Clone, Copy)]
 struct Child {
@@ -254,46 +301,68 @@ pub fn routing(m: &Matrix) -> Routing {
     let scored = |s: &Scored| s.outcome.is_scored();
     let stats = cell_stats(m);
     // Each feedback sample to its parent (an index into the first-round samples).
-    let mut children: BTreeMap<(usize, FeedbackStyle), Vec<Child>> = BTreeMap::new();
-    let mut counts: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
-    let mut feedback_measure: BTreeMap<(&str, Label, FeedbackStyle), (u64, u64)> = BTreeMap::new();
+    let mut children: BTreeMap<(usize, FeedbackStyle, History), Vec<Child>> = BTreeMap::new();
+    let mut counts: BTreeMap<&str, FeedbackCounts> = BTreeMap::new();
+    let mut feedback_measure: BTreeMap<(&str, Label, FeedbackStyle, History), (u64, u64)> =
+        BTreeMap::new();
+    type Refusals = BTreeMap<Option<u16>, u64>;
+    let mut refusals: BTreeMap<(&str, Label, FeedbackStyle, History), Refusals> = BTreeMap::new();
     for f in &m.feedback {
         let Some(of) = f.feedback.as_deref() else {
             continue;
         };
+        // A review follows up every answer, not a failure: measured in its own section.
+        if of.review {
+            continue;
+        }
         let c = counts.entry(f.key.model.as_str()).or_default();
         let parent = m.parent_index(f);
         let Some(pi) = parent else {
-            c.2 += 1;
+            c.orphans += 1;
             continue;
         };
         let label = match m.samples[pi].outcome {
             Outcome::Pass => {
-                c.1 += 1;
+                c.parent_passes += 1;
                 continue;
             }
             Outcome::Error => {
-                c.2 += 1;
+                c.orphans += 1;
                 continue;
             }
             Outcome::Fail(l) => l,
         };
-        if f.outcome == Outcome::Error {
-            c.3 += 1;
+        // A router never learns of a silent failure, so it sends nothing after one: such a
+        // follow-up (collected before callcheck told them apart) measures no router.
+        if !m.samples[pi].visible {
+            c.silent_parents += 1;
             continue;
         }
-        c.0 += 1;
+        c.counted += 1;
+        // A follow-up with no usable answer is a trial that did not pass: what the router got.
+        let refused = f.outcome == Outcome::Error;
+        if refused {
+            c.errors += 1;
+            *refusals
+                .entry((f.key.model.as_str(), label, of.style, of.history))
+                .or_default()
+                .entry(f.refused_status)
+                .or_default() += 1;
+        }
         let pass = f.outcome == Outcome::Pass;
         let e = feedback_measure
-            .entry((f.key.model.as_str(), label, of.style))
+            .entry((f.key.model.as_str(), label, of.style, of.history))
             .or_default();
         e.0 += 1;
         e.1 += u64::from(pass);
-        children.entry((pi, of.style)).or_default().push(Child {
-            pass,
-            tokens: f.completion_tokens.map(|t| t as f64),
-            latency: f.total_ms,
-        });
+        children
+            .entry((pi, of.style, of.history))
+            .or_default()
+            .push(Child {
+                pass,
+                tokens: f.completion_tokens.map(|t| t as f64),
+                latency: f.total_ms,
+            });
     }
     let tags_of: BTreeMap<&str, &[String]> = m
         .tasks
@@ -374,13 +443,47 @@ pub fn routing(m: &Matrix) -> Routing {
             }));
             // Feedback samples are counted (and become `children`) exactly where they enter
             // `feedback_measure`.
-            let has_feedback = feedback_measure.keys().any(|(m, _, _)| *m == name);
+            // The styles and histories the row was followed up with: each a measure per label.
+            let pairs: std::collections::BTreeSet<(FeedbackStyle, History)> = feedback_measure
+                .keys()
+                .filter(|(m, _, _, _)| *m == name)
+                .map(|(_, _, st, h)| (*st, *h))
+                .collect();
+            // Each task's visible failures with each label: what every measure conditions on.
+            let visible_of = |idx: &[usize], label: Label| {
+                idx.iter()
+                    .filter_map(|&i| m.samples.get(i))
+                    .filter(|s| s.visible && s.outcome == Outcome::Fail(label))
+                    .count() as u64
+            };
             let mut labels = Vec::new();
             let mut counts_buf: Vec<TaskCounts> = Vec::new();
             for (&label, &failures) in &mv.labels {
                 if failures == 0 {
                     continue;
                 }
+                // Asking again after every failure with the label, seen or not: the cell's
+                // own statistic (SPEC §2's measured reroll success in matrix.json), apart from
+                // what a router gets.
+                let reroll_all = Measure::over(
+                    &mut counts_buf,
+                    row_samples
+                        .iter()
+                        .filter(|(_, c, _)| c.labels.get(&label).is_some_and(|n| *n > 0))
+                        .map(|(_, _, idx)| {
+                            let a = after_failure::kinds(idx.iter().filter_map(|&i| {
+                                let s = m.samples.get(i)?;
+                                Some(after_failure::Sample {
+                                    failed_with_label: s.outcome == Outcome::Fail(label),
+                                    pass: s.outcome == Outcome::Pass,
+                                    repaired: false,
+                                    children: 0,
+                                    child_passes: 0,
+                                })
+                            }));
+                            TaskCounts::of_kinds(Measured::Reroll, &a, (0, 0))
+                        }),
+                );
                 // Only the tasks that failed with the label have a trial: their index in the row,
                 // and each scored first-round sample as the measures read it (feedback children
                 // counted per style below).
@@ -388,14 +491,15 @@ pub fn routing(m: &Matrix) -> Routing {
                 let failed: Vec<Failed> = row_samples
                     .iter()
                     .enumerate()
-                    .filter(|(_, (_, c, _))| c.labels.get(&label).is_some_and(|n| *n > 0))
+                    .filter(|(_, (_, _, idx))| visible_of(idx, label) > 0)
                     .map(|(t, (_, _, idx))| {
                         let a = idx
                             .iter()
                             .filter_map(|&i| {
                                 let s = m.samples.get(i)?;
                                 let sample = after_failure::Sample {
-                                    failed_with_label: s.outcome == Outcome::Fail(label),
+                                    failed_with_label: s.visible
+                                        && s.outcome == Outcome::Fail(label),
                                     pass: s.outcome == Outcome::Pass,
                                     repaired: s.repaired == Some(Outcome::Pass),
                                     children: 0,
@@ -423,20 +527,16 @@ pub fn routing(m: &Matrix) -> Routing {
                 let reroll = measure(Measured::Reroll);
                 let repair =
                     crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
-                // A row without a counted feedback sample has no feedback trial: every style's
-                // measure is empty.
-                let feedback = FeedbackStyle::ALL
-                    .into_iter()
-                    .map(|st| {
-                        if !has_feedback {
-                            return (st, Measure::default());
-                        }
+                // A follow-up's measure per style and history the row was followed up with.
+                let feedback = pairs
+                    .iter()
+                    .map(|&(st, h)| {
                         let tasks = failed.iter().map(|(_, a)| {
                             let a: Vec<after_failure::Sample> = a
                                 .iter()
                                 .map(|(i, s)| {
                                     let (children, child_passes) =
-                                        children.get(&(*i, st)).map_or((0, 0), |cs| {
+                                        children.get(&(*i, st, h)).map_or((0, 0), |cs| {
                                             (
                                                 cs.len() as u64,
                                                 cs.iter().filter(|c| c.pass).count() as u64,
@@ -451,7 +551,14 @@ pub fn routing(m: &Matrix) -> Routing {
                                 .collect();
                             TaskCounts::new(Measured::Feedback, &a, &[])
                         });
-                        (st, Measure::over(&mut counts_buf, tasks))
+                        let measure = FeedbackMeasure {
+                            measure: Measure::over(&mut counts_buf, tasks),
+                            refused: refusals
+                                .get(&(name, label, st, h))
+                                .cloned()
+                                .unwrap_or_default(),
+                        };
+                        ((st, h), measure)
                     })
                     .collect();
                 // The other row's samples of each task; a task it did not run is no trial of the
@@ -470,6 +577,11 @@ pub fn routing(m: &Matrix) -> Routing {
                 labels.push(LabelRouting {
                     label,
                     failures,
+                    reroll_all,
+                    visible: row_samples
+                        .iter()
+                        .map(|(_, _, idx)| visible_of(idx, label))
+                        .sum(),
                     reroll,
                     repair,
                     feedback,
@@ -483,8 +595,14 @@ pub fn routing(m: &Matrix) -> Routing {
                     let gain: f64 = row
                         .iter()
                         .enumerate()
-                        .map(|(t, (_, c))| {
-                            let fails = (c.scored - c.passes) as f64;
+                        .map(|(t, _)| {
+                            // Only a failure the router sees is sent on.
+                            let fails = row_samples[t]
+                                .2
+                                .iter()
+                                .filter_map(|&i| m.samples.get(i))
+                                .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
+                                .count() as f64;
                             fails * record(t, i).and_then(CellStat::rate).unwrap_or(0.0)
                         })
                         .sum();
@@ -496,8 +614,8 @@ pub fn routing(m: &Matrix) -> Routing {
             // no follow-up of its own.
             let row_rates: BTreeMap<(Label, FeedbackStyle), f64> = feedback_measure
                 .iter()
-                .filter(|((m, _, _), (n, _))| *m == name && *n > 0)
-                .map(|((_, l, st), (n, p))| ((*l, *st), *p as f64 / *n as f64))
+                .filter(|((m, _, _, h), (n, _))| *m == name && *h == POLICY_HISTORY && *n > 0)
+                .map(|((_, l, st, _), (n, p))| ((*l, *st), *p as f64 / *n as f64))
                 .collect();
             let label_rate = |l: Label, st: FeedbackStyle| row_rates.get(&(l, st)).copied();
             let reroll_rate = |l: Label| mv.reroll.get(&l).and_then(|r| r.rate());
@@ -558,13 +676,21 @@ pub fn routing(m: &Matrix) -> Routing {
                 .into_iter()
                 .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
                 .collect();
-            let (fs, pp, orphans, errors) = counts.get(name).copied().unwrap_or_default();
+            let fc = counts.get(name).copied().unwrap_or_default();
+            let (failures, visible) = row_samples
+                .iter()
+                .flat_map(|(_, _, idx)| idx.iter().filter_map(|&i| m.samples.get(i)))
+                .filter(|s| matches!(s.outcome, Outcome::Fail(_)))
+                .fold((0, 0), |(f, v), s| (f + 1, v + u64::from(s.visible)));
             ModelRouting {
                 model: name.to_string(),
-                feedback_samples: fs,
-                parent_passes: pp,
-                orphans,
-                feedback_errors: errors,
+                feedback_samples: fc.counted,
+                parent_passes: fc.parent_passes,
+                orphans: fc.orphans,
+                silent_parents: fc.silent_parents,
+                feedback_errors: fc.errors,
+                failures,
+                visible,
                 labels,
                 policies,
                 by_tag,
@@ -615,7 +741,7 @@ struct RowContext<'a> {
     m: &'a Matrix,
     name: &'a str,
     stats: &'a HashMap<(&'a str, &'a str), CellStat>,
-    children: &'a BTreeMap<(usize, FeedbackStyle), Vec<Child>>,
+    children: &'a BTreeMap<(usize, FeedbackStyle, History), Vec<Child>>,
     fallback_to: Option<&'a str>,
     label_rate: &'a dyn Fn(Label, FeedbackStyle) -> Option<f64>,
     reroll_rate: &'a dyn Fn(Label) -> Option<f64>,
@@ -694,6 +820,8 @@ impl RowContext<'_> {
         let latency = s.total_ms.or(own.latency).or(self.model_latency);
         let steps = Policy::ALL.map(|policy| match label {
             None => Step::Fixed(None),
+            // A router takes a silent failure for an answer: no policy acts on it.
+            Some(_) if !s.visible => Step::Fixed(None),
             Some(l) if self.resolve(policy, l) == Policy::Reroll => Step::Reroll(l),
             Some(l) => Step::Fixed(self.action(policy, l, i, fallback, own)),
         });
@@ -894,7 +1022,11 @@ impl RowContext<'_> {
             Policy::Reroll => self.reroll(label, own),
             Policy::Feedback => {
                 let st = FeedbackStyle::Error;
-                match self.children.get(&(i, st)).filter(|c| !c.is_empty()) {
+                match self
+                    .children
+                    .get(&(i, st, POLICY_HISTORY))
+                    .filter(|c| !c.is_empty())
+                {
                     Some(cs) => {
                         let n = cs.len() as f64;
                         cost(
@@ -1049,6 +1181,8 @@ mod tests {
         Scored {
             feedback: Some(Box::new(FeedbackOf {
                 style: st,
+                review: false,
+                history: crate::runs::History::AsProduced,
                 parent: Some(ParentRef {
                     run: "r1".into(),
                     sample: format!("{parent:03}"),
@@ -1132,20 +1266,24 @@ mod tests {
                 a.orphans,
                 a.feedback_errors
             ),
-            (3, 1, 1, 1)
+            (4, 1, 1, 1)
         );
         let label = |l: Label| a.labels.iter().find(|x| x.label == l).unwrap();
         let tc = label(Label::TypeCoercion);
-        assert_eq!(tc.failures, 1);
+        assert_eq!((tc.failures, tc.visible), (1, 1));
         let m1 = |x: &Measure| (x.n, x.passes);
-        assert_eq!(m1(&tc.feedback[&FeedbackStyle::Error]), (1, 1));
-        assert_eq!(m1(&tc.feedback[&FeedbackStyle::Checklist]), (0, 0));
+        let fb = |l: &LabelRouting, st: FeedbackStyle| {
+            let f = &l.feedback[&(st, History::AsProduced)];
+            (f.measure.n, f.measure.passes)
+        };
+        assert_eq!(fb(tc, FeedbackStyle::Error), (1, 1));
+        assert_eq!(fb(tc, FeedbackStyle::Checklist), (0, 0));
         assert_eq!(tc.repair.map(|x| m1(&x)), Some((1, 1)));
         // Reroll: the cell's 3 other samples, 2 of them passes.
         assert_eq!(m1(&tc.reroll), (3, 2));
         let nc = label(Label::NoCall);
-        assert_eq!(m1(&nc.feedback[&FeedbackStyle::Error]), (1, 0));
-        assert_eq!(m1(&nc.feedback[&FeedbackStyle::Checklist]), (1, 1));
+        assert_eq!(fb(nc, FeedbackStyle::Error), (1, 0));
+        assert_eq!(fb(nc, FeedbackStyle::Checklist), (1, 1));
         assert_eq!(nc.repair, None);
         // Fallback to b on t1: 4 samples, 4 passes. On t2 (malformed_json): 4 samples, 2 passes.
         assert_eq!(nc.fallback.len(), 1);
@@ -1155,7 +1293,45 @@ mod tests {
         );
         let mj = label(Label::MalformedJson);
         assert_eq!(m1(&mj.fallback[0].1), (4, 2));
+        // The follow-up that got no answer is a trial that did not pass, refused without a
+        // status (no response head).
+        assert_eq!(fb(mj, FeedbackStyle::Error), (1, 0));
+        let refused = &mj.feedback[&(FeedbackStyle::Error, History::AsProduced)].refused;
+        assert_eq!(refused.iter().collect::<Vec<_>>(), [(&None, &1)]);
         assert_eq!(mj.repair, None);
+    }
+
+    #[test]
+    fn a_silent_failure_is_final_and_its_follow_ups_count_nowhere() {
+        // Row a's no_call (t1, sample 2) under tool_choice "auto": a router takes it for an
+        // answer.
+        let mut m = matrix();
+        let i = m
+            .samples
+            .iter()
+            .position(|s| s.key.model == "a" && s.key.task == "t1" && s.key.sample == "002")
+            .unwrap();
+        assert_eq!(m.samples[i].outcome, Outcome::Fail(Label::NoCall));
+        m.samples[i].visible = false;
+        let r = routing(&m);
+        let a = r.model("a").unwrap();
+        assert_eq!((a.failures, a.visible), (3, 2));
+        // Its two follow-ups (error and checklist) are no router's: counted nowhere.
+        assert_eq!((a.feedback_samples, a.silent_parents), (2, 2));
+        let nc = a.labels.iter().find(|l| l.label == Label::NoCall).unwrap();
+        assert_eq!((nc.failures, nc.visible), (1, 0));
+        assert_eq!((nc.reroll.n, nc.fallback[0].1.n), (0, 0));
+        assert!(nc.feedback.values().all(|f| f.measure.n == 0));
+        let p = |x: Policy| a.policies.iter().find(|p| p.policy == x).unwrap();
+        // reroll: on t1 only the type_coercion is asked again (2/3); the no_call stays failed.
+        let reroll = ((2.0 + 2.0 / 3.0) / 4.0 + 1.0) / 2.0;
+        assert!(close(p(Policy::Reroll).rate.unwrap(), reroll));
+        assert!(close(p(Policy::Reroll).requests, (1.25 + 1.25) / 2.0));
+        // fallback: t1's type_coercion to b (4/4), t2's malformed_json (2/4).
+        assert!(close(
+            p(Policy::Fallback).rate.unwrap(),
+            (3.0 / 4.0 + 3.5 / 4.0) / 2.0
+        ));
     }
 
     #[test]
@@ -1171,13 +1347,12 @@ mod tests {
         assert!(close(p(Policy::Reroll).rate.unwrap(), reroll));
         assert!(close(p(Policy::Reroll).requests, (1.5 + 1.25) / 2.0));
         // feedback: the type_coercion's child passed, the no_call's did not; t2's malformed
-        // child was a transport error, so its chance is the row's measured rate for
-        // malformed_json, which is none: 0, imputed.
+        // child got no answer: a follow-up of its own that did not pass, nothing imputed.
         assert!(close(
             p(Policy::Feedback).rate.unwrap(),
             (3.0 / 4.0 + 3.0 / 4.0) / 2.0
         ));
-        assert_eq!(p(Policy::Feedback).imputed, 1);
+        assert_eq!(p(Policy::Feedback).imputed, 0);
         // repair: only the type_coercion.
         assert!(close(
             p(Policy::Repair).rate.unwrap(),
@@ -1197,7 +1372,8 @@ mod tests {
         // Costs: 10 tokens a request; the feedback child of t1 cost 20 tokens and 300 ms.
         assert!(close(p(Policy::Single).tokens.unwrap(), 10.0));
         assert!(close(p(Policy::Single).latency_ms.unwrap(), 100.0));
-        let fb_tokens = ((40.0 + 20.0 + 20.0) / 4.0 + (40.0 + 10.0) / 4.0) / 2.0;
+        // t2's follow-up got no answer but is a request sent: its own cost counts.
+        let fb_tokens = ((40.0 + 20.0 + 20.0) / 4.0 + (40.0 + 20.0) / 4.0) / 2.0;
         assert!(close(p(Policy::Feedback).tokens.unwrap(), fb_tokens));
         // Winner: by-label and fallback... by-label is 1.0, the only perfect one.
         assert_eq!(
@@ -1272,11 +1448,12 @@ mod tests {
             }
             let m = aggregate(s, tasks(), IntervalKind::Wilson);
             let stats = cell_stats(&m);
-            let mut children: BTreeMap<(usize, FeedbackStyle), Vec<Child>> = BTreeMap::new();
+            let mut children: BTreeMap<(usize, FeedbackStyle, History), Vec<Child>> =
+                BTreeMap::new();
             for f in &m.feedback {
                 if let Some(pi) = m.parent_index(f) {
                     children
-                        .entry((pi, FeedbackStyle::Error))
+                        .entry((pi, FeedbackStyle::Error, History::AsProduced))
                         .or_default()
                         .push(Child {
                             pass: f.outcome == Outcome::Pass,

@@ -39,6 +39,8 @@ pub struct ChunkView<'a> {
     pub error: Option<String>,
     /// `usage.completion_tokens`, when it is a non-negative integer.
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens`, likewise.
+    pub prompt_tokens: Option<u64>,
     /// `choices`, when it is a list.
     pub choices: Vec<ChoiceView<'a>>,
 }
@@ -95,7 +97,11 @@ impl<'a> ChunkView<'a> {
         Some(ChunkView {
             error: None,
             completion_tokens: usage
-                .and_then(|u| u.0.completion_tokens)
+                .as_ref()
+                .and_then(|u| u.0.completion_tokens.as_ref())
+                .and_then(|n| n.as_u64()),
+            prompt_tokens: usage
+                .and_then(|u| u.0.prompt_tokens)
                 .and_then(|n| n.as_u64()),
             choices: choices
                 .unwrap_or_default()
@@ -122,6 +128,10 @@ impl<'a> ChunkView<'a> {
             completion_tokens: v
                 .get("usage")
                 .and_then(|u| u.get("completion_tokens"))
+                .and_then(Value::as_u64),
+            prompt_tokens: v
+                .get("usage")
+                .and_then(|u| u.get("prompt_tokens"))
                 .and_then(Value::as_u64),
             choices: choices.iter().map(ChoiceView::of_value).collect(),
         }
@@ -282,7 +292,7 @@ macro_rules! plain_fields {
     };
 }
 
-plain_fields!(Usage, [completion_tokens]);
+plain_fields!(Usage, [completion_tokens, prompt_tokens]);
 plain_fields!(Choice<'de>, [index, finish_reason, delta]);
 plain_fields!(Delta<'de>, [content, tool_calls]);
 plain_fields!(CallDelta<'de>, [index, id, function]);
@@ -327,6 +337,7 @@ impl<'de> Fields<'de> for Chunk<'de> {
 #[derive(Default)]
 struct Usage {
     completion_tokens: Option<Number>,
+    prompt_tokens: Option<Number>,
 }
 
 #[derive(Default)]

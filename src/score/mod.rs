@@ -70,6 +70,12 @@ pub struct Verdict {
     /// On a pass: whether every argument equals the gold call's exactly (value accuracy,
     /// reported beside conformance and never folded into a label).
     pub value_match: Option<bool>,
+    /// A router in front of the server could tell this sample failed (SPEC §11): it is a
+    /// transport error, or a failure decided by a rule that reads only the request (its tools,
+    /// their schemas, `tool_choice`, the token budget) and the response, never the task's
+    /// expected calls ([`router_sees`]). `false` for a pass and for a *silent* failure, which a
+    /// router takes for an answer.
+    pub visible: bool,
 }
 
 impl Verdict {
@@ -90,6 +96,9 @@ impl Verdict {
             empty_value: false,
             extra_prose: false,
             value_match: None,
+            // A transport error is plain to anyone holding the response; a failure's
+            // visibility is decided once the verdict is reached ([`router_sees`]).
+            visible: outcome == Outcome::Error,
         }
     }
 
@@ -111,6 +120,7 @@ impl Verdict {
             "notes": self.notes,
             "fail": self.fail_path.as_ref().map(|p| serde_json::json!({"call": self.fail_call, "path": p})),
             "value_match": self.value_match,
+            "visible": self.visible,
         })
     }
 }
@@ -351,11 +361,151 @@ pub fn score_parsed(
     }
     v.finish_reason = completion.finish_reason.clone();
     v.cut = cut_reason.is_some();
+    v.visible = router_sees(&v, &offered, &Demands::of(task, t.request.as_deref()));
     let mut notes = offered.notes.clone();
     notes.extend(completion.notes.iter().cloned());
     notes.append(&mut v.notes);
     v.notes = notes;
     v
+}
+
+/// What the request demands of the answer, as a router in front of the server reads it.
+struct Demands {
+    choice: ToolChoice,
+    /// The request asked for JSON content (`response_format` of type `json_object` or
+    /// `json_schema`, vLLM's `structured_outputs` or `guided_json`).
+    json: bool,
+}
+
+impl Demands {
+    /// From the request as sent; without a recorded request, from what the task sends (its
+    /// `request` fields first, as collect builds the body).
+    fn of(task: &Task, request: Option<&Value>) -> Demands {
+        let field = |name: &str| match request {
+            Some(r) => r.get(name),
+            None => task.request.get(name).or(match name {
+                "tool_choice" => task.tool_choice.as_ref(),
+                "response_format" => task.response_format.as_ref(),
+                _ => None,
+            }),
+        };
+        let json = field("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t == "json_object" || t == "json_schema")
+            || field("structured_outputs").is_some()
+            || field("guided_json").is_some();
+        Demands {
+            choice: ToolChoice::of(field("tool_choice")),
+            json,
+        }
+    }
+}
+
+/// The request's `tool_choice`, as a router in front of the server reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ToolChoice {
+    /// `"auto"`, or none given (the API's default when tools are offered): the model may call
+    /// or answer in prose, and a router cannot tell which was wanted.
+    Auto,
+    /// `"required"`: some call must come.
+    Required,
+    /// `"none"`: no call may come.
+    Nothing,
+    /// `{"type": "function", "function": {"name": …}}`: this function must be called, and no
+    /// other.
+    Named(String),
+}
+
+impl ToolChoice {
+    /// The `tool_choice` sent, if any.
+    fn of(sent: Option<&Value>) -> ToolChoice {
+        match sent {
+            Some(Value::String(s)) if s == "required" => ToolChoice::Required,
+            Some(Value::String(s)) if s == "none" => ToolChoice::Nothing,
+            Some(v @ Value::Object(_)) => match v.pointer("/function/name").and_then(Value::as_str)
+            {
+                Some(name) => ToolChoice::Named(name.to_string()),
+                // An object naming no function demands nothing a router could check.
+                None => ToolChoice::Auto,
+            },
+            // "auto", absent, or a value no server reads as a demand.
+            _ => ToolChoice::Auto,
+        }
+    }
+
+    /// The request forbids a call to `name`: `"none"` forbids every call, a named function
+    /// every other one.
+    fn forbids(&self, name: Option<&str>) -> bool {
+        match self {
+            ToolChoice::Nothing => true,
+            ToolChoice::Named(n) => name != Some(n.as_str()),
+            ToolChoice::Auto | ToolChoice::Required => false,
+        }
+    }
+}
+
+/// Whether a router in front of the server sees that `v` failed (SPEC §11, "What a router
+/// sees"). A router holds the request — the tools and their schemas as sent, `tool_choice`, the
+/// token budget, `response_format` — and the response; it never holds the task's expected calls.
+/// So a failure is *visible* when the rule of SPEC §2.1 that decided it reads only those, and
+/// *silent* when the rule consults the expected calls or the task's predicates. Rule by rule:
+///
+/// - transport (stage 0): no usable response at all; whoever sent the request knows. Visible.
+/// - parse (stage 2), every rule. `truncation`: the cut is read off the response
+///   (`finish_reason "length"`, or `usage.completion_tokens` against the request's budget), and
+///   an answer cut short is incomplete whatever it was meant to be — even where the rule's
+///   sub-case counts fewer calls than expected, the router sees the cut that caused it.
+///   `escaping_error` and `malformed_json` at parse: arguments (or a structured output) that do
+///   not parse as a JSON object, or a call without a name, fail any client's `json.loads`.
+///   Visible.
+/// - structure (stage 3):
+///   - `no_call` (prose, or a call left as text in content): on a call task only the answer key
+///     says a call was wanted, unless the request demanded one — `tool_choice` `"required"` or
+///     naming a function. Where the request's `response_format` demands JSON (a
+///     structured-output task), content that holds none is visibly wrong; without that, silent.
+///   - `wrong_tool`: a name that was not offered (the rule tried first, so when any call names
+///     such a tool it decided), or a name `tool_choice` forbids, is visible against the request.
+///     A substitution among offered tools, or an expected tool used twice, is known only from
+///     the expected calls: silent.
+///   - `parallel_collapse` (fewer calls than the N expected): only the task knows N. Silent.
+///   - `spurious_call` (a call where the task expects none, or more calls than expected): the
+///     count is the task's, so silent — unless `tool_choice` forbids one of the calls (`"none"`,
+///     or a call to another function than the one named), which the request itself says.
+/// - schema (stage 4): every violation is found against the parameters schema as sent in the
+///   request (or the `response_format` schema). Visible, whatever the label.
+/// - semantic (stage 5): the task's own predicates (`where`, `across`) decide, with the label a
+///   predicate declares (`escaping_error` from a round-trip, `type_coercion` from an int64
+///   check, `parallel_collapse` from `distinct`): only the task holds them. Silent.
+///
+/// (`parallel_tool_calls: false` with several calls is left to the structure rules, as SPEC
+/// §11 lists it: no corpus task asks for it and no rule of §2.1 reads it.)
+fn router_sees(v: &Verdict, offered: &Offered, demands: &Demands) -> bool {
+    let choice = &demands.choice;
+    let Outcome::Fail(label) = v.outcome else {
+        return v.outcome == Outcome::Error;
+    };
+    match v.stage {
+        Some(Stage::Transport) | Some(Stage::Parse) | Some(Stage::Schema) => true,
+        Some(Stage::Semantic) | None => false,
+        Some(Stage::Structure) => {
+            let forbidden = || v.calls.iter().any(|c| choice.forbids(c.name.as_deref()));
+            match label {
+                Label::NoCall => {
+                    demands.json || matches!(choice, ToolChoice::Required | ToolChoice::Named(_))
+                }
+                Label::WrongTool => {
+                    let names = offered.names();
+                    v.calls
+                        .iter()
+                        .any(|c| !names.contains(&c.name.as_deref().unwrap_or("")))
+                        || forbidden()
+                }
+                Label::SpuriousCall => forbidden(),
+                _ => false,
+            }
+        }
+    }
 }
 
 /// A call candidate before parsing: structured or found in text.

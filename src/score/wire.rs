@@ -36,6 +36,9 @@ pub struct Completion {
     pub function_call: Option<WireCall>,
     pub finish_reason: Option<String>,
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens`: what the request cost to read (a follow-up carries the whole
+    /// conversation again).
+    pub prompt_tokens: Option<u64>,
     /// Observations about protocol deviations that decide nothing by themselves.
     pub notes: Vec<String>,
     /// The protocol deviations absorbed in reading the calls (a `tool_calls` object for a
@@ -307,6 +310,10 @@ pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
             .get("usage")
             .and_then(|u| u.get("completion_tokens"))
             .and_then(Value::as_u64),
+        prompt_tokens: v
+            .get("usage")
+            .and_then(|u| u.get("prompt_tokens"))
+            .and_then(Value::as_u64),
         ..Completion::default()
     };
     let mut notes = Vec::new();
@@ -402,6 +409,7 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
     let mut content: Option<String> = None;
     let mut finish_reason = None;
     let mut completion_tokens = None;
+    let mut prompt_tokens = None;
     let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
     let mut beyond: std::collections::BTreeSet<u64> = Default::default();
     let mut notes = Vec::new();
@@ -440,6 +448,9 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
         }
         if let Some(t) = chunk.completion_tokens {
             completion_tokens = Some(t);
+        }
+        if let Some(t) = chunk.prompt_tokens {
+            prompt_tokens = Some(t);
         }
         for choice in chunk.choices {
             if !choice.first {
@@ -551,6 +562,7 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
         function_call: None,
         finish_reason,
         completion_tokens,
+        prompt_tokens,
         notes,
         deviations,
         calls_cut: cut,

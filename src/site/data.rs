@@ -13,7 +13,7 @@ use crate::report::{Cell, Matrix, ModelView, Scored, Total, ValuePooled};
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::stats::interval::{Interval, round4};
 use crate::stats::{Reliability, Thresholds};
-use crate::taxonomy::Label;
+use crate::taxonomy::{Label, Outcome};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -366,12 +366,13 @@ fn label_json(m: &Matrix, routing: &Routing, l: Label) -> Value {
         .iter()
         .filter_map(|mv| {
             let r = mv.reroll.get(&l)?;
-            // The interval of routing.json's reroll measure: over these tasks, the trials of
-            // one failure sharing its cell (docs/data.md).
+            // The interval of routing's reroll measure over every failure with the label (seen
+            // by a router or not): over these tasks, the trials of one failure sharing its cell
+            // (docs/data.md).
             let interval = routing
                 .model(&mv.name)
                 .and_then(|o| o.labels.iter().find(|x| x.label == l))
-                .and_then(|x| x.reroll.interval);
+                .and_then(|x| x.reroll_all.interval);
             Some((
                 mv.name.clone(),
                 json!({
@@ -400,6 +401,12 @@ fn measure_json(m: &Measure) -> Value {
         "rate": opt_num(m.rate()),
         "interval": bounds(m.interval.as_ref()),
     })
+}
+
+/// How routing.json names the HTTP status of a refused follow-up: the status, or `none` when
+/// no response head came at all.
+fn refusal_key(status: Option<u16>) -> String {
+    status.map_or_else(|| "none".to_string(), |s| s.to_string())
 }
 
 /// One routing policy's expected success and cost.
@@ -434,7 +441,18 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                     let feedback: serde_json::Map<String, Value> = l
                         .feedback
                         .iter()
-                        .map(|(st, x)| (st.as_str().to_string(), measure_json(x)))
+                        .map(|((st, h), x)| {
+                            let mut v = measure_json(&x.measure);
+                            let refused: serde_json::Map<String, Value> = x
+                                .refused
+                                .iter()
+                                .map(|(status, n)| (refusal_key(*status), json!(n)))
+                                .collect();
+                            if let Some(o) = v.as_object_mut() {
+                                o.insert("refused".into(), Value::Object(refused));
+                            }
+                            (format!("{}/{}", st.as_str(), h.as_str()), v)
+                        })
                         .collect();
                     let fallback: Vec<Value> = l
                         .fallback
@@ -451,6 +469,7 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                         "label": l.label.as_str(),
                         "default": l.label.retry().as_str(),
                         "failures": l.failures,
+                        "visible": l.visible,
                         "reroll": measure_json(&l.reroll),
                         "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
                         "feedback": feedback,
@@ -474,7 +493,10 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                 "feedback_samples": mr.feedback_samples,
                 "parent_passes": mr.parent_passes,
                 "orphans": mr.orphans,
+                "silent_parents": mr.silent_parents,
                 "feedback_errors": mr.feedback_errors,
+                "failures": mr.failures,
+                "visible": mr.visible,
                 "labels": labels,
                 "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
                 "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),
@@ -512,7 +534,7 @@ pub(crate) fn compare_json(comparisons: &[Comparison]) -> Vec<u8> {
 }
 
 /// The columns of `data/samples.csv`, in order.
-const CSV_COLUMNS: [&str; 16] = [
+const CSV_COLUMNS: [&str; 17] = [
     "permalink",
     "model",
     "task",
@@ -529,6 +551,7 @@ const CSV_COLUMNS: [&str; 16] = [
     "round",
     "parent",
     "feedback",
+    "visible",
 ];
 
 /// Every model with a sample, first-round or feedback, in name order.
@@ -717,7 +740,13 @@ fn samples_csv_rows<'a>(
             &tokens,
             if feedback.is_some() { "1" } else { "0" },
             &parent,
-            feedback.map(|f| f.style.as_str()).unwrap_or(""),
+            feedback.map(|f| f.name()).unwrap_or(""),
+            // Whether a router could tell the sample failed; nothing to say of a pass.
+            match (s.outcome, s.visible) {
+                (Outcome::Pass, _) => "",
+                (_, true) => "true",
+                (_, false) => "false",
+            },
         ])?;
     }
     Ok(w.flush()?)

@@ -1,8 +1,8 @@
 //! `collect --feedback` (SPEC §11), the real binary against the real mock over loopback: one
-//! follow-up per failed first-round sample and style, each request exactly the one
-//! `feedback::follow_up` builds from its parent's files, answered by a scripted model that
-//! fixes exactly the labels it is told to; nothing asked twice; kill -9 at random moments
-//! loses and duplicates nothing.
+//! follow-up per visibly failed first-round sample and style (a silent failure, which no
+//! router sees, gets none), each request exactly the one `follow_up::follow_up` builds from
+//! its parent's files, answered by a scripted model that fixes exactly the labels it is told
+//! to; nothing asked twice; kill -9 at random moments loses and duplicates nothing.
 
 use crate::support::collect::*;
 use callcheck::runs::{FeedbackStyle, RunKind};
@@ -14,7 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-/// Fails with `type_coercion` or `wrong_tool` (where the task allows), fixes every
+/// Fails with `type_coercion` or `wrong_tool` (where the task allows; a name that was not
+/// offered: visible) or `no_call` (prose under `tool_choice: "auto"`: silent), fixes every
 /// `type_coercion` it is told about in the `error` and `checklist` styles and none under
 /// `retry`, and repeats every `wrong_tool`.
 const FIXER: &str = r#"
@@ -22,8 +23,9 @@ seed = 5
 [[model]]
 name = "fixer"
 [model.labels]
-type_coercion = 0.3
-wrong_tool = 0.3
+type_coercion = 0.5
+wrong_tool = 0.2
+no_call = 0.15
 [model.feedback]
 fix = 0.0
 labels = { type_coercion = 1.0 }
@@ -33,11 +35,24 @@ labels = { type_coercion = 0.0 }
 
 type Key = (String, String, ParentRef, FeedbackStyle);
 
-/// Every first-round failure, by (row, task, parent), with its label.
+/// Every visible first-round failure, by (row, task, parent), with its label.
 fn failures(
     runs: &Path,
     tasks: &[callcheck::task::Task],
 ) -> BTreeMap<(String, String, ParentRef), Label> {
+    all_failures(runs, tasks)
+        .into_iter()
+        .filter(|(_, (_, seen))| *seen)
+        .map(|(k, (l, _))| (k, l))
+        .collect()
+}
+
+/// Every first-round failure, by (row, task, parent), with its label and whether a router
+/// sees it.
+fn all_failures(
+    runs: &Path,
+    tasks: &[callcheck::task::Task],
+) -> BTreeMap<(String, String, ParentRef), (Label, bool)> {
     let mut out = BTreeMap::new();
     for r in callcheck::runs::scan(runs).runs {
         if r.cell.kind != RunKind::Samples {
@@ -46,12 +61,14 @@ fn failures(
         let task = tasks.iter().find(|t| t.id == r.task_id).unwrap();
         for s in &r.samples {
             let t = r.read_sample(s).unwrap().transcript();
-            if let Outcome::Fail(l) = callcheck::score::score(task, &t).outcome {
+            let v = callcheck::score::score(task, &t);
+            if let Outcome::Fail(l) = v.outcome {
                 let parent = ParentRef {
                     run: r.run_id.clone(),
                     sample: s.clone(),
                 };
-                out.insert((r.model.clone(), r.task_id.clone(), parent), l);
+                let seen = callcheck::follow_up::visible(&v);
+                out.insert((r.model.clone(), r.task_id.clone(), parent), (l, seen));
             }
         }
     }
@@ -105,11 +122,11 @@ fn expected_request(runs: &Path, task: &callcheck::task::Task, key: &Key) -> Vec
     let completion = callcheck::score::parse(&t).unwrap();
     let verdict = callcheck::score::score(task, &t);
     let body = callcheck::follow_up::follow_up(
-        task,
         t.request.as_ref().unwrap(),
         &completion,
         &verdict,
         *style,
+        callcheck::runs::History::AsProduced,
     )
     .unwrap();
     serde_json::to_vec(&body).unwrap()
@@ -124,6 +141,7 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     let runs = tmp.path().join("runs");
     let only = ["--only", "basic-*", "--k", "8"];
     ok(&collect_in(&cfg, &corpus(), &runs, &only, &[]));
+    let all = all_failures(&runs, &tasks);
     let failed = failures(&runs, &tasks);
     let by_label = |l: Label| failed.values().filter(|&&x| x == l).count();
     assert!(by_label(Label::TypeCoercion) >= 3, "{failed:?}");
@@ -131,6 +149,13 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     assert_eq!(
         by_label(Label::TypeCoercion) + by_label(Label::WrongTool),
         failed.len()
+    );
+    // A no_call under "auto" is silent: there must be some, left alone.
+    let silent_of = |row: &str| all.iter().filter(|(k, v)| k.0 == row && !v.1).count();
+    assert!(silent_of("f-json") + silent_of("f-sse") >= 2, "{all:?}");
+    assert!(
+        all.values().all(|v| v.1 == (v.0 != Label::NoCall)),
+        "{all:?}"
     );
 
     let out = collect_in(
@@ -154,12 +179,16 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
             .map(|k| &k.1)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
+        let parents = format!(
+            "{n} visible failures among the first-round samples ({} silent ones left alone: a router cannot see them)",
+            silent_of(row)
+        );
         let plan = format!(
-            "feedback {row}: {n} failed first-round samples in {cells} cells; follow-ups to send: error {n}, checklist {n}, retry {n} (0 already on disk)\n"
+            "feedback {row}: {parents} in {cells} cells; follow-ups to send: error {n}, checklist {n}, retry {n} (0 already on disk)\n"
         );
         assert!(err.contains(&plan), "{plan}\n{err}");
         let sent = format!(
-            "  {row}: follow-ups sent: error {n}/{n}, checklist {n}/{n}, retry {n}/{n}, for {n} failed first-round samples (0 already on disk); 0 kept as transport errors; {} HTTP attempts (0 retries, on 0 follow-ups); feedback runs {}/{} written;",
+            "  {row}: follow-ups sent: error {n}/{n}, checklist {n}/{n}, retry {n}/{n}, for {parents} (0 already on disk); 0 kept as transport errors; {} HTTP attempts (0 retries, on 0 follow-ups); follow-up runs {}/{} written;",
             3 * n,
             3 * cells,
             3 * cells
@@ -171,12 +200,15 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
         .find(|l| l.starts_with("collect --feedback 2"))
         .unwrap_or_else(|| panic!("no headline: {err}"));
     assert!(
-        headline.contains(&format!(": {} follow-ups in ", got.len())),
+        headline.contains(&format!(
+            ": {} follow-ups (as-produced history) in ",
+            got.len()
+        )),
         "{headline}"
     );
     assert!(
         err.contains(
-            "which follow-ups passed is build's to say: run `callcheck build` and read routing.html"
+            "collect --feedback: which follow-ups passed is build's to say: run `callcheck build` and read routing.html"
         ),
         "{err}"
     );
@@ -216,14 +248,21 @@ fn every_failure_is_followed_up_once_per_style_as_the_model_character_says() {
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(
         err.contains(
-            "collect --feedback: nothing to send: every failed first-round sample has its follow-ups (error, checklist, retry)\n"
+            "collect --feedback: nothing to send: every first-round sample it applies to has its follow-ups (error, checklist, retry; history as-produced)\n"
         ),
         "{err}"
     );
     let n = failed.keys().filter(|k| k.0 == "f-json").count();
+    let cells = failed
+        .keys()
+        .filter(|k| k.0 == "f-json")
+        .map(|k| &k.1)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     assert!(
         err.contains(&format!(
-            "  f-json: {n} failed first-round samples in 3 cells; {} follow-ups on disk\n",
+            "  f-json: {n} visible failures among the first-round samples ({} silent ones left alone: a router cannot see them) in {cells} cells; {} follow-ups on disk\n",
+            silent_of("f-json"),
             3 * n
         )),
         "{err}"
@@ -382,8 +421,11 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
                 return Reply::json(503, r#"{"error":{"message":"busy"}}"#);
             }
         }
-        // Prose: a first-round `no_call` to follow up.
-        Reply::json(200, completion(10, None))
+        // Broken arguments: a first-round `malformed_json`, visible, to follow up.
+        Reply::json(
+            200,
+            completion(10, Some(("get_weather", r#"{"city": "Paris""#))),
+        )
     });
     let cfg = row_config(tmp.path(), &server.url, "timeout_secs = 10\n");
     let runs = tmp.path().join("runs");
@@ -411,7 +453,7 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
         "{err}"
     );
     assert!(
-        err.contains("  row: follow-ups sent: error 3/3, for 3 failed first-round samples (0 already on disk); 3 kept as transport errors (HTTP 503 × 3); 3 HTTP attempts (0 retries, on 0 follow-ups); feedback runs 1/1 written;"),
+        err.contains("  row: follow-ups sent: error 3/3, for 3 visible failures among the first-round samples (0 silent ones left alone: a router cannot see them) (0 already on disk); 3 kept as transport errors (HTTP 503 × 3); 3 HTTP attempts (0 retries, on 0 follow-ups); follow-up runs 1/1 written;"),
         "{err}"
     );
     let first = follow_ups(&runs, &tasks);
@@ -424,11 +466,11 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
     // Without --retry-errors an error is a follow-up like any other: nothing is sent.
     let err = run(&["--feedback", "error"]);
     assert!(
-        err.contains("collect --feedback: nothing to send: every failed first-round sample has its follow-ups (error)\n"),
+        err.contains("collect --feedback: nothing to send: every first-round sample it applies to has its follow-ups (error; history as-produced)\n"),
         "{err}"
     );
     assert!(
-        err.contains("  row: 3 failed first-round samples in 1 cells; 3 follow-ups on disk\n"),
+        err.contains("  row: 3 visible failures among the first-round samples (0 silent ones left alone: a router cannot see them) in 1 cells; 3 follow-ups on disk\n"),
         "{err}"
     );
     assert_eq!(asked.lock().unwrap().values().sum::<u32>(), 3);
@@ -436,11 +478,11 @@ fn retry_errors_asks_a_follow_up_that_ended_as_a_transport_error_again() {
     // With it, each is asked again, with the same request, and answered; the errors stay.
     let err = run(&["--feedback", "error", "--retries", "0", "--retry-errors"]);
     assert!(
-        err.contains("feedback row: 3 failed first-round samples in 1 cells; follow-ups to send: error 3 (0 already on disk; 3 kept as transport errors, asked again)\n"),
+        err.contains("feedback row: 3 visible failures among the first-round samples (0 silent ones left alone: a router cannot see them) in 1 cells; follow-ups to send: error 3 (0 already on disk; 3 kept as transport errors, asked again)\n"),
         "{err}"
     );
     assert!(
-        err.contains("  row: follow-ups sent: error 3/3, for 3 failed first-round samples (0 already on disk); 0 kept as transport errors; 3 HTTP attempts"),
+        err.contains("  row: follow-ups sent: error 3/3, for 3 visible failures among the first-round samples (0 silent ones left alone: a router cannot see them) (0 already on disk); 0 kept as transport errors; 3 HTTP attempts"),
         "{err}"
     );
     assert_eq!(

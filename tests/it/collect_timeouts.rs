@@ -114,7 +114,9 @@ fn a_sample_that_outlives_timeout_secs_is_kept_as_callchecks_timeout_and_asked_o
 #[test]
 fn a_follow_up_refused_with_500_is_asked_once_and_build_counts_it_apart() {
     let tmp = tempfile::tempdir().unwrap();
-    // First-round samples are prose: failures (no_call) to follow up. Follow-ups: parent 0's
+    // First-round samples are calls with broken arguments: visible failures (malformed_json)
+    // to follow up (prose under tool_choice "auto" is a silent no_call, which no router
+    // follows up). Follow-ups: parent 0's
     // is refused once with a gateway's 503 (transient: retried, then answered), the others
     // with llama-server's 500 for a history it cannot parse (a refusal of the content: asked
     // once, whatever --retries says).
@@ -135,7 +137,10 @@ fn a_follow_up_refused_with_500_is_asked_once_and_build_counts_it_apart() {
                 ),
             };
         }
-        Reply::json(200, completion(10, None))
+        Reply::json(
+            200,
+            completion(10, Some(("get_weather", r#"{"city": "Paris""#))),
+        )
     });
     let cfg = row_config(tmp.path(), &server.url, "timeout_secs = 10\n");
     let runs = tmp.path().join("runs");

@@ -162,18 +162,29 @@ fn demo_collects_builds_and_a_second_run_gives_the_same_site() {
     }
 }
 
-/// The demo's feedback round (SPEC §11): every first-round failure has one follow-up per style,
-/// and the scripted models answer in character. Prints the fix rates per row and style.
+/// The demo's feedback round (SPEC §11): every visible first-round failure has one follow-up
+/// per style (and, on the row behind the refusing server, one per style and history), and the
+/// scripted models answer in character; the refusing row refuses as-produced follow-ups after
+/// broken arguments and answers sanitised ones; two rows have a review of every answer.
+/// Prints the fix rates per row and style.
 fn feedback_round_follows_every_failure_in_character(scan: &callcheck::runs::Scan) {
-    use callcheck::runs::{FeedbackStyle, RunKind};
+    use callcheck::runs::{FeedbackStyle, History, RunKind};
     use callcheck::taxonomy::{Label, Outcome};
     let tasks = callcheck::task::load(&corpus()).unwrap();
     let task = |id: &str| tasks.iter().find(|t| t.id == id).unwrap();
     let mut parents: BTreeMap<(String, String, String, String), Label> = BTreeMap::new();
+    let mut reviewable = 0;
     for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Samples) {
         for s in &r.samples {
             let t = r.read_sample(s).unwrap().transcript();
-            if let Outcome::Fail(l) = callcheck::score::score(task(&r.task_id), &t).outcome {
+            let v = callcheck::score::score(task(&r.task_id), &t);
+            let answered = v.outcome != Outcome::Error;
+            if answered {
+                reviewable += usize::from(["mock-good", "mock-sloppy"].contains(&r.model.as_str()));
+            }
+            if let Outcome::Fail(l) = v.outcome
+                && callcheck::follow_up::visible(&v)
+            {
                 parents.insert(
                     (
                         r.model.clone(),
@@ -189,18 +200,34 @@ fn feedback_round_follows_every_failure_in_character(scan: &callcheck::runs::Sca
     // (row, style, argument label or not) → (follow-ups, passes)
     let mut rates: BTreeMap<(String, FeedbackStyle, bool), (u32, u32)> = BTreeMap::new();
     let mut seen = BTreeSet::new();
+    let mut reviews = 0;
+    let mut refused: BTreeMap<History, u32> = BTreeMap::new();
+    for r in scan.runs.iter().filter(|r| r.cell.kind == RunKind::Review) {
+        reviews += r.samples.len();
+    }
     for r in scan
         .runs
         .iter()
         .filter(|r| r.cell.kind == RunKind::Feedback)
     {
-        let style = r.cell.feedback.as_ref().unwrap().style;
+        let info = r.cell.feedback.as_ref().unwrap();
+        let (style, history) = (info.style, info.history);
         for s in &r.samples {
             let t = r.read_sample(s).unwrap().transcript();
             let p = t.meta.as_ref().unwrap().parent.clone().unwrap();
             let key = (r.model.clone(), r.task_id.clone(), p.run, p.sample);
             let label = parents[&key];
-            assert!(seen.insert((key, style)), "a parent followed up twice");
+            assert!(
+                seen.insert((key, style, history)),
+                "a parent followed up twice"
+            );
+            if t.meta.as_ref().unwrap().status == Some(400) {
+                assert_eq!(r.model, "mock-sloppy");
+                *refused.entry(history).or_default() += 1;
+            }
+            if history == History::Sanitised {
+                continue;
+            }
             let outcome = callcheck::score::score(task(&r.task_id), &t).outcome;
             let argument = matches!(
                 label,
@@ -214,7 +241,12 @@ fn feedback_round_follows_every_failure_in_character(scan: &callcheck::runs::Sca
             e.1 += u32::from(outcome == Outcome::Pass);
         }
     }
-    assert_eq!(seen.len(), 3 * parents.len());
+    let sloppy = parents.keys().filter(|k| k.0 == "mock-sloppy").count();
+    assert_eq!(seen.len(), 3 * parents.len() + 3 * sloppy);
+    assert_eq!(reviews, reviewable);
+    eprintln!("refused follow-ups by history: {refused:?}; reviews: {reviews}");
+    assert!(refused.get(&History::AsProduced).copied().unwrap_or(0) >= 3);
+    assert_eq!(refused.get(&History::Sanitised), None);
     let rate = |row: &str, style, argument: Option<bool>| {
         let (n, k) = rates
             .iter()

@@ -553,6 +553,17 @@ fn llama_server_end_to_end() {
                 r[c_label].clone(),
             )
         })
+        .filter(|((model, task_id, run, sample), _)| {
+            // Only a visible failure is followed up (SPEC §11): a router never sees a silent one.
+            let r = runs::cell_runs(&runs_dir, model, task_id)
+                .runs
+                .into_iter()
+                .find(|x| &x.run_id == run)
+                .unwrap();
+            let t = r.read_sample(sample).unwrap().transcript();
+            let v = callcheck::score::score(&tasks[task_id], &t);
+            callcheck::follow_up::visible(&v)
+        })
         .collect();
     let t = Instant::now();
     let out = run(
@@ -605,11 +616,11 @@ fn llama_server_end_to_end() {
                 .unwrap();
             let pt = parent_run.read_sample(&p.sample).unwrap().transcript();
             let want = callcheck::follow_up::follow_up(
-                task,
                 pt.request.as_ref().unwrap(),
                 &callcheck::score::parse(&pt).unwrap(),
                 &callcheck::score::score(task, &pt),
                 info.style,
+                info.history,
             )
             .unwrap();
             assert_eq!(t.request.as_deref(), Some(&want), "{}", r.dir.display());
@@ -646,6 +657,173 @@ fn llama_server_end_to_end() {
     eprintln!("fixed (passes / follow-ups) per style and parent label:");
     for ((style, label), (n, k)) in &by_label {
         eprintln!("  {style} {label}: {k}/{n}");
+    }
+
+    // 9. The review round (SPEC §11, HiTEC-ICL's second round) for the plain row and the row
+    // with the global checklist: one review per answered first-round sample, each request the
+    // one built from its parent's files; the four arms' success and cost are printed.
+    let arms = ["smollm2-135m", "smollm2-135m-hitec"];
+    let t = Instant::now();
+    let out = run(
+        Command::new(BIN)
+            .arg("collect")
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--tasks")
+            .arg(&tasks_dir)
+            .arg("--runs")
+            .arg(&runs_dir)
+            .args(["--review", "--jobs", "2", "--models", &arms.join(",")]),
+        "callcheck collect --review",
+    );
+    let review_secs = t.elapsed().as_secs_f64();
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    mark("collect --review", &mut timings);
+    // Per row and round: (calls, passes, prompt tokens, completion tokens, milliseconds).
+    type Cost = (u64, u64, u64, u64, f64);
+    let mut first: BTreeMap<(String, String, String, String), callcheck::taxonomy::Outcome> =
+        BTreeMap::new();
+    let mut cost: BTreeMap<(String, &str), Cost> = BTreeMap::new();
+    let usage = |body: &[u8], sse: bool| -> (u64, u64) {
+        let text = String::from_utf8_lossy(body);
+        let pick = |v: &Value| {
+            (
+                v.pointer("/usage/prompt_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+                v.pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+            )
+        };
+        if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .map(|v| pick(&v))
+                .find(|u| u.0 > 0)
+                .unwrap_or((0, 0))
+        } else {
+            serde_json::from_slice::<Value>(body)
+                .map(|v| pick(&v))
+                .unwrap_or((0, 0))
+        }
+    };
+    let mut reviewed = BTreeSet::new();
+    let mut fixed_broken: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let scan = runs::scan(&runs_dir);
+    for kind in [runs::RunKind::Samples, runs::RunKind::Review] {
+        for r in scan.runs.iter().filter(|r| r.cell.kind == kind) {
+            if !arms.contains(&r.model.as_str()) {
+                continue;
+            }
+            let task = &tasks[&r.task_id];
+            for s in &r.samples {
+                let files = r.read_sample(s).unwrap();
+                let t = files.transcript();
+                let o = callcheck::score::score(task, &t).outcome;
+                let meta = t.meta.as_ref().unwrap();
+                let (p, c) = usage(&files.response, t.streamed);
+                let round = if kind == runs::RunKind::Review {
+                    "review"
+                } else {
+                    "first"
+                };
+                let e = cost.entry((r.model.clone(), round)).or_default();
+                e.0 += 1;
+                e.1 += u64::from(o == callcheck::taxonomy::Outcome::Pass);
+                e.2 += p;
+                e.3 += c;
+                e.4 += meta.total_ms.unwrap_or(0.0);
+                if kind == runs::RunKind::Samples {
+                    first.insert(
+                        (
+                            r.model.clone(),
+                            r.task_id.clone(),
+                            r.run_id.clone(),
+                            s.clone(),
+                        ),
+                        o,
+                    );
+                    continue;
+                }
+                let parent = meta.parent.clone().unwrap();
+                let key = (
+                    r.model.clone(),
+                    r.task_id.clone(),
+                    parent.run.clone(),
+                    parent.sample.clone(),
+                );
+                assert!(reviewed.insert(key.clone()), "reviewed twice: {key:?}");
+                let parent_run = runs::cell_runs(&runs_dir, &r.model, &r.task_id)
+                    .runs
+                    .into_iter()
+                    .find(|x| x.run_id == parent.run)
+                    .unwrap();
+                let pt = parent_run.read_sample(&parent.sample).unwrap().transcript();
+                let want = callcheck::follow_up::review(
+                    pt.request.as_ref().unwrap(),
+                    &callcheck::score::parse(&pt).unwrap(),
+                    runs::History::AsProduced,
+                )
+                .unwrap();
+                assert_eq!(t.request.as_deref(), Some(&want), "{}", r.dir.display());
+                let before = first[&key];
+                let fb = fixed_broken.entry(r.model.clone()).or_default();
+                use callcheck::taxonomy::Outcome::{Fail, Pass};
+                match (before, o) {
+                    (Fail(_), Pass) => fb.0 += 1,
+                    (Pass, Fail(_)) | (Pass, callcheck::taxonomy::Outcome::Error) => fb.1 += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    let answered = first
+        .values()
+        .filter(|o| **o != callcheck::taxonomy::Outcome::Error)
+        .count();
+    assert_eq!(
+        reviewed.len(),
+        answered,
+        "one review per answered first-round sample"
+    );
+    eprintln!(
+        "\nreview round: {} reviews in {review_secs:.1} s; the four arms (HiTEC-ICL) on this model:",
+        reviewed.len()
+    );
+    eprintln!(
+        "  arm: success after the last round (passes/calls); requests, prompt and completion tokens, ms per call"
+    );
+    for (row, arm) in [(arms[0], "plain"), (arms[1], "global")] {
+        let f = cost[&(row.to_string(), "first")];
+        let v = cost
+            .get(&(row.to_string(), "review"))
+            .copied()
+            .unwrap_or_default();
+        let per = |x: u64| x as f64 / f.0.max(1) as f64;
+        eprintln!(
+            "  {arm}: {}/{} = {:.3}; 1 request, {:.0} prompt, {:.0} completion tokens, {:.0} ms",
+            f.1,
+            f.0,
+            f.1 as f64 / f.0.max(1) as f64,
+            per(f.2),
+            per(f.3),
+            f.4 / f.0.max(1) as f64
+        );
+        // A sample with no answer gets no review: its first-round outcome stands.
+        let unreviewed = f.0 - v.0;
+        let (fixed, broken) = fixed_broken.get(row).copied().unwrap_or_default();
+        eprintln!(
+            "  {arm} + review: {}/{} = {:.3} ({fixed} fixed, {broken} broken); {:.2} requests, {:.0} prompt, {:.0} completion tokens, {:.0} ms",
+            v.1,
+            v.0 + unreviewed,
+            v.1 as f64 / (v.0 + unreviewed).max(1) as f64,
+            1.0 + v.0 as f64 / f.0.max(1) as f64,
+            per(f.2 + v.2),
+            per(f.3 + v.3),
+            (f.4 + v.4) / f.0.max(1) as f64
+        );
     }
     for (what, secs) in &timings {
         eprintln!("  {what}: {secs:.1} s");

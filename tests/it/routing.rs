@@ -136,8 +136,8 @@ fn write_run(
     for (i, s) in samples.iter().enumerate() {
         let dir = run.join("samples").join(format!("{i:03}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let request =
-            json!({"model": "org/m", "messages": task.messages, "tools": task.tools_json});
+        let request = json!({"model": "org/m", "messages": task.messages,
+            "tools": task.tools_json, "tool_choice": task.tool_choice});
         std::fs::write(dir.join("request.json"), request.to_string()).unwrap();
         let tokens = if feedback.is_some() { 30 } else { 10 };
         std::fs::write(
@@ -190,6 +190,10 @@ fn collection(dir: &Path) -> Drawn {
     for id in TASKS {
         let mut t = template.clone();
         t["id"] = json!(id);
+        // Asked with tool_choice "required", so every failure drawn (no_call included) is one
+        // a router sees (SPEC §11): this suite measures the actions; silent failures are
+        // routing_mock's and the unit tests'.
+        t["tool_choice"] = json!("required");
         std::fs::write(tasks_dir.join(format!("{id}.json")), t.to_string()).unwrap();
     }
     let tasks = callcheck::task::load(&tasks_dir).unwrap();
@@ -386,7 +390,7 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
         }
         // Feedback per style.
         for style in STYLES {
-            let (n, p, lo, hi) = rate_of(&l["feedback"][style]);
+            let (n, p, lo, hi) = rate_of(&l["feedback"][format!("{style}/as-produced")]);
             let (want_n, want_p) = d.feedback[&(f, style)];
             assert_eq!((n, p), (want_n, want_p), "feedback {style} {}", f.label());
             within(
@@ -548,19 +552,31 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
     );
     assert!(out.join("t/a/cc-1/fb-error/000.html").is_file());
     // The model page links its row's routing table; the label page shows the four actions.
-    assert!(read(&out, "models/a.html").contains(r#"href="../routing.html#m-a""#));
+    let model_page = read(&out, "models/a.html");
+    assert!(model_page.contains(r#"href="../routing.html#m-a""#));
+    // Every failure drawn here is visible (tool_choice "required"): the page says none is
+    // hidden from a router.
+    assert!(
+        model_page.contains(" 0 of ") || model_page.contains(">0 of "),
+        "{model_page}"
+    );
     let label_page = read(&out, "labels/type_coercion.html");
     assert!(label_page.contains("What each action did"), "{label_page}");
 
     // samples.csv: the feedback samples are there, with their round, parent and style.
     let csv = read(&out, "data/samples.csv");
     let header = csv.lines().next().unwrap();
-    assert!(header.ends_with(",round,parent,feedback"), "{header}");
+    assert!(
+        header.ends_with(",round,parent,feedback,visible"),
+        "{header}"
+    );
     let first_child = d.a[0].iter().position(Option::is_some).unwrap();
     let row = format!(",1,t/a/cc-1/r0001/{first_child:03}.html,checklist");
     assert!(
         csv.lines()
-            .any(|l| l.starts_with("t/a/cc-1/fb-checklist/000.html,") && l.ends_with(&row)),
+            .any(|l| l.starts_with("t/a/cc-1/fb-checklist/000.html,")
+                && l.rsplit_once(',')
+                    .is_some_and(|(head, _)| head.ends_with(&row))),
         "no row ending {row}"
     );
     let rows = csv.lines().count() - 1;

@@ -98,12 +98,15 @@ struct Row {
     round: u8,
     parent: String,
     style: String,
+    /// A router could tell the sample failed (SPEC §11).
+    visible: bool,
 }
 
 fn samples_csv(site: &Path) -> Vec<Row> {
     let mut r = csv::Reader::from_path(site.join("data/samples.csv")).unwrap();
     let h = r.headers().unwrap().clone();
     let col = |name: &str| h.iter().position(|x| x == name).unwrap();
+    let visible = col("visible");
     let (link, model, task, outcome, label, round, parent, style) = (
         col("permalink"),
         col("model"),
@@ -126,6 +129,7 @@ fn samples_csv(site: &Path) -> Vec<Row> {
                 round: rec[round].parse().unwrap(),
                 parent: rec[parent].to_string(),
                 style: rec[style].to_string(),
+                visible: &rec[visible] == "true",
             }
         })
         .collect()
@@ -149,6 +153,43 @@ fn label_probabilities(
         })
         .map(|&(l, p)| (l, p))
         .collect()
+}
+
+/// The share of the mock's corruptions for `label` on `task` that a router could see (SPEC
+/// §11): the mock draws one of them uniformly, so this is P(visible | a failure with the label)
+/// on the task, from the config alone. Each corruption is rendered as the mock renders it and
+/// scored against the request collect sends.
+fn visible_share(task: &callcheck::task::Task, label: Label) -> f64 {
+    let Ok(list) = callcheck::corrupt::corruptions(task, label, 512) else {
+        return 0.0;
+    };
+    if list.is_empty() {
+        return 0.0;
+    }
+    let mut request = serde_json::json!({
+        "model": "m", "messages": task.messages, "tools": task.tools_json, "max_tokens": 512,
+    });
+    if let Some(tc) = task
+        .request
+        .get("tool_choice")
+        .or(task.tool_choice.as_ref())
+    {
+        request["tool_choice"] = tc.clone();
+    }
+    let request = std::sync::Arc::new(request);
+    let seen = list
+        .iter()
+        .filter(|c| {
+            let t = callcheck::transcript::Transcript {
+                request: Some(request.clone()),
+                body: callcheck::reply::render_json(&c.reply, "m", 100, 1),
+                streamed: false,
+                meta: None,
+            };
+            callcheck::score::score(task, &t).visible
+        })
+        .count();
+    seen as f64 / list.len() as f64
 }
 
 fn measure(m: &Value) -> (u64, u64, Option<Interval>) {
@@ -306,6 +347,8 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             "a follow-up of a passing sample: {parent} ({style})"
         );
     }
+    // collect --feedback follows up visible failures only: one follow-up per style each, and
+    // none for a silent one (no router learns of it).
     for r in csv
         .iter()
         .filter(|r| r.round == 0 && r.model == "fixer" && r.label.is_some())
@@ -313,7 +356,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
         for st in STYLES {
             assert_eq!(
                 children.get(&(r.link.as_str(), st)).map(Vec::len),
-                Some(1),
+                r.visible.then_some(1),
                 "{} in style {st}",
                 r.link
             );
@@ -379,18 +422,34 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
         let mut counts = Vec::new();
         for t in &tasks {
             let a = first("fixer", &t.id);
-            let f = a.iter().filter(|r| r.label == Some(label)).count() as u64;
+            let f = a
+                .iter()
+                .filter(|r| r.label == Some(label) && r.visible)
+                .count() as u64;
             let x = a.iter().filter(|r| r.outcome == "pass").count() as u64;
             let b = first("steady", &t.id);
             let xb = b.iter().filter(|r| r.outcome == "pass").count() as u64;
             counts.push((t, a, f, x, b.len() as u64, xb));
         }
-        let failures: u64 = counts.iter().map(|c| c.2).sum();
+        // Every measure follows the visible failures only; `failures` counts them all.
+        let visible: u64 = counts.iter().map(|c| c.2).sum();
+        assert_eq!(l["visible"], visible, "{name}");
+        let failures = counts
+            .iter()
+            .flat_map(|c| c.1.iter())
+            .filter(|r| r.label == Some(label))
+            .count() as u64;
         assert_eq!(l["failures"], failures, "{name}");
+        // A label no router saw here has nothing measured; its intervals say nothing.
+        let mut check = |what: String, m: &Value, truth: f64| {
+            if visible > 0 {
+                check(what, m, truth);
+            }
+        };
         assert_eq!(l["default"], label.retry().as_str(), "{name}");
 
-        // The truth weighs each task by how often it fails with the label (SPEC §11's
-        // P(action passes | a failure with L), a task drawn uniformly).
+        // The truth weighs each task by how often it fails visibly with the label (SPEC §11's
+        // P(action passes | a visible failure with L), a task drawn uniformly).
         let weights: Vec<f64> = tasks
             .iter()
             .map(|t| {
@@ -398,6 +457,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
                     .get(&label)
                     .copied()
                     .unwrap_or(0.0)
+                    * visible_share(t, label)
             })
             .collect();
         let weighted = |chance: &dyn Fn(&callcheck::task::Task) -> f64| {
@@ -426,7 +486,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             let (n, p, _) = measure(&l["repair"]);
             let fails: Vec<&&Row> = counts
                 .iter()
-                .flat_map(|c| c.1.iter().filter(|r| r.label == Some(label)))
+                .flat_map(|c| c.1.iter().filter(|r| r.label == Some(label) && r.visible))
                 .collect();
             let fixed = fails.iter().filter(|r| repaired[r.link.as_str()]).count() as u64;
             assert_eq!((n, p), (fails.len() as u64, fixed), "repair {name}");
@@ -437,10 +497,10 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
 
         // Feedback per style: the follow-ups of the label's failures.
         for st in STYLES {
-            let m = &l["feedback"][st];
+            let m = &l["feedback"][format!("{st}/as-produced")];
             let kids: Vec<bool> = counts
                 .iter()
-                .flat_map(|c| c.1.iter().filter(|r| r.label == Some(label)))
+                .flat_map(|c| c.1.iter().filter(|r| r.label == Some(label) && r.visible))
                 .flat_map(|r| children[&(r.link.as_str(), st)].clone())
                 .collect();
             let (n, p, _) = measure(m);
@@ -493,12 +553,17 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
         let want_cells = vec![
             label.retry().as_str().to_string(),
             failures.to_string(),
+            visible.to_string(),
             page_text(&l["reroll"]),
             repair_text,
-            page_text(&l["feedback"]["error"]),
-            page_text(&l["feedback"]["checklist"]),
-            page_text(&l["feedback"]["retry"]),
-            format!("steady: {}", page_text(fb)),
+            page_text(&l["feedback"]["error/as-produced"]),
+            page_text(&l["feedback"]["checklist/as-produced"]),
+            page_text(&l["feedback"]["retry/as-produced"]),
+            if visible > 0 {
+                format!("steady: {}", page_text(fb))
+            } else {
+                "–".to_string()
+            },
         ];
         assert_eq!(cells, want_cells, "routing.html's row for {name}");
     }
@@ -533,6 +598,8 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
                 a.iter()
                     .map(|r| match r.label {
                         None => 1.0,
+                        // A silent failure is final: no router acts on it.
+                        Some(_) if !r.visible => 0.0,
                         Some(_) => after(r, reroll, fallback),
                     })
                     .sum::<f64>()
@@ -561,7 +628,8 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
     assert!((rate - single).abs() < 1e-4, "{rate} vs {single}");
 
     // Each policy's success against its truth over these tasks (each task weighing the same):
-    // a pass, or after a failure with L (probability π_L on the task) the action's chance.
+    // a pass, or after a visible failure with L (probability π_L · v_L on the task, v_L the
+    // share of the mock's corruptions a router sees) the action's chance; a silent one stays.
     let over_tasks = |after: &dyn Fn(&callcheck::task::Task, Label, f64, f64) -> f64| {
         tasks
             .iter()
@@ -570,7 +638,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
                 let q = pass_probability(t, &STEADY_FAILS);
                 p + label_probabilities(t, &FIXER_FAILS)
                     .iter()
-                    .map(|(l, pi)| pi * after(t, *l, p, q))
+                    .map(|(l, pi)| pi * visible_share(t, *l) * after(t, *l, p, q))
                     .sum::<f64>()
             })
             .sum::<f64>()

@@ -171,3 +171,36 @@ fn the_suite_keeps_its_minimums() {
         assert!(stages.contains(s.as_str()), "no case decided at stage {s}");
     }
 }
+
+/// SPEC §11 over the whole suite: the stages whose rules never consult the expected calls give
+/// visible failures, the semantic stage (the task's predicates) silent ones, a pass none; the
+/// structure stage depends on the request and is asserted label by label in `score_visible`.
+#[test]
+fn visibility_follows_the_stage_that_decided() {
+    let tasks = tasks();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in cases() {
+        let v = callcheck::score::score(&tasks[&c.expect.task], &c.transcript);
+        let want = match v.stage {
+            None => false,
+            Some(Stage::Transport | Stage::Parse | Stage::Schema) => true,
+            Some(Stage::Semantic) => false,
+            Some(Stage::Structure) => continue,
+        };
+        assert_eq!(
+            v.visible, want,
+            "{}: {:?} at {:?}",
+            c.name, v.outcome, v.stage
+        );
+        *seen
+            .entry(v.stage.map_or("pass", |s| s.as_str()))
+            .or_default() += 1;
+    }
+    // Every kind of stage was met, so the check above proved something of each.
+    for s in ["pass", "transport", "parse", "schema", "semantic"] {
+        assert!(
+            seen.get(s).copied().unwrap_or(0) > 0,
+            "no case decided at {s}"
+        );
+    }
+}

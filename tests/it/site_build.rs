@@ -247,7 +247,8 @@ fn exports_are_complete_and_csv_is_quoted() {
             "completion_tokens",
             "round",
             "parent",
-            "feedback"
+            "feedback",
+            "visible"
         ]
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
@@ -256,11 +257,11 @@ fn exports_are_complete_and_csv_is_quoted() {
     // response's usage says 15 completion tokens.
     assert_eq!(
         rows[0].iter().skip(10).collect::<Vec<_>>(),
-        ["95.0", "357.0", "15", "0", "", ""]
+        ["95.0", "357.0", "15", "0", "", "", ""]
     );
     let mut details_with_commas = 0;
     for row in &rows {
-        assert_eq!(row.len(), 16);
+        assert_eq!(row.len(), 17);
         // No feedback round in these runs: every sample is of round 0.
         assert_eq!((&row[13], &row[14], &row[15]), ("0", "", ""));
         // Times from meta.json and tokens from the response's usage, or empty when absent.
@@ -274,6 +275,16 @@ fn exports_are_complete_and_csv_is_quoted() {
         assert!(out.join(&row[0]).is_file(), "{} has no page", &row[0]);
         // value_match is set on passes only (empty where there was no gold value to compare).
         assert!(&row[5] == "pass" || row[9].is_empty(), "{:?}", row);
+        // `visible` says of a failure or an error whether a router could tell; of a pass,
+        // nothing. A transport error and a parse- or schema-stage failure are always visible,
+        // a semantic-stage one never (SPEC §11).
+        let want: &[&str] = match (&row[5], &row[7]) {
+            ("pass", _) => &[""],
+            ("error", _) | (_, "parse" | "schema") => &["true"],
+            (_, "semantic") => &["false"],
+            _ => &["true", "false"],
+        };
+        assert!(want.contains(&&row[16]), "{:?}", row);
         assert_eq!(
             row[0],
             format!("t/{}/{}/{}/{}.html", &row[1], &row[2], &row[3], &row[4])

@@ -54,6 +54,8 @@ struct ModelPage<'a> {
     tasks: Vec<TaskRow>,
     tags: Vec<TotalRow>,
     rerolls: Vec<RerollRow>,
+    /// The share of the row's failures a router cannot see (SPEC §11).
+    silent_share: Option<String>,
     hitec: Vec<HitecRow>,
     f1_name: String,
     f1_param: String,
@@ -258,6 +260,7 @@ pub(crate) fn page(
         tasks: task_rows(m, mv, &r),
         tags: tag_rows(m, mv, &r),
         rerolls: reroll_rows(mv, routing),
+        silent_share: routing.model(&mv.name).map(routing::silent_share),
         hitec: HitecError::ALL
             .iter()
             .map(|h| HitecRow {
@@ -378,7 +381,7 @@ fn reroll_rows(mv: &ModelView, routing: &Routing) -> Vec<RerollRow> {
             let x = mv.reroll.get(l)?;
             let measure = own
                 .and_then(|o| o.labels.iter().find(|r| r.label == *l))
-                .map(|r| r.reroll);
+                .map(|r| r.reroll_all);
             Some(RerollRow {
                 label: l.as_str(),
                 retry: l.retry().as_str(),

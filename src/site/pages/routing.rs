@@ -4,8 +4,10 @@
 //! ([`crate::site::data::routing_json`]).
 
 use super::render;
-use crate::report::routing::{LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing};
-use crate::runs::FeedbackStyle;
+use crate::report::routing::{
+    FeedbackMeasure, LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing,
+};
+use crate::runs::{FeedbackStyle, History};
 use crate::site::{File, SiteError};
 use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
@@ -43,6 +45,50 @@ pub(crate) fn measure_text(m: &Measure) -> String {
         m.n,
         rate_text(m.rate(), m.interval.as_ref())
     )
+}
+
+/// A follow-up measure with its refusals: `3/10 = 30 % [7–65 %]; refused 5 × HTTP 500`.
+fn feedback_text(f: &FeedbackMeasure) -> String {
+    let mut s = measure_text(&f.measure);
+    if f.refused_total() > 0 {
+        let by: Vec<String> = f
+            .refused
+            .iter()
+            .map(|(status, n)| match status {
+                Some(st) => format!("{n}\u{a0}×\u{a0}HTTP\u{a0}{st}"),
+                None => format!("{n}\u{a0}without a response"),
+            })
+            .collect();
+        s.push_str(&format!("; refused {}", by.join(", ")));
+    }
+    s
+}
+
+/// The feedback columns of a table: each style and history some row was followed up with, in
+/// order; the three styles as produced when none was.
+fn feedback_columns(r: &Routing) -> Vec<(FeedbackStyle, History)> {
+    let mut cols: Vec<(FeedbackStyle, History)> = r
+        .models
+        .iter()
+        .flat_map(|m| m.labels.iter().flat_map(|l| l.feedback.keys().copied()))
+        .collect();
+    cols.sort();
+    cols.dedup();
+    if cols.is_empty() {
+        cols = FeedbackStyle::ALL
+            .iter()
+            .map(|&s| (s, History::AsProduced))
+            .collect();
+    }
+    cols
+}
+
+/// A column's heading: the style, and the history when it is not the default.
+fn column_name((style, history): (FeedbackStyle, History)) -> String {
+    match history {
+        History::AsProduced => style.as_str().to_string(),
+        h => format!("{} ({})", style.as_str(), h.as_str()),
+    }
 }
 
 /// One policy's cell on the page.
@@ -96,6 +142,9 @@ struct RowView {
     orphans: u64,
     feedback_samples: u64,
     feedback_errors: u64,
+    silent_parents: u64,
+    /// The share of the row's failures a router cannot see, in words.
+    silent_share: String,
 }
 
 struct TagView {
@@ -111,6 +160,8 @@ pub(crate) struct LabelView {
     label: &'static str,
     default: &'static str,
     pub(crate) failures: u64,
+    /// Those a router could see: the only ones any action follows.
+    pub(crate) visible: u64,
     pub(crate) reroll: String,
     pub(crate) repair: String,
     pub(crate) feedback: Vec<String>,
@@ -124,7 +175,7 @@ pub(crate) struct LabelView {
 struct RoutingPage {
     title: String,
     root: String,
-    styles: Vec<&'static str>,
+    styles: Vec<String>,
     policies: Vec<(&'static str, &'static str)>,
     rows: Vec<RowView>,
     parent_passes: u64,
@@ -137,6 +188,7 @@ pub(crate) fn anchor(model: &str) -> String {
 
 /// `routing.html`.
 pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
+    let columns = feedback_columns(r);
     let rows = r
         .models
         .iter()
@@ -145,7 +197,11 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
             anchor: anchor(&mr.model),
             tasks: mr.policies.first().map_or(0, |p| p.tasks),
             policies: policy_cells(&mr.policies),
-            labels: mr.labels.iter().map(|l| label_view(&mr.model, l)).collect(),
+            labels: mr
+                .labels
+                .iter()
+                .map(|l| label_view(&mr.model, l, &columns))
+                .collect(),
             tags: mr
                 .by_tag
                 .iter()
@@ -166,12 +222,14 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
             orphans: mr.orphans,
             feedback_samples: mr.feedback_samples,
             feedback_errors: mr.feedback_errors,
+            silent_parents: mr.silent_parents,
+            silent_share: silent_share(mr),
         })
         .collect();
     let page = RoutingPage {
         title: "routing".into(),
         root: String::new(),
-        styles: FeedbackStyle::ALL.iter().map(|s| s.as_str()).collect(),
+        styles: columns.iter().map(|&c| column_name(c)).collect(),
         policies: Policy::ALL
             .iter()
             .map(|p| (p.as_str(), p.describe()))
@@ -182,19 +240,35 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
     Ok((PAGE.into(), render("routing page", &page)?))
 }
 
-fn label_view(model: &str, l: &LabelRouting) -> LabelView {
+/// What share of a row's failures a router cannot see (SPEC §11), in words: the case for a
+/// better model or a verifier, not for retries.
+pub(crate) fn silent_share(mr: &ModelRouting) -> String {
+    if mr.failures == 0 {
+        return "No failure".into();
+    }
+    let silent = mr.failures - mr.visible;
+    format!(
+        "{silent} of {} failure{} ({}) a router cannot see: it takes them for answers, and no policy acts on them",
+        mr.failures,
+        if mr.failures == 1 { "" } else { "s" },
+        percent(silent as f64 / mr.failures as f64)
+    )
+}
+
+fn label_view(model: &str, l: &LabelRouting, columns: &[(FeedbackStyle, History)]) -> LabelView {
     LabelView {
         label: l.label.as_str(),
         default: l.label.retry().as_str(),
         failures: l.failures,
+        visible: l.visible,
         reroll: measure_text(&l.reroll),
         repair: l
             .repair
             .as_ref()
             .map_or_else(|| "no mechanical repair".into(), measure_text),
-        feedback: FeedbackStyle::ALL
+        feedback: columns
             .iter()
-            .map(|st| l.feedback.get(st).map_or("–".into(), measure_text))
+            .map(|c| l.feedback.get(c).map_or("–".into(), feedback_text))
             .collect(),
         fallback: l
             .fallback
@@ -217,7 +291,9 @@ pub(crate) fn label_actions(r: &Routing, label: Label) -> Vec<LabelView> {
         .iter()
         .filter_map(|mr| {
             let l = mr.labels.iter().find(|l| l.label == label)?;
-            Some(label_view(&mr.model, l))
+            // The label page's columns are the three styles, as frameworks send the history.
+            let columns = FeedbackStyle::ALL.map(|s| (s, History::AsProduced));
+            Some(label_view(&mr.model, l, &columns))
         })
         .collect()
 }

@@ -850,7 +850,10 @@ pub(crate) fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
         started: &cx.cell.started,
         ended: &cx.cell.ended,
         version: &cx.cell.callcheck_version,
-        feedback: cx.cell.feedback.as_ref().map(|f| f.style.as_str()),
+        feedback: cx.cell.feedback.as_ref().map(|f| match cx.cell.kind {
+            crate::runs::RunKind::Review => "review",
+            _ => f.style.as_str(),
+        }),
         samples: cx
             .samples
             .iter()

@@ -154,8 +154,8 @@ fn samples_js(m: &Matrix) -> Vec<u8> {
             rf.push(x.feedback.as_deref().map_or(0, |f| {
                 1 + FeedbackStyle::ALL
                     .iter()
-                    .position(|st| *st == f.style)
-                    .unwrap_or(0)
+                    .position(|st| *st == f.style && !f.review)
+                    .unwrap_or(FeedbackStyle::ALL.len())
             }));
             last = Some(key);
         }
@@ -186,7 +186,7 @@ fn samples_js(m: &Matrix) -> Vec<u8> {
         "details": details.list,
         "runs": {"m": rm, "t": rt, "r": rr, "n": rn, "f": rf},
         "first": m.samples.len(),
-        "styles": FeedbackStyle::ALL.iter().map(|st| st.as_str()).collect::<Vec<_>>(),
+        "styles": FeedbackStyle::ALL.iter().map(|st| st.as_str()).chain(["review"]).collect::<Vec<_>>(),
         "p": parents,
         "s": s,
         "o": o,
@@ -211,6 +211,8 @@ mod tests {
             feedback: fb.map(|(style, parent)| {
                 Box::new(FeedbackOf {
                     style,
+                    review: false,
+                    history: crate::runs::History::AsProduced,
                     parent: Some(ParentRef {
                         run: "r1".into(),
                         sample: parent.into(),
@@ -266,7 +268,7 @@ mod tests {
         assert_eq!(d["first"], 3);
         assert_eq!(
             d["styles"],
-            serde_json::json!(["error", "checklist", "retry"])
+            serde_json::json!(["error", "checklist", "retry", "review"])
         );
         // Outcomes: pass `a`, no_call `b`; the feedback samples in key order after the first round.
         assert_eq!(d["o"], "abbaba");
