@@ -151,9 +151,10 @@ pub(crate) fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String
         out.push_str(&format!(" · +{} errors", p.errors));
     }
     // "uncertain" beside a row where every sample passed reads as a bug unless it says why,
-    // here where it appears: the interval's unit is the task, so a few tasks bound it below.
+    // here where it appears: the interval's unit is the task, so a few tasks bound it below
+    // (one task's pool is its cell, whose count says it).
     if let Some(iv) = p.interval.as_ref().filter(|_| {
-        p.passes == p.scored && p.scored > 0 && v == crate::stats::Reliability::Uncertain.as_str()
+        p.passes == p.scored && p.tasks > 1 && v == crate::stats::Reliability::Uncertain.as_str()
     }) {
         out.push_str(&format!(
             " · every sample passed, but the task is the unit: {} samples over {} task{} put the lower bound at {}, under {}",

@@ -74,11 +74,14 @@ fn a_crawl_without_javascript_reaches_every_file_of_the_demo() {
     let followups: Vec<&String> = files
         .keys()
         .filter(|f| {
-            f.starts_with("t/")
-                && f.ends_with("/index.html")
-                && ["-error/", "-checklist/", "-retry/"]
+            // t/<model>/<task>/<run>/index.html, the run named after its feedback style.
+            let parts: Vec<&str> = f.split('/').collect();
+            parts.len() == 5
+                && parts[0] == "t"
+                && parts[4] == "index.html"
+                && ["-error", "-checklist", "-retry"]
                     .iter()
-                    .any(|s| f.contains(s))
+                    .any(|s| parts[3].ends_with(s))
         })
         .collect();
     assert!(followups.len() > 10, "{followups:?}");
