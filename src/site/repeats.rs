@@ -253,10 +253,6 @@ mod tests {
                 .mark()
                 .ends_with(">≡ one answer</small>")
         );
-        assert_eq!(
-            w.short_mark(),
-            "<small class=\"warn same\" title=\"one answer in 1 of 3 tasks: one observation, not k\">≡</small>"
-        );
         let cold = r.why("cold", [&varied]).unwrap();
         assert!(cold.mark().ends_with(">≡ temperature 0</small>"));
         assert_eq!(Reliability::Uncertain, same.reliability);
