@@ -43,10 +43,12 @@ pub(crate) fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
         escape_into(&mut s, &mv.name);
         s.push_str("</b></a>: ");
         let mut parts: Vec<String> = Vec::new();
+        // The decided verdicts resting on identical samples, said once after the line.
+        let mut marked: Vec<&str> = Vec::new();
         for (want, head, class) in [
             (Answer::Reliable, "reliable on", "v-reliable"),
-            (Answer::NotReliable, "not reliable on", "v-broken"),
-            (Answer::Undecided, "cannot tell yet on", "v-uncertain"),
+            (Answer::NotReliable, "unreliable on", "v-broken"),
+            (Answer::Undecided, "uncertain on", "v-uncertain"),
         ] {
             let tags: Vec<String> = m
                 .tags
@@ -59,7 +61,7 @@ pub(crate) fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
                         escape_into(&mut t, tag);
                         t.push_str("</a>");
                         // The verdict word where it is not the group's own, and the count.
-                        let word = if want == Answer::NotReliable {
+                        let word = if want == Answer::NotReliable && r.as_str() != "unreliable" {
                             format!("{} ", r.as_str())
                         } else {
                             String::new()
@@ -68,11 +70,11 @@ pub(crate) fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
                             " <small>({word}{}/{})</small>",
                             p.passes, p.scored
                         ));
-                        // The identical-samples mark alone (the shape table below gives its
-                        // text), so that the first screen stays a short answer.
-                        if let Some(why) = rep.why_tag(m, &mv.name, tag) {
-                            t.push(' ');
-                            t.push_str(&why.short_mark());
+                        // The identical-samples mark, once per model and only where it
+                        // changes the reading: beside a decided verdict (an `uncertain` one is
+                        // not relied on either way), the shape table below giving its text.
+                        if want != Answer::Undecided && rep.why_tag(m, &mv.name, tag).is_some() {
+                            marked.push(tag.as_str());
                         }
                         t
                     })
@@ -89,7 +91,16 @@ pub(crate) fn block(m: &Matrix, rep: &super::repeats::Repeats) -> String {
             parts.push("no scored sample yet".into());
         }
         s.push_str(&parts.join("; "));
-        s.push_str(".</li>\n");
+        s.push('.');
+        if !marked.is_empty() {
+            s.push_str(&format!(
+                " <small class=\"warn same\" title=\"k identical samples: one observation, not k\">{} ",
+                super::repeats::MARK
+            ));
+            escape_into(&mut s, &marked.join(", "));
+            s.push_str(": repeated answers</small>");
+        }
+        s.push_str("</li>\n");
     }
     s.push_str("</ul></section>\n");
     s

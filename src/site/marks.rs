@@ -33,14 +33,35 @@ pub(crate) const MAX_MARKS: usize = 12;
 
 /// The dots of a cell. With `links` (task and tag pages), one link per sample to its permalink,
 /// marked by glyph and class. Without (the index and model pages, whose size must not grow with
-/// samples), see [`compact_marks`].
+/// samples), see [`compact_marks`], the whole group one link to the cell's run page.
 pub(crate) fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut String) {
-    out.push_str("<span class=\"dots\">");
     if !links {
-        compact_marks(c, out);
-        out.push_str("</span>");
+        // One link for the whole group of marks: the cell's run page (its latest run, ids
+        // starting with their time), where every sample is, in order.
+        match c.runs.last() {
+            Some(run) => {
+                out.push_str("<a class=\"dots\" href=\"");
+                out.push_str(root);
+                out.push_str("t/");
+                for (i, part) in [&c.model, &c.task, run].into_iter().enumerate() {
+                    if i > 0 {
+                        out.push('/');
+                    }
+                    html::escape_into(out, part);
+                }
+                out.push_str("/index.html\">");
+                compact_marks(c, out);
+                out.push_str("</a>");
+            }
+            None => {
+                out.push_str("<span class=\"dots\">");
+                compact_marks(c, out);
+                out.push_str("</span>");
+            }
+        }
         return;
     }
+    out.push_str("<span class=\"dots\">");
     for &i in &c.samples {
         let s = &m.samples[i];
         out.push_str("<a class=\"d o-");

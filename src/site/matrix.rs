@@ -150,6 +150,21 @@ pub(crate) fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String
     if p.errors > 0 {
         out.push_str(&format!(" · +{} errors", p.errors));
     }
+    // "uncertain" beside a row where every sample passed reads as a bug unless it says why,
+    // here where it appears: the interval's unit is the task, so a few tasks bound it below
+    // (one task's pool is its cell, whose count says it).
+    if let Some(iv) = p.interval.as_ref().filter(|_| {
+        p.passes == p.scored && p.tasks > 1 && v == crate::stats::Reliability::Uncertain.as_str()
+    }) {
+        out.push_str(&format!(
+            " · every sample passed, but the task is the unit: {} samples over {} task{} put the lower bound at {}, under {}",
+            p.scored,
+            p.tasks,
+            if p.tasks == 1 { "" } else { "s" },
+            crate::stats::interval::percent(iv.lower),
+            at.reliable_percent()
+        ));
+    }
     if let Some(more) = crate::report::pooled::samples_to_settle(p, at.reliable_at()) {
         out.push_str(&format!(" · ~{more} more samples per task would settle it"));
     }

@@ -79,6 +79,8 @@ pub type File = (String, Vec<u8>);
 
 /// The stylesheet every page links (and the 404 page inlines).
 const STYLE: &str = include_str!("style.css");
+/// The site's icon (a browser asks for one on every visit; without it, a 404 in the console).
+const FAVICON: &str = include_str!("favicon.svg");
 /// The optional script that sorts a `table.sortable` by the column clicked.
 const SORT_JS: &str = include_str!("sort.js");
 
@@ -242,6 +244,7 @@ fn page_files(
     files.push(pages::not_found::page(input)?);
     files.push(("style.css".into(), STYLE.as_bytes().to_vec()));
     files.push(("sort.js".into(), SORT_JS.as_bytes().to_vec()));
+    files.push(("favicon.svg".into(), FAVICON.as_bytes().to_vec()));
     files.push((".nojekyll".into(), Vec::new()));
     flush(&mut files, sink)
 }

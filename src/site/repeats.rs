@@ -125,15 +125,6 @@ impl Why {
         wrap(&self.text())
     }
 
-    /// The mark alone, its text as a tooltip: for a list that must stay short (the index's
-    /// answers), beside a table that gives the text (the shape table).
-    pub(crate) fn short_mark(&self) -> String {
-        format!(
-            "<small class=\"warn same\" title=\"{}: one observation, not k\">{MARK}</small>",
-            self.text()
-        )
-    }
-
     fn text(&self) -> String {
         let mut parts = Vec::new();
         if self.zero {
@@ -261,10 +252,6 @@ mod tests {
                 .unwrap()
                 .mark()
                 .ends_with(">≡ one answer</small>")
-        );
-        assert_eq!(
-            w.short_mark(),
-            "<small class=\"warn same\" title=\"one answer in 1 of 3 tasks: one observation, not k\">≡</small>"
         );
         let cold = r.why("cold", [&varied]).unwrap();
         assert!(cold.mark().ends_with(">≡ temperature 0</small>"));

@@ -52,6 +52,7 @@ mod site_build;
 mod site_cards;
 mod site_chromium;
 mod site_compare_blocks;
+mod site_crawl;
 mod site_first_screen;
 mod site_links;
 mod site_reliable_at;

@@ -603,10 +603,12 @@ fn summary_pages_do_not_grow_with_k() {
             "{page}: {x} bytes at k = 9, {y} at k = 90 ({cells} cells)"
         );
     }
-    // No per-sample transcript link on the index at any k; the task page still links them all.
+    // No per-sample transcript link on the index at any k, one link per cell to its run page;
+    // the task page still links them all.
     for site in [&a, &b] {
         let index = read(site, "index.html");
-        assert_eq!(index.matches("href=\"t/").count(), 0);
+        assert_eq!(index.matches("href=\"t/").count(), cells);
+        assert_eq!(index.matches("<a class=\"dots\" href=\"t/").count(), cells);
         assert!(index.contains("id=\"c~row-0~convert-currency\""));
     }
     let task = read(&b, "tasks/convert-currency.html");

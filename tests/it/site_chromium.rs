@@ -437,6 +437,8 @@ fn every_page_type_fits_a_phone_and_logs_nothing() {
         "labels/index.html".into(),
         "labels/no_call.html".into(),
         "samples.html".into(),
+        "routing.html".into(),
+        "compare/mock-good--mock-good-stream.html".into(),
         transcript,
         "404.html".into(),
     ];
@@ -590,13 +592,17 @@ fn the_samples_page_narrows_to_a_label_and_a_model() {
         1440,
         900,
     );
+    // It opens on the failures, their outcome cells coloured.
     let all = b.eval("document.getElementById('count').textContent");
+    let fails = rows.iter().filter(|r| r["outcome"] == "fail").count();
+    let fill = b.eval(
+        "getComputedStyle(document.querySelector('#rows tr td:nth-child(4)')).backgroundColor",
+    );
+    assert_eq!(fill, json!("rgb(255, 235, 233)"), "the outcome cell's fill");
     assert!(
-        all.as_str().unwrap().starts_with(&format!(
-            "{} of {} samples match",
-            rows.len(),
-            rows.len()
-        )),
+        all.as_str()
+            .unwrap()
+            .starts_with(&format!("{} of {} samples match", fails, rows.len())),
         "{all}"
     );
     for (label, model) in [
@@ -834,6 +840,31 @@ fn the_404_page_links_to_the_matrix_from_a_deep_missing_address() {
         Path::new(home.strip_prefix("file://").unwrap()),
         site.join("index.html")
     );
+    // A dead comparison, a dead tag and a dead top-level address link home too, the first two
+    // to the index's comparisons and call shapes.
+    std::fs::create_dir_all(site.join("compare")).unwrap();
+    for (dead, extra) in [
+        ("compare/no-such--row.html", Some("compare")),
+        ("tags/no-such-tag.html", Some("tag")),
+        ("no-such-page.html", None),
+    ] {
+        std::fs::copy(site.join("404.html"), site.join(dead)).unwrap();
+        b.open(&format!("file://{}", site.join(dead).display()), 390, 844);
+        let r = b.eval(
+            r#"({home: document.querySelector("a#home").href, shown: !document.getElementById("home-item").hidden,
+                 compare: !document.getElementById("compare-item").hidden, tag: !document.getElementById("tag-item").hidden,
+                 width: document.documentElement.scrollWidth})"#,
+        );
+        assert_eq!(r["shown"], json!(true), "{dead}: {r}");
+        assert_eq!(
+            Path::new(r["home"].as_str().unwrap().strip_prefix("file://").unwrap()),
+            site.join("index.html"),
+            "{dead}: {r}"
+        );
+        assert_eq!(r["compare"], json!(extra == Some("compare")), "{dead}: {r}");
+        assert_eq!(r["tag"], json!(extra == Some("tag")), "{dead}: {r}");
+        assert!(r["width"].as_u64().unwrap() <= 390, "{dead}: {r}");
+    }
 }
 
 /// The pages that show value accuracy and BFCL-style accuracy (a BFCL task, its tag, a model),
@@ -905,8 +936,9 @@ fn the_answer_columns_and_a_verdict_are_in_view_at_desktop_and_phone() {
             page: "index.html".into(),
             // The shape table's first row: one cell per model.
             cells: r##"[...document.querySelectorAll(".shapes tbody tr:first-child td.iv")]"##,
-            words: r##"[...document.querySelectorAll("#answers .vt")]"##,
-            verdict: "reliable on|not reliable on|cannot tell yet on",
+            // The ranked table's verdicts, first on the page.
+            words: r##"[...document.querySelectorAll("table.rank .vt")]"##,
+            verdict: verdicts,
         },
         Answer {
             page: "tags/parallel.html".into(),
@@ -1106,4 +1138,311 @@ fn the_routing_page_fits_a_phone_and_its_tables_are_readable() {
             );
         }
     }
+}
+
+/// Where an element is in the viewport, as `[top, bottom, left, right]`, or `null`.
+const BOX: &str = r#"const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+    return [r.top, r.bottom, r.left, r.right]; };"#;
+
+/// The index answers "which one" before anything else: the per-model table, ranked by the
+/// interval's lower bound, has its first row's verdict inside the first screen at 1440 × 900 and
+/// at 390 × 844, and its rows are in the order of their lower bounds.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test it -- --ignored site_chromium::`"]
+fn the_index_ranks_the_models_on_its_first_screen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let mut b = Browser::launch();
+    let shots = screenshots();
+    for (w, h) in [(1440, 900), (390, 844)] {
+        b.open(
+            &format!("file://{}", site.join("index.html").display()),
+            w,
+            h,
+        );
+        let r = b.eval(&format!(
+            r#"(() => {{ {BOX} const rows = [...document.querySelectorAll("table.rank tbody tr")];
+                  return {{ verdict: box(rows[0] && rows[0].querySelector(".vt")),
+                           word: rows[0] && rows[0].querySelector(".vt").textContent,
+                           model: box(rows[0] && rows[0].querySelector("th a")),
+                           lower: rows.map(r => Number(r.querySelector("td.iv").dataset.v)),
+                           ranks: rows.map(r => r.cells[0].textContent),
+                           h: innerHeight, w: innerWidth }}; }})()"#
+        ));
+        let (vh, vw) = (r["h"].as_f64().unwrap(), r["w"].as_f64().unwrap());
+        for what in ["verdict", "model"] {
+            let b = r[what]
+                .as_array()
+                .unwrap_or_else(|| panic!("no ranked table at {w} px: {r}"));
+            let [top, bottom, left, right] = [0, 1, 2, 3].map(|i| b[i].as_f64().unwrap());
+            assert!(
+                top >= 0.0 && bottom <= vh && left >= 0.0 && right <= vw,
+                "at {w}×{h} the first row's {what} is not on the first screen: {r}"
+            );
+        }
+        let word = r["word"].as_str().unwrap();
+        assert!(
+            ["reliable", "unreliable", "broken", "uncertain"].contains(&word),
+            "{r}"
+        );
+        let lower: Vec<f64> = r["lower"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(lower.len(), 4, "one row per demo model: {r}");
+        assert!(
+            lower.windows(2).all(|p| p[0] >= p[1]),
+            "not ranked by the lower bound: {r}"
+        );
+        assert_eq!(r["ranks"], json!(["1", "2", "3", "4"]), "{r}");
+        b.screenshot(&shots.join(format!("first-screen-index-{w}.png")), false);
+    }
+}
+
+/// A `#fail` permalink, as a blog post links it, lands on the failing sample's own heading at
+/// the top of the screen with its one-line context (model · task · run) under it, and nothing
+/// of another sample above it — a sample in the middle of its run and the last one alike.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test it -- --ignored site_chromium::`"]
+fn a_fail_permalink_lands_on_its_heading_and_context() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let rows = samples_csv(&site);
+    let mut b = Browser::launch();
+    let shots = screenshots();
+    // Failures that are not their run's first sample (another sample's content is above them
+    // on the page), the last of a run among them.
+    let mut picks: Vec<&std::collections::BTreeMap<String, String>> = Vec::new();
+    for label in ["schema_violation", "wrong_tool", "parallel_collapse"] {
+        let r = rows
+            .iter()
+            .find(|r| r["label"] == label && r["sample"] != "000")
+            .unwrap_or_else(|| panic!("no later {label} sample"));
+        picks.push(r);
+    }
+    let last = rows
+        .iter()
+        .filter(|r| r["outcome"] == "fail")
+        .max_by_key(|r| r["sample"].clone())
+        .unwrap();
+    picks.push(last);
+    for r in picks {
+        let page = &r["permalink"];
+        let sample = &r["sample"];
+        let context = format!("{} · {} · run {}", r["model"], r["task"], r["run"]);
+        for (w, h) in [(1440, 900), (390, 844)] {
+            b.open_permalink(&format!("file://{}#fail", site.join(page).display()), w, h);
+            let got = b.eval(&format!(
+                r##"(() => {{ {BOX} const head = document.getElementById("fail-{sample}");
+                      const others = [...document.querySelectorAll(".sample")]
+                          .filter(s => s.id !== "s-{sample}")
+                          .map(s => s.getBoundingClientRect())
+                          .filter(r => r.bottom > 1 && r.top < innerHeight).map(r => [r.top, r.bottom]);
+                      return {{ head: box(head), h2: box(head && head.querySelector("h2")),
+                               ctx: box(head && head.querySelector(".ctx")),
+                               text: head && head.querySelector(".ctx") && head.querySelector(".ctx").textContent,
+                               others, hash: location.hash, h: innerHeight }}; }})()"##
+            ));
+            let vh = got["h"].as_f64().unwrap();
+            assert_eq!(got["hash"], json!(format!("#fail-{sample}")), "{got}");
+            assert_eq!(got["text"], json!(context), "{page}: {got}");
+            for what in ["h2", "ctx"] {
+                let b = got[what]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{page}: no {what}: {got}"));
+                let (top, bottom) = (b[0].as_f64().unwrap(), b[1].as_f64().unwrap());
+                assert!(
+                    top >= 0.0 && bottom <= vh,
+                    "{page}#fail at {w}×{h}: the {what} is not in view: {got}"
+                );
+            }
+            let head_top = got["head"][0].as_f64().unwrap();
+            assert!(
+                head_top.abs() < 24.0,
+                "{page}#fail at {w}×{h}: the sample's head is not at the top of the screen: {got}"
+            );
+            // Whatever of another sample is in view lies below this one's head.
+            for o in got["others"].as_array().unwrap() {
+                assert!(
+                    o[0].as_f64().unwrap() >= head_top,
+                    "{page}#fail at {w}×{h}: another sample is above the landing: {got}"
+                );
+            }
+        }
+        if r["label"] == "schema_violation" {
+            b.screenshot(&shots.join("fail-landing-390.png"), false);
+        }
+    }
+}
+
+/// The long tables keep their column heads in view while their rows scroll: the index's shape
+/// table and matrix, a tag's matrix, the samples list (desktop; a phone shows it as cards that
+/// name their fields) — at 1440 and at 390 px, where it applies.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test it -- --ignored site_chromium::`"]
+fn long_tables_keep_their_heads_in_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let mut b = Browser::launch();
+    let cases = [
+        ("index.html", "table.shapes", true),
+        ("index.html", "table.matrix", true),
+        ("tags/parallel.html", "table.matrix", true),
+        ("samples.html", "table.list", false),
+    ];
+    for (page, table, phone) in cases {
+        for (w, h) in [(1440, 900), (390, 844)] {
+            if w == 390 && !phone {
+                continue;
+            }
+            b.open(&format!("file://{}", site.join(page).display()), w, h);
+            // Bring the table to the top of the screen, then read far down it, as a reader
+            // scrolls with the wheel over it: the page first, then the box it sits in.
+            let r = b.eval(&format!(
+                r#"(async () => {{ {BOX} const t = document.querySelector("{table}");
+                      if (!t) return null;
+                      const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+                      if (t.tBodies[0] && t.tBodies[0].rows.length < 8)
+                          await new Promise(r => setTimeout(r, 500));
+                      const box0 = t.parentElement;
+                      window.scrollTo(0, scrollY + box0.getBoundingClientRect().top);
+                      await frame();
+                      const rows = [...t.querySelectorAll("tbody tr")];
+                      const far = rows[Math.min(rows.length - 1, 20)];
+                      // The wheel over the table scrolls its box (a screen tall at most).
+                      box0.scrollTop += far.getBoundingClientRect().top - box0.getBoundingClientRect().top - 300;
+                      await frame();
+                      const head = t.tHead.rows[0].cells[t.tHead.rows[0].cells.length - 1];
+                      return {{ head: box(head), far: box(far), rows: rows.length,
+                               scrolled: box0.scrollTop + scrollY, h: innerHeight }}; }})()"#
+            ));
+            assert!(!r.is_null(), "{page}: no {table}");
+            assert!(r["rows"].as_u64().unwrap() > 8, "{page} {table}: {r}");
+            let head = r["head"].as_array().unwrap();
+            let far = r["far"].as_array().unwrap();
+            let (top, bottom) = (head[0].as_f64().unwrap(), head[1].as_f64().unwrap());
+            assert!(
+                top >= -0.5 && bottom <= r["h"].as_f64().unwrap(),
+                "{page} {table} at {w} px: the column heads scrolled away: {r}"
+            );
+            // The row read is below the heads, not under them.
+            assert!(
+                far[0].as_f64().unwrap() >= bottom - 0.5,
+                "{page} {table} at {w} px: {r}"
+            );
+        }
+    }
+}
+
+/// axe-core's script, which `CALLCHECK_AXE` names (.ci/run fetches a pinned version into a
+/// cache; it never ships on the site). Without it the accessibility test fails, never passes.
+fn axe_script() -> String {
+    let path = std::env::var_os("CALLCHECK_AXE").unwrap_or_else(|| {
+        panic!(
+            "CALLCHECK_AXE is not set: it names axe-core's axe.min.js (.ci/run fetches it: npm pack axe-core@4.10.2)"
+        )
+    });
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", Path::new(&path).display()))
+}
+
+/// axe-core's serious and critical violations on the page shown, as `id (impact): target`.
+fn axe_violations(b: &mut Browser, axe: &str) -> Vec<String> {
+    b.eval(axe);
+    let r = b.eval(
+        r#"axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+              .filter(v => v.impact === "serious" || v.impact === "critical")
+              .flatMap(v => v.nodes.slice(0, 4).map(n => `${v.id} (${v.impact}): ${n.target.join(" ")}: ${(n.failureSummary || "").slice(0, 160)}`)))"#,
+    );
+    r.as_array()
+        .unwrap_or_else(|| panic!("axe gave no result: {r}"))
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The pages a reader meets most pass axe-core with no serious or critical violation, at 1440
+/// and at 390 px — contrast on the verdict fills, names, landmarks — and its sortable table
+/// heads sort from the keyboard, saying so with `aria-sort`, where a head that is a link sorts
+/// rather than navigates.
+#[test]
+#[ignore = "needs Chromium: run with `cargo test --test it -- --ignored site_chromium::`"]
+fn the_main_pages_pass_axe_and_sort_from_the_keyboard() {
+    let axe = axe_script();
+    let tmp = tempfile::tempdir().unwrap();
+    let site = demo_site(tmp.path());
+    let rows = samples_csv(&site);
+    let permalink = failed_permalink(&rows, "schema_violation");
+    let run_page = format!("{}/index.html", permalink.rsplit_once('/').unwrap().0);
+    let mut b = Browser::launch();
+
+    // A control: text too faint to read is flagged, so an empty list below means something.
+    let bad = tmp.path().join("faint.html");
+    std::fs::write(
+        &bad,
+        "<!doctype html><html lang=\"en\"><head><title>faint</title></head><body><main><p style=\"color:#bbb;background:#fff\">faint</p></main></body></html>",
+    )
+    .unwrap();
+    b.open(&format!("file://{}", bad.display()), 1440, 900);
+    let v = axe_violations(&mut b, &axe);
+    assert!(
+        v.iter().any(|v| v.starts_with("color-contrast")),
+        "axe saw nothing on the control page: {v:?}"
+    );
+
+    let pages = [
+        "index.html".to_string(),
+        "compare/mock-good--mock-good-stream.html".into(),
+        "routing.html".into(),
+        "tags/parallel.html".into(),
+        "labels/schema_violation.html".into(),
+        run_page,
+    ];
+    let mut found = Vec::new();
+    for page in &pages {
+        for (w, h) in [(1440, 900), (390, 844)] {
+            b.open(&format!("file://{}", site.join(page).display()), w, h);
+            for v in axe_violations(&mut b, &axe) {
+                found.push(format!("{page} at {w} px: {v}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+
+    // The keyboard: the ranked table's heads are reachable, Enter sorts and says so; the model
+    // head of the shape table is a link, and activating it sorts and stays on the page.
+    b.open(
+        &format!("file://{}", site.join("index.html").display()),
+        1440,
+        900,
+    );
+    let r = b.eval(
+        r#"(() => { const th = document.querySelector("table.rank thead th:nth-child(4)");
+              const before = th.getAttribute("aria-sort");
+              th.focus(); const focused = document.activeElement === th;
+              th.dispatchEvent(new KeyboardEvent("keydown", {key: "Enter", bubbles: true}));
+              const after = th.getAttribute("aria-sort");
+              const lower = [...document.querySelectorAll("table.rank tbody td.iv")].map(td => Number(td.dataset.v));
+              const link = document.querySelector("table.shapes thead th a");
+              link.click();
+              return {before, focused, after, lower, href: location.href,
+                      linkSort: link.closest("th").getAttribute("aria-sort")}; })()"#,
+    );
+    assert_eq!(r["before"], json!("none"), "{r}");
+    assert_eq!(r["focused"], json!(true), "{r}");
+    assert_eq!(r["after"], json!("ascending"), "{r}");
+    let lower: Vec<f64> = r["lower"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(lower.windows(2).all(|p| p[0] <= p[1]), "{r}");
+    assert!(
+        r["href"].as_str().unwrap().ends_with("/index.html"),
+        "a head that is a link navigated: {r}"
+    );
+    assert_eq!(r["linkSort"], json!("ascending"), "{r}");
 }

@@ -1,4 +1,4 @@
-//! The index's first screen answers before it shows evidence: per model, the call shapes it is
+//! The index's first screen ranks the models, then answers before it shows evidence: per model, the call shapes it is
 //! reliable on, those it is not, and those its samples cannot tell yet, above the shape table;
 //! and the comparisons, when there are any, near the top and in the navigation.
 
@@ -15,12 +15,17 @@ fn the_index_opens_with_each_models_answer_then_the_evidence() {
         .expect("an answers section");
     let shapes = index.find("<h2 id=\"shapes\">").unwrap();
     assert!(answers < shapes, "the answers come before the shape table");
+    // The ranking comes first of all: one row per model, by the lower bound of its interval.
+    let ranked = index
+        .find("<table class=\"sortable rank\">")
+        .expect("a ranked table");
+    assert!(ranked < answers, "the ranking comes before the answers");
     // beta is decisively not reliable on the shapes where it passed nothing (Clopper–Pearson's
     // upper bound is under 90 % even for 0 of 2), and parallel (1 of 3) cannot be told yet; the
     // decisive answer comes first, each shape links its page. beta's no-call verdict rests on
-    // one task whose five samples are one answer: it carries the identical-samples mark.
+    // one task whose five samples are one answer: the line says so once, naming the shape.
     assert!(
-        index.contains("<li><a href=\"models/beta.html\"><b>beta</b></a>: <span class=\"v-broken\"><b class=\"vt\">not reliable on</b></span> <a href=\"tags/enum.html\">enum</a> <small>(unreliable 0/2)</small>, <a href=\"tags/integer.html\">integer</a> <small>(unreliable 0/2)</small>, <a href=\"tags/no-call.html\">no-call</a> <small>(unreliable 0/5)</small> <small class=\"warn same\" title=\"one answer: one observation, not k\">≡</small>, <a href=\"tags/structured-output.html\">structured-output</a> <small>(unreliable 0/3)</small>; <span class=\"v-uncertain\"><b class=\"vt\">cannot tell yet on</b></span> <a href=\"tags/parallel.html\">parallel</a> <small>(1/3)</small>.</li>"),
+        index.contains("<li><a href=\"models/beta.html\"><b>beta</b></a>: <span class=\"v-broken\"><b class=\"vt\">unreliable on</b></span> <a href=\"tags/enum.html\">enum</a> <small>(0/2)</small>, <a href=\"tags/integer.html\">integer</a> <small>(0/2)</small>, <a href=\"tags/no-call.html\">no-call</a> <small>(0/5)</small>, <a href=\"tags/structured-output.html\">structured-output</a> <small>(0/3)</small>; <span class=\"v-uncertain\"><b class=\"vt\">uncertain on</b></span> <a href=\"tags/parallel.html\">parallel</a> <small>(1/3)</small>. <small class=\"warn same\" title=\"k identical samples: one observation, not k\">≡ no-call: repeated answers</small></li>"),
         "{index}"
     );
     // One line per model.

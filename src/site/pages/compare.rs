@@ -2,7 +2,6 @@
 //! their numbers, `data/compare.json`), and the small "Comparisons" blocks the index, model and
 //! task pages carry. Pure: comparisons in, files and HTML out.
 
-use super::render;
 use crate::compare::{self, Comparison, Mark};
 use crate::report::Matrix;
 use crate::site::html::{depth_of, escape, root};
@@ -248,7 +247,8 @@ fn page(c: &Comparison, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError>
         order: CELL_ORDER,
         repeats: repeats::note(sides.rows(), &root),
     };
-    render(&c.page, &page)
+    let title = format!("{} against {}", c.b, c.a);
+    super::carded(&c.page, &page, &title, &page.lead, &c.page, None)
 }
 
 /// The answer first: the gate's verdict (corrected over the comparison's family, what
@@ -324,9 +324,11 @@ fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
             b: pct(r.pooled.b_rate),
             diff: difference(r.pooled.difference, &r.pooled.interval),
             verdict: r.direction.as_str(),
-            class: r.direction.class(),
+            // The row's colour is the gate's: red where the test corrected over its family
+            // flags a regression, none elsewhere (the uncorrected word stays in its column).
+            class: if r.regression() { "worse" } else { "none" },
             holm: if r.gate.in_family {
-                format!("{:.4}", r.holm_p)
+                p_value(r.holm_p)
             } else {
                 "–".into()
             },
@@ -338,6 +340,15 @@ fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
             regression: r.regression(),
         })
         .collect()
+}
+
+/// A p-value as the page prints it: four decimals, and `< 0.0001` below what they show.
+fn p_value(p: f64) -> String {
+    if p < 0.0001 {
+        "< 0.0001".into()
+    } else {
+        format!("{p:.4}")
+    }
 }
 
 /// The tasks compared, in the order the page states ([`CELL_ORDER`]): the tasks whose interval
@@ -366,7 +377,7 @@ fn cell_views(sides: &Sides, root: &str) -> Vec<CellView> {
             class: x.direction.class(),
             a_marks: marks(&x.a_marks, root, c.a_linked),
             b_marks: marks(&x.b_marks, root, c.b_linked),
-            regression: x.regression().then(|| format!("{:.4}", x.gate.adjusted)),
+            regression: x.regression().then(|| p_value(x.gate.adjusted)),
         })
         .collect()
 }

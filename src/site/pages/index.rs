@@ -160,20 +160,7 @@ pub(crate) fn page(
         matrix_pages,
         labels: Label::ALL.iter().map(|l| l.as_str()).collect(),
         label_rows: label_rows(m),
-        totals: m
-            .models
-            .iter()
-            .map(|mv| {
-                total_row(
-                    m.thresholds,
-                    &mv.name,
-                    format!("models/{}.html", mv.name),
-                    &mv.total,
-                    &mv.pooled_total,
-                    Some(&mv.latency),
-                )
-            })
-            .collect(),
+        totals: ranked_totals(m),
         legend: legend(),
         max_marks: MAX_MARKS,
         rules: data::rules_sha256()[..12].to_string(),
@@ -201,6 +188,32 @@ pub(crate) fn page(
     };
     files.push(("index.html".into(), render("index.html", &page)?));
     Ok(())
+}
+
+/// The per-model table, ranked by the lower bound of each model's pooled interval (what its
+/// samples guarantee), highest first; ties and models with nothing scored (last) by name.
+fn ranked_totals(m: &Matrix) -> Vec<TotalRow> {
+    let mut ranked: Vec<_> = m.models.iter().collect();
+    let lower =
+        |mv: &&crate::report::ModelView| mv.pooled_total.interval.map_or(-1.0, |iv| iv.lower);
+    ranked.sort_by(|a, b| {
+        lower(b)
+            .total_cmp(&lower(a))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    ranked
+        .into_iter()
+        .map(|mv| {
+            total_row(
+                m.thresholds,
+                &mv.name,
+                format!("models/{}.html", mv.name),
+                &mv.total,
+                &mv.pooled_total,
+                Some(&mv.latency),
+            )
+        })
+        .collect()
 }
 
 /// The tasks grouped under their first tag (`""` for the untagged), in tag order, then id.

@@ -101,7 +101,10 @@ pub(crate) fn pages(
         let actions = routing::label_actions(routing_of, l);
         let key = keys.map(|(g, k)| (*g, routing::label_key(k.label(input, l), &actions)));
         group(key, &format!("label {l}"), sink, |files| {
-            files.push((format!("labels/{l}.html"), page(input.matrix, l, actions)?));
+            files.push((
+                format!("labels/{l}.html"),
+                page(input.matrix, l, actions, input.site_url)?,
+            ));
             Ok(())
         })
     })?;
@@ -109,7 +112,12 @@ pub(crate) fn pages(
 }
 
 /// One label's page; `actions` are what each row's failures with it measured when retried.
-fn page(m: &Matrix, l: Label, actions: Vec<routing::LabelView>) -> Result<Vec<u8>, SiteError> {
+fn page(
+    m: &Matrix,
+    l: Label,
+    actions: Vec<routing::LabelView>,
+    site_url: Option<&str>,
+) -> Result<Vec<u8>, SiteError> {
     let groups = label_groups(m, l, &root(1));
     let hitec = HitecError::ALL
         .iter()
@@ -135,7 +143,21 @@ fn page(m: &Matrix, l: Label, actions: Vec<routing::LabelView>) -> Result<Vec<u8
         groups,
         max_examples: MAX_LABEL_EXAMPLES,
     };
-    render("label page", &page)
+    let title = format!(
+        "{l}: {} failed sample{} in {} cell{}",
+        page.total,
+        if page.total == 1 { "" } else { "s" },
+        page.n_cells,
+        if page.n_cells == 1 { "" } else { "s" }
+    );
+    super::carded(
+        "label page",
+        &page,
+        &title,
+        l.meaning(),
+        &format!("labels/{l}.html"),
+        site_url,
+    )
 }
 
 /// The cells with label `l`, per model, in model and task order (`r` leads to the site root).

@@ -2,7 +2,7 @@
 //! measured on a reroll, its HiTEC counts and F1, and what its runs' `cell.json` say about the
 //! server (the preflight checks among them).
 
-use super::{chart, compare, render, routing};
+use super::{chart, compare, routing};
 use crate::evidence::Provenance;
 use crate::hitec::HitecError;
 use crate::report::pooled::Pooled;
@@ -287,10 +287,38 @@ pub(crate) fn page(
             &info.entries,
         ),
     };
-    files.push((
-        format!("models/{}.html", mv.name),
-        render("model page", &page)?,
-    ));
+    let path = format!("models/{}.html", mv.name);
+    let p = &mv.pooled_total;
+    let shapes: Vec<(String, &'static str, u64, u64)> = m
+        .tags
+        .iter()
+        .filter_map(|tag| {
+            let t = mv.pooled.get(tag)?;
+            Some((
+                tag.clone(),
+                t.reliability(m.thresholds).as_str(),
+                t.passes,
+                t.scored,
+            ))
+        })
+        .collect();
+    let html = super::carded(
+        "model page",
+        &page,
+        &format!(
+            "{}: {} over its tasks",
+            mv.name,
+            p.reliability(m.thresholds).as_str()
+        ),
+        &format!(
+            "pass@1 {}; {}",
+            crate::site::text::rate_text(p.passes, p.scored, p.interval.as_ref()),
+            super::verdict_line(&shapes)
+        ),
+        &path,
+        input.site_url,
+    )?;
+    files.push((path, html));
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 //! page shows. Pure: a [`Routing`] in, bytes out. Its numbers are `data/routing.json`
 //! ([`crate::site::data::routing_json`]).
 
-use super::render;
 use crate::report::routing::{
     FeedbackMeasure, LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing,
 };
@@ -237,7 +236,15 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
         rows,
         parent_passes: r.parent_passes(),
     };
-    Ok((PAGE.into(), render("routing page", &page)?))
+    let html = super::carded(
+        "routing page",
+        &page,
+        "Routing: what to do after each failure",
+        "Per row and label, how often a reroll, a repair, feedback and a fallback made the call pass, and the router's policies with their expected success and cost.",
+        PAGE,
+        None,
+    )?;
+    Ok((PAGE.into(), html))
 }
 
 /// What share of a row's failures a router cannot see (SPEC §11), in words: the case for a

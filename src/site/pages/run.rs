@@ -87,8 +87,16 @@ struct Section<'a> {
     /// Every stage passed (or did not apply): said in a few words, not stage by stage.
     passed: bool,
     stages: Vec<StageRow>,
-    /// The label and detail carry the sample's fail anchor (nothing in the output to mark).
+    /// The label and detail carry the sample's fail anchor (every sample that did not pass).
     fail_on_head: bool,
+    /// A failed sample's one-line context, `model · task · run <id>`, under its heading: a
+    /// permalink lands with it at the top of the screen. Empty on a pass.
+    context: String,
+    /// For a follow-up (a feedback or review round): the run and sample of the failure it
+    /// follows up, linked beside its heading.
+    parent: Option<(String, String)>,
+    /// A schema-stage failure's violated sub-schema (escaped), with the pointer it sits at.
+    sub_schema: Option<(String, String)>,
     calls: Vec<CallView>,
     output: Option<String>,
     /// Escaped HTML: the message content.
@@ -772,6 +780,29 @@ impl<'a> Section<'a> {
             passed: v.outcome == Outcome::Pass,
             stages,
             fail_on_head,
+            context: if fail_on_head {
+                format!("{} · {} · run {}", cx.key.model, cx.key.task, cx.key.run)
+            } else {
+                String::new()
+            },
+            sub_schema: violated_schema(cx.task, v).map(|(at, schema)| {
+                (
+                    at,
+                    text(&crate::json::clip(
+                        &serde_json::to_string_pretty(schema).unwrap_or_default(),
+                        MAX_SHOWN,
+                    )),
+                )
+            }),
+            parent: cx
+                .transcript
+                .meta
+                .as_ref()
+                .and_then(|m| m.parent.as_ref())
+                // Linked only when both are folder names (meta.json is the server's run's
+                // record, not ours to trust as a path).
+                .filter(|p| [&p.run, &p.sample].iter().all(|n| folder_name(n)))
+                .map(|p| (p.run.clone(), p.sample.clone())),
             calls: Vec::new(),
             output: None,
             content: None,
@@ -935,10 +966,60 @@ pub(crate) fn render_stub(
     .render()
 }
 
+/// A run or sample folder's name as collect writes them: letters, digits, `-`, `_`, `.`, not
+/// starting with a dot.
+fn folder_name(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with('.')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The part of the schema a schema-stage failure violated, with the pointer it sits at: the
+/// failing call's tool (or the structured output's) schema walked along the failing argument's
+/// path through `properties`, `items` and local `$ref`s. `None` when the path leaves what
+/// such a walk can follow (a combinator, a remote reference): the detail still names it.
+fn violated_schema<'t>(task: &'t Task, v: &Verdict) -> Option<(String, &'t Value)> {
+    if v.stage != Some(Stage::Schema) || v.outcome.label().is_none() {
+        return None;
+    }
+    let path = v.fail_path.as_deref()?;
+    let root = match v.fail_call {
+        Some(i) => &task.tool(v.calls.get(i)?.name.as_deref()?)?.schema.raw,
+        None => match &task.expect {
+            Expect::StructuredOutput {
+                schema: Some(schema),
+                ..
+            } => &schema.raw,
+            _ => return None,
+        },
+    };
+    let resolve = |mut s: &'t Value| {
+        // A bounded number of local references: a cycle ends here, not in a loop.
+        for _ in 0..8 {
+            match s.get("$ref").and_then(Value::as_str) {
+                Some(r) => s = root.pointer(r.strip_prefix('#')?)?,
+                None => return Some(s),
+            }
+        }
+        None
+    };
+    let mut at = resolve(root)?;
+    // A missing argument's own schema: the path names the property that is absent.
+    for seg in path.split('/').skip(1) {
+        let key = seg.replace("~1", "/").replace("~0", "~");
+        at = match at.get("properties").and_then(|p| p.get(&key)) {
+            Some(p) => resolve(p)?,
+            None if key.parse::<usize>().is_ok() => resolve(at.get("items")?)?,
+            None => return None,
+        };
+    }
+    Some((crate::json::show_pointer(path).to_string(), at))
+}
+
 /// Renders one sample's section of its run's page. Its failure anchor is `fail-<sample>`.
 pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     let v = cx.verdict;
-    let key = cx.key;
     if let Some(why) = &cx.left_off {
         return left_off(cx, why);
     }
@@ -975,12 +1056,11 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
                 text(&shown)
             }
         });
-    // Every page of a failed or errored sample has exactly one `#fail` anchor: on the failing
-    // argument when there is one, else on the label and detail that open the page (a failure
-    // with nothing to mark, e.g. a collapsed parallel call, is explained there; anchoring the
-    // stages table instead scrolled the explanation off a phone's screen).
-    let fail_on_head =
-        v.outcome != Outcome::Pass && !call_anchor && !output_anchor && !content_anchor;
+    // Every failed or errored sample has exactly one `#fail-<sample>` anchor, always the
+    // section's head (label, context line, detail), so that a permalink lands with the sample's
+    // own heading at the top of the screen and nothing of the sample before it above; the
+    // failing argument is marked just below it.
+    let fail_on_head = v.outcome != Outcome::Pass;
     let stages = stage_rows(cx.task, v);
 
     let same_request = cx.request_changes.is_empty();
@@ -1013,18 +1093,15 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
         },
         ..Section::head(cx, stages, fail_on_head)
     };
-    // The one mark the scorer's view placed gets the sample's own anchor: a run's page holds
-    // several samples. Model text is escaped, so this markup can only be ours.
+    // The one mark the scorer's view placed loses its page-wide id: the head holds the
+    // sample's anchor. Model text is escaped, so this markup can only be ours.
     let mut html = section.render()?;
     const MARK: &str = "<mark id=\"fail\">";
     if let Some(at) = (call_anchor || output_anchor || content_anchor)
         .then(|| html.find(MARK))
         .flatten()
     {
-        html.replace_range(
-            at..at + MARK.len(),
-            &format!("<mark id=\"fail-{}\">", key.sample),
-        );
+        html.replace_range(at..at + MARK.len(), "<mark>");
     }
     Ok(html)
 }

@@ -1,7 +1,7 @@
 //! `tags/<tag>.html`: one call shape, what it probes, each model's pooled verdict, its chart,
 //! and its tasks × models with every sample linked.
 
-use super::{chart, render};
+use super::chart;
 use crate::report::pooled::Pooled;
 use crate::report::{Matrix, TaskInfo};
 use crate::site::charts;
@@ -92,10 +92,34 @@ pub(crate) fn page(
         chart: draw_chart(m, tag, files)?,
         legend: legend(),
     };
-    files.push((
-        format!("tags/{}.html", slug(tag)),
-        render("tag page", &page)?,
-    ));
+    let path = format!("tags/{}.html", slug(tag));
+    let verdicts: Vec<String> = m
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let p = mv.pooled.get(tag)?;
+            Some(format!(
+                "{} {} {}/{}",
+                mv.name,
+                p.reliability(m.thresholds).as_str(),
+                p.passes,
+                p.scored
+            ))
+        })
+        .collect();
+    let html = super::carded(
+        "tag page",
+        &page,
+        &format!(
+            "Call shape {tag}: {} task{}",
+            tasks.len(),
+            if tasks.len() == 1 { "" } else { "s" }
+        ),
+        &verdicts.join(" · "),
+        &path,
+        input.site_url,
+    )?;
+    files.push((path, html));
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! `tasks/<task>.html`: what a task sends and expects, and each model's cell with every sample
 //! linked.
 
-use super::{compare, render};
+use super::compare;
 use crate::site::html::{escape, json_html, root};
 use crate::site::matrix::cell_td;
 use crate::site::text::label_summary;
@@ -187,10 +187,25 @@ pub(crate) fn page(input: &SiteInput, task: &Task, files: &mut Vec<File>) -> Res
         value_meaning: value::VALUE_MEANING,
         bfcl_style_meaning: value::BFCL_STYLE_MEANING,
     };
-    files.push((
-        format!("tasks/{}.html", task.id),
-        render("task page", &page)?,
-    ));
+    let path = format!("tasks/{}.html", task.id);
+    let cells: Vec<String> = input
+        .matrix
+        .models
+        .iter()
+        .filter_map(|mv| {
+            let c = input.matrix.cell(&mv.name, &task.id)?;
+            Some(format!("{} {}/{}", mv.name, c.passes, c.scored))
+        })
+        .collect();
+    let html = super::carded(
+        "task page",
+        &page,
+        &format!("Task {}: {}", task.id, task.title),
+        &cells.join(" · "),
+        &path,
+        input.site_url,
+    )?;
+    files.push((path, html));
     Ok(())
 }
 
