@@ -52,6 +52,20 @@ pub struct ModelEntry {
     /// change and the named one as its baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant_of: Option<String>,
+    /// What the row's provider charges (`[model.price]`, SPEC §11): recorded in `cell.json`'s
+    /// model entry, so the build can give a policy's cost per successful call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+/// A row's price per million tokens, in whatever currency the user keeps accounts in.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input_per_mtok: f64,
+    /// Per million completion tokens.
+    pub output_per_mtok: f64,
 }
 
 fn default_concurrency() -> usize {
@@ -315,6 +329,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         if m.timeout_secs == 0 {
             return Err(bad("timeout_secs", "must be at least 1".into()));
         }
+        if let Some(p) = &m.price {
+            for (key, x) in [
+                ("price.input_per_mtok", p.input_per_mtok),
+                ("price.output_per_mtok", p.output_per_mtok),
+            ] {
+                if !x.is_finite() || x < 0.0 {
+                    return Err(bad(
+                        key,
+                        format!("{x} is not a price: give a number ≥ 0 per million tokens"),
+                    ));
+                }
+            }
+        }
         if let Some(v) = &m.api_key_env
             && (v.is_empty() || v.contains('=') || v.contains('\0'))
         {
@@ -385,6 +412,31 @@ mod tests {
         let e = parse(Path::new("c.toml"), &typo).unwrap_err();
         assert_eq!(e.key, "variant_of");
         assert!(e.to_string().contains("\"z\""), "{e}");
+    }
+
+    #[test]
+    fn a_price_is_kept_in_the_entry_and_a_negative_one_is_refused() {
+        let base = "[[model]]\nname = \"a\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n";
+        let priced = format!("{base}[model.price]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n");
+        let c = parse(Path::new("c.toml"), &priced).unwrap();
+        assert_eq!(
+            c.models[0].redacted()["price"],
+            serde_json::json!({"input_per_mtok": 0.15, "output_per_mtok": 0.6})
+        );
+        assert!(
+            parse(Path::new("c.toml"), base).unwrap().models[0]
+                .redacted()
+                .get("price")
+                .is_none()
+        );
+        let e = parse(Path::new("c.toml"), &priced.replace("0.6", "-1")).unwrap_err();
+        assert_eq!(e.key, "price.output_per_mtok");
+        let e = parse(
+            Path::new("c.toml"),
+            &priced.replace("input_per_mtok", "input"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("input"), "{e}");
     }
 
     #[test]

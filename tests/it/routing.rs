@@ -696,3 +696,109 @@ fn dpo_pairs_a_failure_with_the_models_own_fixed_answer_where_feedback_fixed_it(
         lines.len()
     );
 }
+
+/// Issue 41's refusing server: a row whose follow-ups, sent with the history as produced, are
+/// refused with HTTP 500 (as vLLM refuses arguments that are not JSON), and answered when the
+/// history is sanitised. The refusals count as trials that did not pass, by status, and both
+/// histories stand side by side on routing.html.
+#[test]
+fn refused_follow_ups_count_by_status_beside_the_sanitised_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tasks_dir, runs, out) = (
+        tmp.path().join("tasks"),
+        tmp.path().join("runs"),
+        tmp.path().join("site"),
+    );
+    std::fs::create_dir_all(&tasks_dir).unwrap();
+    let mut t: Value = serde_json::from_slice(
+        &std::fs::read(repo().join("tests/fixtures/runs-tasks/convert-currency.json")).unwrap(),
+    )
+    .unwrap();
+    t["id"] = json!("cc-1");
+    std::fs::write(tasks_dir.join("cc-1.json"), t.to_string()).unwrap();
+    let task = &callcheck::task::load(&tasks_dir).unwrap()[0];
+    // First round: 6 escaping errors (visible at parse), 4 passes.
+    let first: Vec<Sample> = (0..10)
+        .map(|i| Sample {
+            reply: (i < 6).then_some(Fail::EscapingError),
+            parent: None,
+        })
+        .collect();
+    write_run(&runs, task, "v", "r0001", None, &first);
+    // One follow-up per failure and history; the sanitised ones pass 4 times of 6.
+    let follow_ups = |pass: usize| -> Vec<Sample> {
+        (0..6)
+            .map(|i| Sample {
+                reply: (i >= pass).then_some(Fail::SchemaViolation),
+                parent: Some(format!("{i:03}")),
+            })
+            .collect()
+    };
+    write_run(&runs, task, "v", "fb-as", Some("error"), &follow_ups(0));
+    write_run(&runs, task, "v", "fb-san", Some("error"), &follow_ups(4));
+    let set_history = |run: &str, history: &str| {
+        let p = runs.join("v/cc-1").join(run).join("cell.json");
+        let mut cell: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        cell["feedback"]["history"] = json!(history);
+        std::fs::write(&p, cell.to_string()).unwrap();
+    };
+    set_history("fb-as", "as-produced");
+    set_history("fb-san", "sanitised");
+    // The as-produced follow-ups: refused as vLLM refuses a history whose arguments do not
+    // parse.
+    for i in 0..6 {
+        let dir = runs.join(format!("v/cc-1/fb-as/samples/{i:03}"));
+        std::fs::write(
+            dir.join("response.json"),
+            r#"{"object":"error","message":"Expecting property name enclosed in double quotes","type":"BadRequestError","code":500}"#,
+        )
+        .unwrap();
+        let meta = json!({"status": 500, "headers": {}, "ttfb_ms": 10.0, "total_ms": 12.0,
+            "streamed": false, "parent": {"run": "r0001", "sample": format!("{i:03}")}});
+        std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    }
+    build_ok(&tasks_dir, &runs, &out, &[], &[]);
+    let r: Value = serde_json::from_str(&read(&out, "data/routing.json")).unwrap();
+    let v = &r["models"][0];
+    assert_eq!(v["model"], "v");
+    assert_eq!(
+        (&v["feedback_samples"], &v["feedback_errors"]),
+        (&json!(12), &json!(6))
+    );
+    assert_eq!((&v["failures"], &v["visible"]), (&json!(6), &json!(6)));
+    let l = &v["labels"][0];
+    assert_eq!(l["label"], "escaping_error");
+    let fb = &l["feedback"];
+    let counts = |k: &str| {
+        (
+            fb[k]["n"].clone(),
+            fb[k]["passes"].clone(),
+            fb[k]["refused"].clone(),
+        )
+    };
+    assert_eq!(
+        counts("error/as-produced"),
+        (json!(6), json!(0), json!({"500": 6}))
+    );
+    assert_eq!(counts("error/sanitised"), (json!(6), json!(4), json!({})));
+    // Both histories on the page, the refusals named by status.
+    let page = read(&out, "routing.html");
+    assert!(
+        page.contains("<th>feedback: error</th><th>feedback: error (sanitised)</th>"),
+        "{page}"
+    );
+    assert!(page.contains("0/6\u{a0}=\u{a0}"), "{page}");
+    assert!(
+        page.contains("; refused 6\u{a0}×\u{a0}HTTP\u{a0}500"),
+        "{page}"
+    );
+    assert!(page.contains("4/6\u{a0}=\u{a0}"), "{page}");
+    // The feedback policy reads the as-produced follow-ups: none passed.
+    let feedback = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy"] == "feedback")
+        .unwrap();
+    assert_eq!(feedback["success"]["rate"], json!(0.4));
+}
