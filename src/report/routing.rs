@@ -131,6 +131,41 @@ impl Policy {
         }
     }
 
+    /// The policy as data, for a row whose best other row is `fallback` (its index among the
+    /// matrix's rows; `None` when there is no other row).
+    pub fn rules(self, fallback: Option<usize>) -> Rules {
+        let one = |a: Action| Some(Chain::one(a));
+        let fall = move || fallback.map(|b| Chain::one(Action::Fallback(b)));
+        match self {
+            Policy::Single => Rules::default(),
+            Policy::Reroll => Rules::each(|_| one(Action::Reroll)),
+            Policy::Feedback => Rules::each(|t| match t {
+                // Nothing was answered, so there is nothing to send back.
+                Trigger::Transport => None,
+                Trigger::Failed(_) => one(Action::Feedback {
+                    style: FeedbackStyle::Error,
+                    history: POLICY_HISTORY,
+                }),
+            }),
+            Policy::Repair => Rules::each(|t| match t {
+                Trigger::Failed(l) if crate::score::mend::Mend::for_label(l).is_some() => {
+                    one(Action::Repair)
+                }
+                _ => None,
+            }),
+            Policy::Fallback => Rules::each(|_| fall()),
+            // §2's defaults, the blog's advice: each label's retry semantics.
+            Policy::ByLabel => Rules::each(|t| match t {
+                Trigger::Transport => one(Action::Reroll),
+                Trigger::Failed(l) => match l.retry() {
+                    Retry::Reroll => one(Action::Reroll),
+                    Retry::Repair => one(Action::Repair),
+                    Retry::Fallback => fall(),
+                },
+            }),
+        }
+    }
+
     /// In words, for pages.
     pub fn describe(self) -> &'static str {
         match self {
@@ -145,6 +180,78 @@ impl Policy {
                 "on a failure, the label's default action (reroll, repair or fallback)"
             }
         }
+    }
+}
+
+/// What a router saw go wrong, the key of a policy's rules: a visible failure with a label,
+/// or a request with no usable answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Trigger {
+    Failed(Label),
+    /// A transport error. No policy of a build's "given an answer" figures meets one (those
+    /// count only samples with an answer); the key is there so that a policy says, as data,
+    /// what it would do.
+    Transport,
+}
+
+impl Trigger {
+    /// Every trigger, in taxonomy order, the transport error last.
+    pub fn all() -> impl Iterator<Item = Trigger> {
+        Label::ALL
+            .into_iter()
+            .map(Trigger::Failed)
+            .chain(std::iter::once(Trigger::Transport))
+    }
+}
+
+/// One thing a router can do after a visible failure (SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    /// Ask the same row once more.
+    Reroll,
+    /// Apply the label's mechanical repair (no request); nothing for a label without one.
+    Repair,
+    /// Send the failure back once, in this style, with this history.
+    Feedback {
+        style: FeedbackStyle,
+        history: History,
+    },
+    /// Ask another row once: its index in the matrix's rows.
+    Fallback(usize),
+}
+
+/// What a policy does after one trigger: one action, and optionally a second one taken when
+/// the first ends in another visible failure (a chain of at most two, SPEC §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    pub first: Action,
+    pub then: Option<Action>,
+}
+
+impl Chain {
+    pub fn one(first: Action) -> Chain {
+        Chain { first, then: None }
+    }
+}
+
+/// A policy as data: per trigger, the chain it takes; a trigger it has no chain for is final.
+/// Every named policy is one of these, and one function evaluates them all
+/// ([`RowContext::chain`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rules {
+    pub chains: BTreeMap<Trigger, Chain>,
+}
+
+impl Rules {
+    /// Every trigger takes the chain `of(trigger)` gives, or none.
+    fn each(of: impl Fn(Trigger) -> Option<Chain>) -> Rules {
+        Rules {
+            chains: Trigger::all().filter_map(|t| Some((t, of(t)?))).collect(),
+        }
+    }
+
+    pub fn chain(&self, trigger: Trigger) -> Option<&Chain> {
+        self.chains.get(&trigger)
     }
 }
 
@@ -229,12 +336,13 @@ impl Routing {
     }
 }
 
-/// Per (model, task): the first-round cell's passes and scored samples, and the means of its
-/// scored samples' completion tokens and total time.
+/// Per (model, task): the first-round cell's passes, scored samples and visible failures, and
+/// the means of its scored samples' completion tokens and total time.
 #[derive(Debug, Clone, Copy, Default)]
 struct CellStat {
     passes: u64,
     scored: u64,
+    visible_fails: u64,
     tokens: Option<f64>,
     latency: Option<f64>,
 }
@@ -259,10 +367,11 @@ struct FeedbackCounts {
     errors: u64,
 }
 
-/// A feedback sample as a policy uses it: passed, and its cost.
+/// A feedback sample as a policy uses it: passed, failed where a router sees it, and its cost.
 #[derive(Debug, Clone, Copy)]
 struct Child {
     pass: bool,
+    fails_visibly: bool,
     tokens: Option<f64>,
     latency: Option<f64>,
 }
@@ -288,6 +397,9 @@ fn cell_stats(m: &Matrix) -> HashMap<(&str, &str), CellStat> {
             CellStat {
                 passes: c.passes,
                 scored: c.scored,
+                visible_fails: of()
+                    .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
+                    .count() as u64,
                 tokens: mean(of().filter_map(|s| s.completion_tokens.map(|t| t as f64))),
                 latency: mean(of().filter_map(|s| s.total_ms)),
             },
@@ -296,409 +408,505 @@ fn cell_stats(m: &Matrix) -> HashMap<(&str, &str), CellStat> {
     stats
 }
 
-/// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
-pub fn routing(m: &Matrix) -> Routing {
-    let scored = |s: &Scored| s.outcome.is_scored();
-    let stats = cell_stats(m);
-    // Each feedback sample to its parent (an index into the first-round samples).
-    let mut children: BTreeMap<(usize, FeedbackStyle, History), Vec<Child>> = BTreeMap::new();
-    let mut counts: BTreeMap<&str, FeedbackCounts> = BTreeMap::new();
-    let mut feedback_measure: BTreeMap<(&str, Label, FeedbackStyle, History), (u64, u64)> =
-        BTreeMap::new();
-    type Refusals = BTreeMap<Option<u16>, u64>;
-    let mut refusals: BTreeMap<(&str, Label, FeedbackStyle, History), Refusals> = BTreeMap::new();
-    for f in &m.feedback {
-        let Some(of) = f.feedback.as_deref() else {
-            continue;
-        };
-        // A review follows up every answer, not a failure: measured in its own section.
-        if of.review {
-            continue;
-        }
-        let c = counts.entry(f.key.model.as_str()).or_default();
-        let parent = m.parent_index(f);
-        let Some(pi) = parent else {
-            c.orphans += 1;
-            continue;
-        };
-        let label = match m.samples[pi].outcome {
-            Outcome::Pass => {
-                c.parent_passes += 1;
+/// A measure keyed by row, parent's label, style and history.
+type FeedbackKey<'a> = (&'a str, Label, FeedbackStyle, History);
+
+/// The feedback samples of the whole collection, each tied to its parent: what the feedback
+/// measures and the `feedback` actions read.
+#[derive(Default)]
+struct FollowUps<'a> {
+    /// Per parent (an index into the first-round samples), style and history.
+    children: BTreeMap<(usize, FeedbackStyle, History), Vec<Child>>,
+    counts: BTreeMap<&'a str, FeedbackCounts>,
+    /// Follow-ups and their passes.
+    measure: BTreeMap<FeedbackKey<'a>, (u64, u64)>,
+    /// Follow-ups with no usable answer, by HTTP status.
+    refusals: BTreeMap<FeedbackKey<'a>, BTreeMap<Option<u16>, u64>>,
+}
+
+impl<'a> FollowUps<'a> {
+    fn of(m: &'a Matrix) -> FollowUps<'a> {
+        let mut out = FollowUps::default();
+        for f in &m.feedback {
+            let Some(of) = f.feedback.as_deref() else {
+                continue;
+            };
+            // A review follows up every answer, not a failure: measured in its own section.
+            if of.review {
                 continue;
             }
-            Outcome::Error => {
+            let c = out.counts.entry(f.key.model.as_str()).or_default();
+            let Some(pi) = m.parent_index(f) else {
                 c.orphans += 1;
                 continue;
+            };
+            let label = match m.samples[pi].outcome {
+                Outcome::Pass => {
+                    c.parent_passes += 1;
+                    continue;
+                }
+                Outcome::Error => {
+                    c.orphans += 1;
+                    continue;
+                }
+                Outcome::Fail(l) => l,
+            };
+            // A router never learns of a silent failure, so it sends nothing after one: such a
+            // follow-up (collected before callcheck told them apart) measures no router.
+            if !m.samples[pi].visible {
+                c.silent_parents += 1;
+                continue;
             }
-            Outcome::Fail(l) => l,
-        };
-        // A router never learns of a silent failure, so it sends nothing after one: such a
-        // follow-up (collected before callcheck told them apart) measures no router.
-        if !m.samples[pi].visible {
-            c.silent_parents += 1;
-            continue;
-        }
-        c.counted += 1;
-        // A follow-up with no usable answer is a trial that did not pass: what the router got.
-        let refused = f.outcome == Outcome::Error;
-        if refused {
-            c.errors += 1;
-            *refusals
-                .entry((f.key.model.as_str(), label, of.style, of.history))
+            c.counted += 1;
+            let key = (f.key.model.as_str(), label, of.style, of.history);
+            // A follow-up with no usable answer is a trial that did not pass: what the router
+            // got.
+            if f.outcome == Outcome::Error {
+                c.errors += 1;
+                *out.refusals
+                    .entry(key)
+                    .or_default()
+                    .entry(f.refused_status)
+                    .or_default() += 1;
+            }
+            let pass = f.outcome == Outcome::Pass;
+            let e = out.measure.entry(key).or_default();
+            e.0 += 1;
+            e.1 += u64::from(pass);
+            out.children
+                .entry((pi, of.style, of.history))
                 .or_default()
-                .entry(f.refused_status)
-                .or_default() += 1;
+                .push(Child {
+                    pass,
+                    fails_visibly: !pass && f.visible,
+                    tokens: f.completion_tokens.map(|t| t as f64),
+                    latency: f.total_ms,
+                });
         }
-        let pass = f.outcome == Outcome::Pass;
-        let e = feedback_measure
-            .entry((f.key.model.as_str(), label, of.style, of.history))
-            .or_default();
-        e.0 += 1;
-        e.1 += u64::from(pass);
-        children
-            .entry((pi, of.style, of.history))
-            .or_default()
-            .push(Child {
-                pass,
-                tokens: f.completion_tokens.map(|t| t as f64),
-                latency: f.total_ms,
-            });
+        out
     }
-    let tags_of: BTreeMap<&str, &[String]> = m
-        .tasks
-        .iter()
-        .map(|t| (t.id.as_str(), t.tags.as_slice()))
-        .collect();
+}
 
-    // Per task, every row's cell record, in the rows' order: a row's fallbacks read the other
-    // rows' records of each of its tasks, and this takes one lookup per task, not one per task
-    // and other row.
+/// What every row's evidence reads of the whole collection.
+struct Collection<'a> {
+    m: &'a Matrix,
+    stats: HashMap<(&'a str, &'a str), CellStat>,
+    follow_ups: FollowUps<'a>,
+    tags_of: BTreeMap<&'a str, &'a [String]>,
+    /// Per task, every row's cell record, in the rows' order: a row's fallbacks read the other
+    /// rows' records of each of its tasks, and this takes one lookup per task, not one per
+    /// task and other row.
+    by_task: HashMap<&'a str, Vec<Option<CellStat>>>,
+}
+
+/// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
+pub fn routing(m: &Matrix) -> Routing {
+    let stats = cell_stats(m);
     let row_of: HashMap<&str, usize> = m
         .models
         .iter()
         .enumerate()
         .map(|(i, mv)| (mv.name.as_str(), i))
         .collect();
-    let mut by_task: HashMap<&str, Vec<Option<&CellStat>>> = HashMap::new();
+    let mut by_task: HashMap<&str, Vec<Option<CellStat>>> = HashMap::new();
     for ((model, task), st) in &stats {
         if let Some(&i) = row_of.get(model) {
             by_task
                 .entry(*task)
-                .or_insert_with(|| vec![None; m.models.len()])[i] = Some(st);
+                .or_insert_with(|| vec![None; m.models.len()])[i] = Some(*st);
+        }
+    }
+    let all = Collection {
+        m,
+        follow_ups: FollowUps::of(m),
+        tags_of: m
+            .tasks
+            .iter()
+            .map(|t| (t.id.as_str(), t.tags.as_slice()))
+            .collect(),
+        by_task,
+        stats,
+    };
+    // Each row's evidence is computed on its own (the rows' fallbacks read the others' cell
+    // records only), in the rows' order. Rows with only feedback samples (no first-round
+    // sample) have nothing to route.
+    let models = m
+        .models
+        .par_iter()
+        .map(|mv| Row::of(&all, mv).routing())
+        .collect();
+    Routing { models }
+}
+
+/// One row, as its evidence reads it.
+struct Row<'a> {
+    all: &'a Collection<'a>,
+    mv: &'a super::ModelView,
+    name: &'a str,
+    /// The row's cells, by task.
+    cells: Vec<(&'a str, &'a super::Cell)>,
+    /// The other rows, with their place in the rows' order.
+    others: Vec<(usize, &'a str)>,
+    /// Per task of the row (in `cells`' order), its scored first-round samples: the per-label
+    /// measures are functions of them (and of the other rows' cells), task by task.
+    samples: Vec<Vec<usize>>,
+    /// Per task, the other rows' scored samples and passes (a fallback's trials), in
+    /// `others`' order (task `t`'s at `t * others.len()`): looked up once per row, not once
+    /// per label and action.
+    other_cells: Vec<Option<(u64, u64)>>,
+}
+
+impl<'a> Row<'a> {
+    fn of(all: &'a Collection<'a>, mv: &'a super::ModelView) -> Row<'a> {
+        let m = all.m;
+        let name = mv.name.as_str();
+        let cells: Vec<(&str, &super::Cell)> = m
+            .cells
+            .range((name.to_string(), String::new())..)
+            .take_while(|(k, _)| k.0 == name)
+            .map(|(k, c)| (k.1.as_str(), c))
+            .collect();
+        let others: Vec<(usize, &str)> = m
+            .models
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (i, o.name.as_str()))
+            .filter(|(_, o)| *o != name)
+            .collect();
+        let samples = cells
+            .iter()
+            .map(|(_, c)| {
+                c.samples
+                    .iter()
+                    .copied()
+                    .filter(|&i| m.samples.get(i).is_some_and(|s| s.outcome.is_scored()))
+                    .collect()
+            })
+            .collect();
+        let mut row = Row {
+            all,
+            mv,
+            name,
+            cells,
+            others,
+            samples,
+            other_cells: Vec::new(),
+        };
+        let mut other_cells = Vec::with_capacity(row.cells.len() * row.others.len());
+        other_cells.extend((0..row.cells.len()).flat_map(|t| {
+            let row = &row;
+            row.others.iter().map(move |&(b, _)| {
+                row.record(t, b)
+                    .filter(|s| s.scored > 0)
+                    .map(|s| (s.scored, s.passes))
+            })
+        }));
+        row.other_cells = other_cells;
+        row
+    }
+
+    /// Row `b`'s record of this row's task `t`.
+    fn record(&self, t: usize, b: usize) -> Option<&'a CellStat> {
+        self.all
+            .by_task
+            .get(self.cells[t].0)
+            .and_then(|r| r.get(b))
+            .and_then(Option::as_ref)
+    }
+
+    /// Task `t`'s scored first-round samples.
+    fn scored(&self, t: usize) -> impl Iterator<Item = &'a Scored> + '_ {
+        let m = self.all.m;
+        self.samples[t]
+            .iter()
+            .filter_map(move |&i| m.samples.get(i))
+    }
+
+    /// Task `t`'s visible failures with `label`: what every measure conditions on.
+    fn visible_of(&self, t: usize, label: Label) -> u64 {
+        self.scored(t)
+            .filter(|s| s.visible && s.outcome == Outcome::Fail(label))
+            .count() as u64
+    }
+
+    fn routing(&self) -> ModelRouting {
+        let mut buf = Vec::new();
+        let labels = self
+            .mv
+            .labels
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(&label, &failures)| self.label(&mut buf, label, failures))
+            .collect();
+        let fallback_to = self.best_fallback();
+        let (policies, by_tag) = self.policies(fallback_to);
+        let fc = self
+            .all
+            .follow_ups
+            .counts
+            .get(self.name)
+            .copied()
+            .unwrap_or_default();
+        let (failures, visible) = (0..self.cells.len())
+            .flat_map(|t| self.scored(t))
+            .filter(|s| matches!(s.outcome, Outcome::Fail(_)))
+            .fold((0, 0), |(f, v), s| (f + 1, v + u64::from(s.visible)));
+        ModelRouting {
+            model: self.name.to_string(),
+            feedback_samples: fc.counted,
+            parent_passes: fc.parent_passes,
+            orphans: fc.orphans,
+            silent_parents: fc.silent_parents,
+            feedback_errors: fc.errors,
+            failures,
+            visible,
+            labels,
+            policies,
+            by_tag,
         }
     }
 
-    // Each row's evidence is computed on its own (the rows' fallbacks read the others' cell
-    // records only), in the rows' order.
-    let models: Vec<ModelRouting> = m
-        .models
-        .par_iter()
-        .map(|mv| {
-            let name = mv.name.as_str();
-            let row: Vec<(&str, &super::Cell)> = m
-                .cells
-                .range((name.to_string(), String::new())..)
-                .take_while(|(k, _)| k.0 == name)
-                .map(|(k, c)| (k.1.as_str(), c))
-                .collect();
-            // The other rows, with their place in the rows' order.
-            let others: Vec<(usize, &str)> = m
-                .models
+    /// What each action did after the row's visible failures with `label` (`failures` in all,
+    /// visible or not).
+    fn label(&self, buf: &mut Vec<TaskCounts>, label: Label, failures: u64) -> LabelRouting {
+        let m = self.all.m;
+        // Only the tasks that failed visibly with the label have a trial: their index in the
+        // row, and each scored first-round sample as the measures read it (feedback children
+        // counted per style below).
+        type Failed = (usize, Vec<(usize, after_failure::Sample)>);
+        let failed: Vec<Failed> = (0..self.cells.len())
+            .filter(|&t| self.visible_of(t, label) > 0)
+            .map(|t| {
+                let a = self.samples[t]
+                    .iter()
+                    .filter_map(|&i| {
+                        let s = m.samples.get(i)?;
+                        let sample = after_failure::Sample {
+                            failed_with_label: s.visible && s.outcome == Outcome::Fail(label),
+                            pass: s.outcome == Outcome::Pass,
+                            repaired: s.repaired == Some(Outcome::Pass),
+                            children: 0,
+                            child_passes: 0,
+                        };
+                        Some((i, sample))
+                    })
+                    .collect();
+                (t, a)
+            })
+            .collect();
+        // Each task's samples counted by kind: what every action but feedback reads.
+        let plain: Vec<Vec<(after_failure::Sample, u64)>> = failed
+            .iter()
+            .map(|(_, a)| after_failure::kinds(a.iter().map(|(_, s)| *s)))
+            .collect();
+        let mut measure = |action: Measured| {
+            Measure::over(
+                buf,
+                plain
+                    .iter()
+                    .map(|a| TaskCounts::of_kinds(action, a, (0, 0))),
+            )
+        };
+        let reroll = measure(Measured::Reroll);
+        let repair = crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
+        // The other row's samples of each task; a task it did not run is no trial of the
+        // fallback.
+        let fallback = self
+            .others
+            .iter()
+            .enumerate()
+            .map(|(o, &(_, b))| {
+                let tasks = failed.iter().zip(&plain).filter_map(|((t, _), a)| {
+                    let other = self.other_cells[t * self.others.len() + o]?;
+                    Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
+                });
+                (b.to_string(), Measure::over(buf, tasks))
+            })
+            .collect();
+        LabelRouting {
+            label,
+            failures,
+            visible: (0..self.cells.len())
+                .map(|t| self.visible_of(t, label))
+                .sum(),
+            reroll_all: self.reroll_all(buf, label),
+            reroll,
+            repair,
+            feedback: self.feedback(buf, label, &failed),
+            fallback,
+        }
+    }
+
+    /// Asking again after every failure with the label, seen or not: the cell's own statistic
+    /// (SPEC §2's measured reroll success in matrix.json), apart from what a router gets.
+    fn reroll_all(&self, buf: &mut Vec<TaskCounts>, label: Label) -> Measure {
+        let tasks = self
+            .cells
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, c))| c.labels.get(&label).is_some_and(|n| *n > 0))
+            .map(|(t, _)| {
+                let a = after_failure::kinds(self.scored(t).map(|s| after_failure::Sample {
+                    failed_with_label: s.outcome == Outcome::Fail(label),
+                    pass: s.outcome == Outcome::Pass,
+                    repaired: false,
+                    children: 0,
+                    child_passes: 0,
+                }));
+                TaskCounts::of_kinds(Measured::Reroll, &a, (0, 0))
+            });
+        Measure::over(buf, tasks)
+    }
+
+    /// A follow-up's measure after `label`, per style and history the row was followed up
+    /// with; `failed` are the tasks with a visible failure, each sample as the measures read it.
+    fn feedback(
+        &self,
+        buf: &mut Vec<TaskCounts>,
+        label: Label,
+        failed: &[(usize, Vec<(usize, after_failure::Sample)>)],
+    ) -> BTreeMap<(FeedbackStyle, History), FeedbackMeasure> {
+        let f = &self.all.follow_ups;
+        let pairs: std::collections::BTreeSet<(FeedbackStyle, History)> = f
+            .measure
+            .keys()
+            .filter(|(m, _, _, _)| *m == self.name)
+            .map(|(_, _, st, h)| (*st, *h))
+            .collect();
+        pairs
+            .into_iter()
+            .map(|(st, h)| {
+                let tasks = failed.iter().map(|(_, a)| {
+                    let a: Vec<after_failure::Sample> = a
+                        .iter()
+                        .map(|(i, s)| {
+                            let (children, child_passes) =
+                                f.children.get(&(*i, st, h)).map_or((0, 0), |cs| {
+                                    (cs.len() as u64, cs.iter().filter(|c| c.pass).count() as u64)
+                                });
+                            after_failure::Sample {
+                                children,
+                                child_passes,
+                                ..*s
+                            }
+                        })
+                        .collect();
+                    TaskCounts::new(Measured::Feedback, &a, &[])
+                });
+                let measure = FeedbackMeasure {
+                    measure: Measure::over(buf, tasks),
+                    refused: f
+                        .refusals
+                        .get(&(self.name, label, st, h))
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                ((st, h), measure)
+            })
+            .collect()
+    }
+
+    /// The best other row: the most expected successes over this row's visible failures (a
+    /// failure the router does not see is not sent on). Its index among the rows.
+    fn best_fallback(&self) -> Option<(usize, &'a str)> {
+        self.others
+            .iter()
+            .map(|&(b, name)| {
+                let gain: f64 = (0..self.cells.len())
+                    .map(|t| {
+                        let fails = self
+                            .scored(t)
+                            .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
+                            .count() as f64;
+                        fails * self.record(t, b).and_then(CellStat::rate).unwrap_or(0.0)
+                    })
+                    .sum();
+                (b, name, gain)
+            })
+            .min_by(|a, b| b.2.total_cmp(&a.2).then(a.1.cmp(b.1)))
+            .map(|(b, name, _)| (b, name))
+    }
+
+    /// Every policy over all of the row's tasks and per tag.
+    #[allow(clippy::type_complexity)]
+    fn policies(
+        &self,
+        fallback_to: Option<(usize, &'a str)>,
+    ) -> (Vec<PolicyResult>, BTreeMap<String, Vec<PolicyResult>>) {
+        let f = &self.all.follow_ups;
+        let name = self.name;
+        // The row's feedback rate per label and style, looked up for every failure that has
+        // no follow-up of its own.
+        let row_rates: BTreeMap<(Label, FeedbackStyle, History), f64> = f
+            .measure
+            .iter()
+            .filter(|((m, _, _, _), (n, _))| *m == name && *n > 0)
+            .map(|((_, l, st, h), (n, p))| ((*l, *st, *h), *p as f64 / *n as f64))
+            .collect();
+        let stats = &self.all.stats;
+        let of_row = |f: fn(&CellStat) -> Option<f64>| {
+            mean(
+                self.cells
+                    .iter()
+                    .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(f)),
+            )
+        };
+        let ctx = RowContext {
+            m: self.all.m,
+            name,
+            stats,
+            children: &f.children,
+            fallback_to: fallback_to.map(|(_, b)| b),
+            rules: Policy::ALL.map(|p| p.rules(fallback_to.map(|(b, _)| b))),
+            rows: &self.all.m.models,
+            row_rates: &row_rates,
+            reroll_rates: &self.mv.reroll,
+            model_tokens: of_row(|s| s.tokens),
+            model_latency: of_row(|s| s.latency),
+        };
+        // Each task's per-policy outcome, then pooled over all tasks and per tag.
+        // (Sized up front: grown by doubling, a row of hundreds of tasks was copied into
+        // fresh memory again and again, and fresh memory is what a rebuild waited on most.)
+        let mut per_task: Vec<(&str, [TaskPolicy; 6])> = Vec::with_capacity(self.cells.len());
+        per_task.extend(
+            self.cells
+                .iter()
+                .filter(|(_, c)| c.scored > 0)
+                .map(|(task, c)| (*task, ctx.task(task, c))),
+        );
+        // Without a single error-style feedback sample of the row, the feedback policy is not
+        // measured at all: it is shown as such, not as "every failure stays failed".
+        let feedback_measured = row_rates
+            .keys()
+            .any(|(_, st, h)| *st == FeedbackStyle::Error && *h == POLICY_HISTORY);
+        let fallback_name = fallback_to.map(|(_, b)| b);
+        let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
+            Policy::ALL
                 .iter()
                 .enumerate()
-                .map(|(i, o)| (i, o.name.as_str()))
-                .filter(|(_, o)| *o != name)
-                .collect();
-            // Each task of the row: every row's record of it.
-            let row_cells: Vec<&[Option<&CellStat>]> = row
-                .iter()
-                .map(|(task, _)| by_task.get(task).map_or(&[][..], Vec::as_slice))
-                .collect();
-            let record = |t: usize, b: usize| row_cells[t].get(b).copied().flatten();
-            // Per task of the row, its scored first-round samples: the per-label measures are
-            // functions of them (and of the other rows' cells), task by task ([`after_failure`]).
-            let row_samples: Vec<(&str, &super::Cell, Vec<usize>)> = row
-                .iter()
-                .map(|(task, c)| {
-                    let idx = c
-                        .samples
-                        .iter()
-                        .copied()
-                        .filter(|&i| m.samples.get(i).is_some_and(scored))
-                        .collect();
-                    (*task, *c, idx)
+                .map(|(i, &policy)| {
+                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
+                    let mut p = pool_policy(policy, &ts, fallback_name);
+                    if policy == Policy::Feedback && !feedback_measured {
+                        (p.rate, p.interval) = (None, None);
+                    }
+                    p
                 })
-                .collect();
-            // Per task, the other rows' scored samples and passes (a fallback's trials), in
-            // `others`' order (task `t`'s at `t * others.len()`): looked up once per row, not
-            // once per label and action.
-            let mut other_cells: Vec<Option<(u64, u64)>> =
-                Vec::with_capacity(row.len() * others.len());
-            other_cells.extend((0..row.len()).flat_map(|t| {
-                others.iter().map(move |&(b, _)| {
-                    record(t, b)
-                        .filter(|s| s.scored > 0)
-                        .map(|s| (s.scored, s.passes))
-                })
-            }));
-            // Feedback samples are counted (and become `children`) exactly where they enter
-            // `feedback_measure`.
-            // The styles and histories the row was followed up with: each a measure per label.
-            let pairs: std::collections::BTreeSet<(FeedbackStyle, History)> = feedback_measure
-                .keys()
-                .filter(|(m, _, _, _)| *m == name)
-                .map(|(_, _, st, h)| (*st, *h))
-                .collect();
-            // Each task's visible failures with each label: what every measure conditions on.
-            let visible_of = |idx: &[usize], label: Label| {
-                idx.iter()
-                    .filter_map(|&i| m.samples.get(i))
-                    .filter(|s| s.visible && s.outcome == Outcome::Fail(label))
-                    .count() as u64
-            };
-            let mut labels = Vec::new();
-            let mut counts_buf: Vec<TaskCounts> = Vec::new();
-            for (&label, &failures) in &mv.labels {
-                if failures == 0 {
-                    continue;
-                }
-                // Asking again after every failure with the label, seen or not: the cell's
-                // own statistic (SPEC §2's measured reroll success in matrix.json), apart from
-                // what a router gets.
-                let reroll_all = Measure::over(
-                    &mut counts_buf,
-                    row_samples
-                        .iter()
-                        .filter(|(_, c, _)| c.labels.get(&label).is_some_and(|n| *n > 0))
-                        .map(|(_, _, idx)| {
-                            let a = after_failure::kinds(idx.iter().filter_map(|&i| {
-                                let s = m.samples.get(i)?;
-                                Some(after_failure::Sample {
-                                    failed_with_label: s.outcome == Outcome::Fail(label),
-                                    pass: s.outcome == Outcome::Pass,
-                                    repaired: false,
-                                    children: 0,
-                                    child_passes: 0,
-                                })
-                            }));
-                            TaskCounts::of_kinds(Measured::Reroll, &a, (0, 0))
-                        }),
-                );
-                // Only the tasks that failed with the label have a trial: their index in the row,
-                // and each scored first-round sample as the measures read it (feedback children
-                // counted per style below).
-                type Failed = (usize, Vec<(usize, after_failure::Sample)>);
-                let failed: Vec<Failed> = row_samples
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, _, idx))| visible_of(idx, label) > 0)
-                    .map(|(t, (_, _, idx))| {
-                        let a = idx
-                            .iter()
-                            .filter_map(|&i| {
-                                let s = m.samples.get(i)?;
-                                let sample = after_failure::Sample {
-                                    failed_with_label: s.visible
-                                        && s.outcome == Outcome::Fail(label),
-                                    pass: s.outcome == Outcome::Pass,
-                                    repaired: s.repaired == Some(Outcome::Pass),
-                                    children: 0,
-                                    child_passes: 0,
-                                };
-                                Some((i, sample))
-                            })
-                            .collect();
-                        (t, a)
-                    })
-                    .collect();
-                // Each task's samples counted by kind: what every action but feedback reads.
-                let plain: Vec<Vec<(after_failure::Sample, u64)>> = failed
-                    .iter()
-                    .map(|(_, a)| after_failure::kinds(a.iter().map(|(_, s)| *s)))
-                    .collect();
-                let mut measure = |action: Measured| {
-                    Measure::over(
-                        &mut counts_buf,
-                        plain
-                            .iter()
-                            .map(|a| TaskCounts::of_kinds(action, a, (0, 0))),
-                    )
-                };
-                let reroll = measure(Measured::Reroll);
-                let repair =
-                    crate::score::mend::Mend::for_label(label).map(|_| measure(Measured::Repair));
-                // A follow-up's measure per style and history the row was followed up with.
-                let feedback = pairs
-                    .iter()
-                    .map(|&(st, h)| {
-                        let tasks = failed.iter().map(|(_, a)| {
-                            let a: Vec<after_failure::Sample> = a
-                                .iter()
-                                .map(|(i, s)| {
-                                    let (children, child_passes) =
-                                        children.get(&(*i, st, h)).map_or((0, 0), |cs| {
-                                            (
-                                                cs.len() as u64,
-                                                cs.iter().filter(|c| c.pass).count() as u64,
-                                            )
-                                        });
-                                    after_failure::Sample {
-                                        children,
-                                        child_passes,
-                                        ..*s
-                                    }
-                                })
-                                .collect();
-                            TaskCounts::new(Measured::Feedback, &a, &[])
-                        });
-                        let measure = FeedbackMeasure {
-                            measure: Measure::over(&mut counts_buf, tasks),
-                            refused: refusals
-                                .get(&(name, label, st, h))
-                                .cloned()
-                                .unwrap_or_default(),
-                        };
-                        ((st, h), measure)
-                    })
-                    .collect();
-                // The other row's samples of each task; a task it did not run is no trial of the
-                // fallback.
-                let fallback = others
-                    .iter()
-                    .enumerate()
-                    .map(|(o, &(_, b))| {
-                        let tasks = failed.iter().zip(&plain).filter_map(|((t, _), a)| {
-                            let other = other_cells[t * others.len() + o]?;
-                            Some(TaskCounts::of_kinds(Measured::Fallback, a, other))
-                        });
-                        (b.to_string(), Measure::over(&mut counts_buf, tasks))
-                    })
-                    .collect();
-                labels.push(LabelRouting {
-                    label,
-                    failures,
-                    reroll_all,
-                    visible: row_samples
-                        .iter()
-                        .map(|(_, _, idx)| visible_of(idx, label))
-                        .sum(),
-                    reroll,
-                    repair,
-                    feedback,
-                    fallback,
-                });
+                .collect()
+        };
+        let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
+        let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
+        for (task, t) in &per_task {
+            for tag in self.all.tags_of.get(task).copied().unwrap_or_default() {
+                tag_tasks.entry(tag.as_str()).or_default().push(t);
             }
-            // The best other row: the most expected successes over this row's failures.
-            let fallback_to = others
-                .iter()
-                .map(|&(i, b)| {
-                    let gain: f64 = row
-                        .iter()
-                        .enumerate()
-                        .map(|(t, _)| {
-                            // Only a failure the router sees is sent on.
-                            let fails = row_samples[t]
-                                .2
-                                .iter()
-                                .filter_map(|&i| m.samples.get(i))
-                                .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
-                                .count() as f64;
-                            fails * record(t, i).and_then(CellStat::rate).unwrap_or(0.0)
-                        })
-                        .sum();
-                    (b, gain)
-                })
-                .min_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)))
-                .map(|(b, _)| b);
-            // The row's feedback rate per label and style, looked up for every failure that has
-            // no follow-up of its own.
-            let row_rates: BTreeMap<(Label, FeedbackStyle), f64> = feedback_measure
-                .iter()
-                .filter(|((m, _, _, h), (n, _))| *m == name && *h == POLICY_HISTORY && *n > 0)
-                .map(|((_, l, st, _), (n, p))| ((*l, *st), *p as f64 / *n as f64))
-                .collect();
-            let label_rate = |l: Label, st: FeedbackStyle| row_rates.get(&(l, st)).copied();
-            let reroll_rate = |l: Label| mv.reroll.get(&l).and_then(|r| r.rate());
-            let model_tokens = mean(
-                row.iter()
-                    .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.tokens)),
-            );
-            let model_latency = mean(
-                row.iter()
-                    .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(|s| s.latency)),
-            );
-            let ctx = RowContext {
-                m,
-                name,
-                stats: &stats,
-                children: &children,
-                fallback_to,
-                label_rate: &label_rate,
-                reroll_rate: &reroll_rate,
-                model_tokens,
-                model_latency,
-            };
-            // Each task's per-policy outcome, then pooled over all tasks and per tag.
-            // (Sized up front: grown by doubling, a row of hundreds of tasks was copied into
-            // fresh memory again and again, and fresh memory is what a rebuild waited on most.)
-            let mut per_task: Vec<(&str, [TaskPolicy; 6])> = Vec::with_capacity(row.len());
-            per_task.extend(
-                row.iter()
-                    .filter(|(_, c)| c.scored > 0)
-                    .map(|(task, c)| (*task, ctx.task(task, c))),
-            );
-            // Without a single error-style feedback sample of the row, the feedback policy is not
-            // measured at all: it is shown as such, not as "every failure stays failed".
-            let feedback_measured = row_rates.keys().any(|(_, st)| *st == FeedbackStyle::Error);
-            let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
-                Policy::ALL
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &policy)| {
-                        let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
-                        let mut p = pool_policy(policy, &ts, fallback_to);
-                        if policy == Policy::Feedback && !feedback_measured {
-                            (p.rate, p.interval) = (None, None);
-                        }
-                        p
-                    })
-                    .collect()
-            };
-            let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
-            let policies = pool(&all);
-            let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
-            for (task, t) in &per_task {
-                for tag in tags_of.get(task).copied().unwrap_or_default() {
-                    tag_tasks.entry(tag.as_str()).or_default().push(t);
-                }
-            }
-            let by_tag = tag_tasks
-                .into_iter()
-                .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
-                .collect();
-            let fc = counts.get(name).copied().unwrap_or_default();
-            let (failures, visible) = row_samples
-                .iter()
-                .flat_map(|(_, _, idx)| idx.iter().filter_map(|&i| m.samples.get(i)))
-                .filter(|s| matches!(s.outcome, Outcome::Fail(_)))
-                .fold((0, 0), |(f, v), s| (f + 1, v + u64::from(s.visible)));
-            ModelRouting {
-                model: name.to_string(),
-                feedback_samples: fc.counted,
-                parent_passes: fc.parent_passes,
-                orphans: fc.orphans,
-                silent_parents: fc.silent_parents,
-                feedback_errors: fc.errors,
-                failures,
-                visible,
-                labels,
-                policies,
-                by_tag,
-            }
-        })
-        .collect();
-    // Rows with only feedback samples (no first-round sample) have nothing to route.
-    Routing { models }
+        }
+        let by_tag = tag_tasks
+            .into_iter()
+            .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
+            .collect();
+        (pool(&all), by_tag)
+    }
 }
 
 /// One task's outcome under one policy: expected successes over its scored first-round
@@ -728,11 +936,13 @@ struct Drawn {
     steps: [Step; 6],
 }
 
-/// What a policy does after one failure: an action that is the same whichever sample is left
-/// out, or a reroll, whose chance is the cell's rate without the sample left out.
+/// What a policy does after one failure: a chain whose effect is the same whichever sample is
+/// left out, or a lone reroll, whose chance is the cell's rate without the sample left out.
+/// (A chain of two that holds a reroll is taken at the whole cell's rate: only a lone reroll
+/// moves with the sample left out.)
 #[derive(Clone, Copy)]
 enum Step {
-    Fixed(Option<Action>),
+    Fixed(Option<Effect>),
     Reroll(Label),
 }
 
@@ -743,21 +953,67 @@ struct RowContext<'a> {
     stats: &'a HashMap<(&'a str, &'a str), CellStat>,
     children: &'a BTreeMap<(usize, FeedbackStyle, History), Vec<Child>>,
     fallback_to: Option<&'a str>,
-    label_rate: &'a dyn Fn(Label, FeedbackStyle) -> Option<f64>,
-    reroll_rate: &'a dyn Fn(Label) -> Option<f64>,
+    /// Each policy of [`Policy::ALL`] as data.
+    rules: [Rules; 6],
+    rows: &'a [super::ModelView],
+    /// The row's feedback rate per label, style and history, for a failure with no follow-up
+    /// of its own.
+    row_rates: &'a BTreeMap<(Label, FeedbackStyle, History), f64>,
+    /// The row's reroll rate per label, for a cell with too few samples to reroll from.
+    reroll_rates: &'a BTreeMap<Label, super::Reroll>,
     model_tokens: Option<f64>,
     model_latency: Option<f64>,
 }
 
-/// One action after a failure: its chance of a pass, its cost, and whether its chance was
-/// imputed.
+/// What an action (or a chain) does after a failure: its chance of a pass, its chance of
+/// ending in another failure a router sees (what a chain's second action acts on), its cost,
+/// and whether its chance was imputed.
 #[derive(Debug, Clone, Copy)]
-struct Action {
+struct Effect {
     success: f64,
+    fails_visibly: f64,
     requests: f64,
     tokens: Option<f64>,
     latency: Option<f64>,
     imputed: bool,
+}
+
+impl Effect {
+    /// A request's effect: `success` of it passed, `fails_visibly` of it failed visibly.
+    fn request(
+        success: f64,
+        fails_visibly: f64,
+        tokens: Option<f64>,
+        latency: Option<f64>,
+        imputed: bool,
+    ) -> Effect {
+        Effect {
+            success,
+            fails_visibly,
+            requests: 1.0,
+            tokens,
+            latency,
+            imputed,
+        }
+    }
+
+    /// This effect, then `next` after a visible failure of it: the chance `fails_visibly` that
+    /// the second action is taken weighs its success and its cost.
+    fn then(self, next: Effect) -> Effect {
+        let go = self.fails_visibly;
+        let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + go * b.unwrap_or(0.0)),
+        };
+        Effect {
+            success: self.success + go * next.success,
+            fails_visibly: go * next.fails_visibly,
+            requests: self.requests + go * next.requests,
+            tokens: add(self.tokens, next.tokens),
+            latency: add(self.latency, next.latency),
+            imputed: self.imputed || next.imputed,
+        }
+    }
 }
 
 impl RowContext<'_> {
@@ -780,7 +1036,7 @@ impl RowContext<'_> {
         let drawn: Vec<Drawn> = c
             .samples
             .iter()
-            .filter_map(|&i| self.drawn(fallback, own, i))
+            .filter_map(|&i| self.drawn(task, fallback, own, i))
             .collect();
         let mut out = self.task_totals(own, &drawn);
         // The cell's scored samples are those drawn (a transport error is not).
@@ -803,7 +1059,13 @@ impl RowContext<'_> {
 
     /// What sample `i` of the cell contributes to every policy, whichever sample is left out;
     /// `None` for a transport error (or a sample not in the matrix), which counts nowhere.
-    fn drawn(&self, fallback: Option<&CellStat>, own: CellStat, i: usize) -> Option<Drawn> {
+    fn drawn(
+        &self,
+        task: &str,
+        fallback: Option<&CellStat>,
+        own: CellStat,
+        i: usize,
+    ) -> Option<Drawn> {
         let s = self.m.samples.get(i)?;
         let label = match s.outcome {
             Outcome::Error => return None,
@@ -818,12 +1080,18 @@ impl RowContext<'_> {
             .or(own.tokens)
             .or(self.model_tokens);
         let latency = s.total_ms.or(own.latency).or(self.model_latency);
-        let steps = Policy::ALL.map(|policy| match label {
+        let steps = std::array::from_fn(|p| match label {
             None => Step::Fixed(None),
             // A router takes a silent failure for an answer: no policy acts on it.
             Some(_) if !s.visible => Step::Fixed(None),
-            Some(l) if self.resolve(policy, l) == Policy::Reroll => Step::Reroll(l),
-            Some(l) => Step::Fixed(self.action(policy, l, i, fallback, own)),
+            Some(l) => match self.rules[p].chain(Trigger::Failed(l)) {
+                None => Step::Fixed(None),
+                Some(Chain {
+                    first: Action::Reroll,
+                    then: None,
+                }) => Step::Reroll(l),
+                Some(c) => Step::Fixed(self.chain(c, l, task, i, fallback, own)),
+            },
         });
         Some(Drawn {
             i,
@@ -857,7 +1125,7 @@ impl RowContext<'_> {
                 }
                 let a = match step {
                     Step::Fixed(a) => *a,
-                    Step::Reroll(l) => self.reroll(*l, own),
+                    Step::Reroll(l) => Some(self.reroll(*l, own)),
                 };
                 let Some(a) = a else {
                     continue;
@@ -932,6 +1200,7 @@ impl RowContext<'_> {
         if let Some(s) = self.m.samples.get(exclude) {
             own.scored -= u64::from(s.outcome.is_scored());
             own.passes -= u64::from(s.outcome == Outcome::Pass);
+            own.visible_fails -= u64::from(s.visible && matches!(s.outcome, Outcome::Fail(_)));
         }
         for d in drawn {
             if d.i == exclude {
@@ -945,7 +1214,7 @@ impl RowContext<'_> {
                 }
                 let success = match step {
                     Step::Fixed(a) => a.map(|a| a.success),
-                    Step::Reroll(l) => self.reroll(*l, own).map(|a| a.success),
+                    Step::Reroll(l) => Some(self.reroll(*l, own).success),
                 };
                 if let Some(x) = success {
                     p.0 += x;
@@ -955,105 +1224,131 @@ impl RowContext<'_> {
         out
     }
 
-    /// The policy that acts after a failure with `label`: `by-label` acts as the label's retry
-    /// semantics say.
-    fn resolve(&self, policy: Policy, label: Label) -> Policy {
-        match policy {
-            Policy::ByLabel => match label.retry() {
-                Retry::Reroll => Policy::Reroll,
-                Retry::Repair => Policy::Repair,
-                Retry::Fallback => Policy::Fallback,
-            },
-            p => p,
-        }
-    }
-
-    /// A reroll after a failure with `label`, from the cell's record `own` (without the sample
-    /// left out, if any).
-    fn reroll(&self, label: Label, own: CellStat) -> Option<Action> {
+    /// A reroll after a visible failure with `label`, from the cell's record `own` (without
+    /// the sample left out, if any).
+    fn reroll(&self, label: Label, own: CellStat) -> Effect {
         // The cell's other scored samples are the rerolls that were in fact drawn; the
-        // failure itself is not among its passes.
-        let (success, imputed) = if own.scored >= 2 {
-            (own.passes as f64 / (own.scored - 1) as f64, false)
+        // failure itself is among its visible failures, not among its passes.
+        let (success, fails_visibly, imputed) = if own.scored >= 2 {
+            let others = (own.scored - 1) as f64;
+            let visible = own.visible_fails.saturating_sub(1) as f64;
+            (own.passes as f64 / others, visible / others, false)
         } else {
-            ((self.reroll_rate)(label).unwrap_or(0.0), true)
+            let rate = self
+                .reroll_rates
+                .get(&label)
+                .and_then(|r| r.rate())
+                .unwrap_or(0.0);
+            (rate, 1.0 - rate, true)
         };
-        Some(Action {
+        Effect::request(
             success,
-            requests: 1.0,
-            tokens: own.tokens.or(self.model_tokens),
-            latency: own.latency.or(self.model_latency),
+            fails_visibly,
+            own.tokens.or(self.model_tokens),
+            own.latency.or(self.model_latency),
             imputed,
-        })
+        )
     }
 
-    /// What `policy` does after sample `i` failed with `label`; `None` when it does nothing.
-    fn action(
+    /// What chain `c` does after sample `i` of `task` failed visibly with `label` (`fallback`
+    /// is the policy's fallback row's record of the task, `own` the cell's); `None` when its
+    /// first action does nothing.
+    fn chain(
         &self,
-        policy: Policy,
+        c: &Chain,
         label: Label,
+        task: &str,
         i: usize,
         fallback: Option<&CellStat>,
         own: CellStat,
-    ) -> Option<Action> {
-        let policy = self.resolve(policy, label);
-        let cost = |success: f64, tokens: Option<f64>, latency: Option<f64>, imputed: bool| {
-            Some(Action {
-                success,
-                requests: 1.0,
-                tokens,
-                latency,
-                imputed,
-            })
-        };
-        match policy {
-            Policy::Single | Policy::ByLabel => None,
-            Policy::Repair => Some(Action {
-                success: if self.m.samples.get(i).and_then(|s| s.repaired) == Some(Outcome::Pass) {
-                    1.0
-                } else {
-                    0.0
-                },
-                requests: 0.0,
-                tokens: None,
-                latency: None,
-                imputed: false,
-            }),
-            Policy::Reroll => self.reroll(label, own),
-            Policy::Feedback => {
-                let st = FeedbackStyle::Error;
+    ) -> Option<Effect> {
+        let first = self.act(c.first, label, task, i, fallback, own)?;
+        let next = c
+            .then
+            .and_then(|a| self.act(a, label, task, i, fallback, own));
+        Some(match next {
+            Some(next) => first.then(next),
+            None => first,
+        })
+    }
+
+    /// What one action does after sample `i` of `task` failed visibly with `label`; `None`
+    /// when it does nothing (no other row to fall back to).
+    fn act(
+        &self,
+        action: Action,
+        label: Label,
+        task: &str,
+        i: usize,
+        fallback: Option<&CellStat>,
+        own: CellStat,
+    ) -> Option<Effect> {
+        match action {
+            Action::Reroll => Some(self.reroll(label, own)),
+            // No request. Whether a repaired call that still fails would be seen failing is
+            // not recorded, so a repair that does not pass is taken as final: a chain that
+            // starts with a repair goes no further (an under-count, never an over-count).
+            Action::Repair => {
+                let passes = self.m.samples.get(i).and_then(|s| s.repaired) == Some(Outcome::Pass);
+                Some(Effect {
+                    success: if passes { 1.0 } else { 0.0 },
+                    fails_visibly: 0.0,
+                    requests: 0.0,
+                    tokens: None,
+                    latency: None,
+                    imputed: false,
+                })
+            }
+            Action::Feedback { style, history } => Some(
                 match self
                     .children
-                    .get(&(i, st, POLICY_HISTORY))
+                    .get(&(i, style, history))
                     .filter(|c| !c.is_empty())
                 {
                     Some(cs) => {
                         let n = cs.len() as f64;
-                        cost(
-                            cs.iter().filter(|c| c.pass).count() as f64 / n,
+                        let share =
+                            |f: fn(&Child) -> bool| cs.iter().filter(|c| f(c)).count() as f64 / n;
+                        Effect::request(
+                            share(|c| c.pass),
+                            share(|c| c.fails_visibly),
                             mean(cs.iter().filter_map(|c| c.tokens)),
                             mean(cs.iter().filter_map(|c| c.latency)),
                             false,
                         )
                     }
-                    None => cost(
-                        (self.label_rate)(label, st).unwrap_or(0.0),
-                        own.tokens.or(self.model_tokens),
-                        own.latency.or(self.model_latency),
-                        true,
-                    ),
-                }
-            }
-            Policy::Fallback => {
-                // No other row, no fallback.
-                self.fallback_to?;
-                let sb = fallback.filter(|s| s.scored > 0);
-                cost(
+                    None => {
+                        let rate = self
+                            .row_rates
+                            .get(&(label, style, history))
+                            .copied()
+                            .unwrap_or(0.0);
+                        Effect::request(
+                            rate,
+                            1.0 - rate,
+                            own.tokens.or(self.model_tokens),
+                            own.latency.or(self.model_latency),
+                            true,
+                        )
+                    }
+                },
+            ),
+            Action::Fallback(b) => {
+                let row = self.rows.get(b)?.name.as_str();
+                // The policy's own fallback row was looked up once per cell.
+                let record = if Some(row) == self.fallback_to {
+                    fallback
+                } else {
+                    self.stats.get(&(row, task))
+                };
+                let sb = record.filter(|s| s.scored > 0);
+                Some(Effect::request(
                     sb.and_then(CellStat::rate).unwrap_or(0.0),
+                    sb.map_or(0.0, |s| s.visible_fails as f64 / s.scored as f64),
                     sb.and_then(|s| s.tokens),
                     sb.and_then(|s| s.latency),
                     sb.is_none(),
-                )
+                ))
             }
         }
     }
@@ -1392,6 +1687,58 @@ mod tests {
     }
 
     #[test]
+    fn every_named_policy_is_a_map_from_trigger_to_a_chain() {
+        let fb = |l| {
+            Policy::ByLabel
+                .rules(Some(1))
+                .chain(Trigger::Failed(l))
+                .copied()
+        };
+        assert_eq!(fb(Label::MalformedJson), Some(Chain::one(Action::Reroll)));
+        assert_eq!(fb(Label::TypeCoercion), Some(Chain::one(Action::Repair)));
+        assert_eq!(fb(Label::WrongTool), Some(Chain::one(Action::Fallback(1))));
+        // Without another row, by-label's fallback labels are final.
+        let alone = Policy::ByLabel.rules(None);
+        assert_eq!(alone.chain(Trigger::Failed(Label::WrongTool)), None);
+        assert!(Policy::Single.rules(Some(0)).chains.is_empty());
+        assert!(Policy::Fallback.rules(None).chains.is_empty());
+        // Repair acts only where the label has a mechanical repair; feedback never after a
+        // request that got no answer.
+        let repair = Policy::Repair.rules(Some(0));
+        let repaired: Vec<Trigger> = repair.chains.keys().copied().collect();
+        assert_eq!(
+            repaired,
+            [
+                Trigger::Failed(Label::HallucinatedParam),
+                Trigger::Failed(Label::TypeCoercion),
+                Trigger::Failed(Label::EscapingError)
+            ]
+        );
+        let feedback = Policy::Feedback.rules(Some(0));
+        assert_eq!(feedback.chain(Trigger::Transport), None);
+        assert_eq!(feedback.chains.len(), Label::ALL.len());
+        assert_eq!(
+            Policy::Reroll.rules(None).chain(Trigger::Transport),
+            Some(&Chain::one(Action::Reroll))
+        );
+    }
+
+    #[test]
+    fn a_chains_second_action_follows_only_the_first_ones_visible_failures() {
+        let first = Effect::request(0.5, 0.3, Some(100.0), Some(10.0), false);
+        let second = Effect::request(0.8, 0.1, Some(50.0), None, true);
+        let both = first.then(second);
+        // 0.5 pass at once; 0.3 fail where a router sees it and get the second action; the
+        // other 0.2 failed silently and are final.
+        assert!(close(both.success, 0.5 + 0.3 * 0.8));
+        assert!(close(both.fails_visibly, 0.3 * 0.1));
+        assert!(close(both.requests, 1.3));
+        assert_eq!(both.tokens.map(|t| (t * 1e6).round()), Some(115.0 * 1e6));
+        assert_eq!(both.latency, Some(10.0));
+        assert!(both.imputed);
+    }
+
+    #[test]
     fn these_tasks_is_clopper_pearson_on_the_pooled_samples_with_equal_k() {
         // 3 tasks × 5 samples, 12 passes: exactly binom.test(12, 15)'s interval.
         let (p, iv) = these_tasks(&[(5.0, 5, 0.0), (4.0, 5, 0.0), (3.0, 5, 0.0)]).unwrap();
@@ -1457,13 +1804,27 @@ mod tests {
                         .or_default()
                         .push(Child {
                             pass: f.outcome == Outcome::Pass,
+                            fails_visibly: f.outcome != Outcome::Pass,
                             tokens: None,
                             latency: f.total_ms,
                         });
                 }
             }
-            let label_rate = |l: Label, _| (l != Label::NoCall).then_some(0.25);
-            let reroll_rate = |l: Label| (l != Label::WrongTool).then_some(0.5);
+            let row_rates: BTreeMap<(Label, FeedbackStyle, History), f64> = Label::ALL
+                .into_iter()
+                .filter(|l| *l != Label::NoCall)
+                .map(|l| ((l, FeedbackStyle::Error, History::AsProduced), 0.25))
+                .collect();
+            let half = crate::report::Reroll {
+                failures: 1,
+                trials: 2,
+                successes: 1,
+            };
+            let reroll_rates: BTreeMap<Label, crate::report::Reroll> = Label::ALL
+                .into_iter()
+                .filter(|l| *l != Label::WrongTool)
+                .map(|l| (l, half))
+                .collect();
             for name in ["a", "b", "c"] {
                 let ctx = RowContext {
                     m: &m,
@@ -1471,8 +1832,10 @@ mod tests {
                     stats: &stats,
                     children: &children,
                     fallback_to: Some(if name == "a" { "b" } else { "a" }),
-                    label_rate: &label_rate,
-                    reroll_rate: &reroll_rate,
+                    rules: Policy::ALL.map(|p| p.rules(Some(usize::from(name == "a")))),
+                    rows: &m.models,
+                    row_rates: &row_rates,
+                    reroll_rates: &reroll_rates,
                     model_tokens: Some(10.0),
                     model_latency: None,
                 };
@@ -1485,7 +1848,7 @@ mod tests {
                     let drawn: Vec<Drawn> = c
                         .samples
                         .iter()
-                        .filter_map(|&i| ctx.drawn(fallback, own, i))
+                        .filter_map(|&i| ctx.drawn(task, fallback, own, i))
                         .collect();
                     let fast = ctx.leave_one_out(own, &drawn);
                     assert_eq!(fast.len(), drawn.len());
