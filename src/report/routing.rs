@@ -264,6 +264,10 @@ pub struct PolicyResult {
     /// Mean over those tasks of the task's expected success under the policy.
     pub rate: Option<f64>,
     pub interval: Option<Interval>,
+    /// The same end to end: over every request of the tasks, one with no usable answer a
+    /// visible failure the policy's action for [`Trigger::Transport`] applies to.
+    pub end_to_end: Option<f64>,
+    pub end_to_end_interval: Option<Interval>,
     /// Expected requests per call, mean over the tasks.
     pub requests: f64,
     /// Expected completion tokens per call (from the samples' `usage`), when any were reported.
@@ -342,6 +346,8 @@ impl Routing {
 struct CellStat {
     passes: u64,
     scored: u64,
+    /// Every sample, transport errors included.
+    k: u64,
     visible_fails: u64,
     tokens: Option<f64>,
     latency: Option<f64>,
@@ -350,6 +356,16 @@ struct CellStat {
 impl CellStat {
     fn rate(&self) -> Option<f64> {
         (self.scored > 0).then(|| self.passes as f64 / self.scored as f64)
+    }
+
+    /// The cell end to end: every request a trial, one with no usable answer a visible
+    /// failure (SPEC §11).
+    fn end_to_end(self) -> CellStat {
+        CellStat {
+            scored: self.k,
+            visible_fails: self.visible_fails + (self.k - self.scored),
+            ..self
+        }
     }
 }
 
@@ -397,6 +413,7 @@ fn cell_stats(m: &Matrix) -> HashMap<(&str, &str), CellStat> {
             CellStat {
                 passes: c.passes,
                 scored: c.scored,
+                k: c.k.max(c.scored),
                 visible_fails: of()
                     .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
                     .count() as u64,
@@ -806,8 +823,10 @@ impl<'a> Row<'a> {
             .collect()
     }
 
-    /// The best other row: the most expected successes over this row's visible failures (a
-    /// failure the router does not see is not sent on). Its index among the rows.
+    /// The best other row, chosen end to end: the most expected successes over this row's
+    /// visible failures and requests with no usable answer (a failure the router does not see
+    /// is not sent on), each sent to a row whose own requests (its transport errors included)
+    /// pass at its rate. Its index among the rows.
     fn best_fallback(&self) -> Option<(usize, &'a str)> {
         self.others
             .iter()
@@ -817,8 +836,10 @@ impl<'a> Row<'a> {
                         let fails = self
                             .scored(t)
                             .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
-                            .count() as f64;
-                        fails * self.record(t, b).and_then(CellStat::rate).unwrap_or(0.0)
+                            .count() as u64
+                            + self.cells[t].1.errors;
+                        let rate = self.record(t, b).and_then(|r| r.end_to_end().rate());
+                        fails as f64 * rate.unwrap_or(0.0)
                     })
                     .sum();
                 (b, name, gain)
@@ -851,7 +872,8 @@ impl<'a> Row<'a> {
                     .filter_map(|(t, _)| stats.get(&(name, *t)).and_then(f)),
             )
         };
-        let ctx = RowContext {
+        let ctx = |end_to_end| RowContext {
+            end_to_end,
             m: self.all.m,
             name,
             stats,
@@ -867,12 +889,15 @@ impl<'a> Row<'a> {
         // Each task's per-policy outcome, then pooled over all tasks and per tag.
         // (Sized up front: grown by doubling, a row of hundreds of tasks was copied into
         // fresh memory again and again, and fresh memory is what a rebuild waited on most.)
-        let mut per_task: Vec<(&str, [TaskPolicy; 6])> = Vec::with_capacity(self.cells.len());
+        // Given an answer, a task without a scored sample has no trial (`pool_policy` leaves
+        // it out); end to end, every task with a request has.
+        let (given, end_to_end) = (ctx(false), ctx(true));
+        let mut per_task: Vec<(&str, TaskPolicies)> = Vec::with_capacity(self.cells.len());
         per_task.extend(
             self.cells
                 .iter()
-                .filter(|(_, c)| c.scored > 0)
-                .map(|(task, c)| (*task, ctx.task(task, c))),
+                .filter(|(_, c)| c.k > 0)
+                .map(|(task, c)| (*task, (given.task(task, c), end_to_end.task(task, c)))),
         );
         // Without a single error-style feedback sample of the row, the feedback policy is not
         // measured at all: it is shown as such, not as "every failure stays failed".
@@ -880,22 +905,26 @@ impl<'a> Row<'a> {
             .keys()
             .any(|(_, st, h)| *st == FeedbackStyle::Error && *h == POLICY_HISTORY);
         let fallback_name = fallback_to.map(|(_, b)| b);
-        let pool = |tasks: &[&[TaskPolicy; 6]]| -> Vec<PolicyResult> {
+        let pool = |tasks: &[&TaskPolicies]| -> Vec<PolicyResult> {
             Policy::ALL
                 .iter()
                 .enumerate()
                 .map(|(i, &policy)| {
-                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t[i]).collect();
+                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t.0[i]).collect();
                     let mut p = pool_policy(policy, &ts, fallback_name);
+                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t.1[i]).collect();
+                    let e = pool_policy(policy, &ts, fallback_name);
+                    (p.end_to_end, p.end_to_end_interval) = (e.rate, e.interval);
                     if policy == Policy::Feedback && !feedback_measured {
                         (p.rate, p.interval) = (None, None);
+                        (p.end_to_end, p.end_to_end_interval) = (None, None);
                     }
                     p
                 })
                 .collect()
         };
-        let all: Vec<&[TaskPolicy; 6]> = per_task.iter().map(|(_, t)| t).collect();
-        let mut tag_tasks: BTreeMap<&str, Vec<&[TaskPolicy; 6]>> = BTreeMap::new();
+        let all: Vec<&TaskPolicies> = per_task.iter().map(|(_, t)| t).collect();
+        let mut tag_tasks: BTreeMap<&str, Vec<&TaskPolicies>> = BTreeMap::new();
         for (task, t) in &per_task {
             for tag in self.all.tags_of.get(task).copied().unwrap_or_default() {
                 tag_tasks.entry(tag.as_str()).or_default().push(t);
@@ -925,6 +954,9 @@ struct TaskPolicy {
     imputed: u64,
 }
 
+/// One task under every policy of [`Policy::ALL`]: given an answer, and end to end.
+type TaskPolicies = ([TaskPolicy; 6], [TaskPolicy; 6]);
+
 /// One scored sample of a cell as every policy counts it ([`RowContext::drawn`]).
 struct Drawn {
     /// Its index into the matrix's samples.
@@ -943,11 +975,14 @@ struct Drawn {
 #[derive(Clone, Copy)]
 enum Step {
     Fixed(Option<Effect>),
-    Reroll(Label),
+    Reroll(Trigger),
 }
 
 /// What the policies of one row read.
 struct RowContext<'a> {
+    /// Counting every request, a transport error a visible failure; else only the samples
+    /// with an answer ("given an answer").
+    end_to_end: bool,
     m: &'a Matrix,
     name: &'a str,
     stats: &'a HashMap<(&'a str, &'a str), CellStat>,
@@ -1017,6 +1052,12 @@ impl Effect {
 }
 
 impl RowContext<'_> {
+    /// Row `row`'s record of `task`, end to end when the figures are.
+    fn record(&self, row: &str, task: &str) -> Option<CellStat> {
+        let r = self.stats.get(&(row, task)).copied()?;
+        Some(if self.end_to_end { r.end_to_end() } else { r })
+    }
+
     /// One task's outcome under every policy, with the jackknife variance of each policy's
     /// expected success over the task's first-round samples: a policy's chance after a failure
     /// is estimated from the same samples (a reroll's from the cell's other samples), so the
@@ -1026,13 +1067,9 @@ impl RowContext<'_> {
         // every sample once per sample left out (k² at k samples), and at k = 85 the lookups
         // behind an action (the fallback row's cell, a sample's follow-ups) were a third of a
         // rebuild. The sums add the same values in the same order as before.
-        let own = self
-            .stats
-            .get(&(self.name, task))
-            .copied()
-            .unwrap_or_default();
+        let own = self.record(self.name, task).unwrap_or_default();
         // The fallback row's record of the task, looked up once for every failure of the cell.
-        let fallback = self.fallback_to.and_then(|b| self.stats.get(&(b, task)));
+        let fallback = self.fallback_to.and_then(|b| self.record(b, task));
         let drawn: Vec<Drawn> = c
             .samples
             .iter()
@@ -1062,16 +1099,19 @@ impl RowContext<'_> {
     fn drawn(
         &self,
         task: &str,
-        fallback: Option<&CellStat>,
+        fallback: Option<CellStat>,
         own: CellStat,
         i: usize,
     ) -> Option<Drawn> {
         let s = self.m.samples.get(i)?;
-        let label = match s.outcome {
-            Outcome::Error => return None,
+        let trigger = match s.outcome {
+            Outcome::Error if !self.end_to_end => return None,
+            Outcome::Error => Some(Trigger::Transport),
             Outcome::Pass => None,
-            Outcome::Fail(l) => Some(l),
+            Outcome::Fail(l) => Some(Trigger::Failed(l)),
         };
+        // A request with no usable answer is always seen.
+        let visible = s.visible || s.outcome == Outcome::Error;
         // A cell's own tokens and latency are its means over every sample: leaving one out
         // does not change what is imputed from them.
         let tokens = s
@@ -1080,22 +1120,22 @@ impl RowContext<'_> {
             .or(own.tokens)
             .or(self.model_tokens);
         let latency = s.total_ms.or(own.latency).or(self.model_latency);
-        let steps = std::array::from_fn(|p| match label {
+        let steps = std::array::from_fn(|p| match trigger {
             None => Step::Fixed(None),
             // A router takes a silent failure for an answer: no policy acts on it.
-            Some(_) if !s.visible => Step::Fixed(None),
-            Some(l) => match self.rules[p].chain(Trigger::Failed(l)) {
+            Some(_) if !visible => Step::Fixed(None),
+            Some(t) => match self.rules[p].chain(t) {
                 None => Step::Fixed(None),
                 Some(Chain {
                     first: Action::Reroll,
                     then: None,
-                }) => Step::Reroll(l),
-                Some(c) => Step::Fixed(self.chain(c, l, task, i, fallback, own)),
+                }) => Step::Reroll(t),
+                Some(c) => Step::Fixed(self.chain(c, t, task, i, fallback, own)),
             },
         });
         Some(Drawn {
             i,
-            pass: label.is_none(),
+            pass: trigger.is_none(),
             tokens,
             latency,
             steps,
@@ -1198,9 +1238,16 @@ impl RowContext<'_> {
     ) -> [(f64, u64); 6] {
         let mut out = [(0.0, 0u64); 6];
         if let Some(s) = self.m.samples.get(exclude) {
-            own.scored -= u64::from(s.outcome.is_scored());
+            // Every sample drawn is counted in the record (end to end, a transport error too).
+            let drawn_here = s.outcome.is_scored() || self.end_to_end;
+            own.scored -= u64::from(drawn_here);
             own.passes -= u64::from(s.outcome == Outcome::Pass);
-            own.visible_fails -= u64::from(s.visible && matches!(s.outcome, Outcome::Fail(_)));
+            let seen = match s.outcome {
+                Outcome::Pass => false,
+                Outcome::Error => self.end_to_end,
+                Outcome::Fail(_) => s.visible,
+            };
+            own.visible_fails -= u64::from(seen);
         }
         for d in drawn {
             if d.i == exclude {
@@ -1226,7 +1273,7 @@ impl RowContext<'_> {
 
     /// A reroll after a visible failure with `label`, from the cell's record `own` (without
     /// the sample left out, if any).
-    fn reroll(&self, label: Label, own: CellStat) -> Effect {
+    fn reroll(&self, trigger: Trigger, own: CellStat) -> Effect {
         // The cell's other scored samples are the rerolls that were in fact drawn; the
         // failure itself is among its visible failures, not among its passes.
         let (success, fails_visibly, imputed) = if own.scored >= 2 {
@@ -1234,11 +1281,12 @@ impl RowContext<'_> {
             let visible = own.visible_fails.saturating_sub(1) as f64;
             (own.passes as f64 / others, visible / others, false)
         } else {
-            let rate = self
-                .reroll_rates
-                .get(&label)
-                .and_then(|r| r.rate())
-                .unwrap_or(0.0);
+            // The row's measured reroll for the label; none after a transport error.
+            let rate = match trigger {
+                Trigger::Failed(label) => self.reroll_rates.get(&label).and_then(|r| r.rate()),
+                Trigger::Transport => None,
+            }
+            .unwrap_or(0.0);
             (rate, 1.0 - rate, true)
         };
         Effect::request(
@@ -1256,20 +1304,63 @@ impl RowContext<'_> {
     fn chain(
         &self,
         c: &Chain,
-        label: Label,
+        trigger: Trigger,
         task: &str,
         i: usize,
-        fallback: Option<&CellStat>,
+        fallback: Option<CellStat>,
         own: CellStat,
     ) -> Option<Effect> {
-        let first = self.act(c.first, label, task, i, fallback, own)?;
+        let first = self.act(c.first, trigger, task, i, fallback, own)?;
         let next = c
             .then
-            .and_then(|a| self.act(a, label, task, i, fallback, own));
+            .and_then(|a| self.act(a, trigger, task, i, fallback, own));
         Some(match next {
             Some(next) => first.then(next),
             None => first,
         })
+    }
+
+    /// A follow-up of `style` and `history` after sample `i` failed visibly: its own
+    /// follow-ups where it has them, else the row's rate for the label (imputed); `None`
+    /// after a request that got no answer, which leaves nothing to send back.
+    fn feedback(
+        &self,
+        style: FeedbackStyle,
+        history: History,
+        trigger: Trigger,
+        i: usize,
+        own: CellStat,
+    ) -> Option<Effect> {
+        let Trigger::Failed(label) = trigger else {
+            return None;
+        };
+        let Some(cs) = self
+            .children
+            .get(&(i, style, history))
+            .filter(|c| !c.is_empty())
+        else {
+            let rate = self
+                .row_rates
+                .get(&(label, style, history))
+                .copied()
+                .unwrap_or(0.0);
+            return Some(Effect::request(
+                rate,
+                1.0 - rate,
+                own.tokens.or(self.model_tokens),
+                own.latency.or(self.model_latency),
+                true,
+            ));
+        };
+        let n = cs.len() as f64;
+        let share = |f: fn(&Child) -> bool| cs.iter().filter(|c| f(c)).count() as f64 / n;
+        Some(Effect::request(
+            share(|c| c.pass),
+            share(|c| c.fails_visibly),
+            mean(cs.iter().filter_map(|c| c.tokens)),
+            mean(cs.iter().filter_map(|c| c.latency)),
+            false,
+        ))
     }
 
     /// What one action does after sample `i` of `task` failed visibly with `label`; `None`
@@ -1277,14 +1368,14 @@ impl RowContext<'_> {
     fn act(
         &self,
         action: Action,
-        label: Label,
+        trigger: Trigger,
         task: &str,
         i: usize,
-        fallback: Option<&CellStat>,
+        fallback: Option<CellStat>,
         own: CellStat,
     ) -> Option<Effect> {
         match action {
-            Action::Reroll => Some(self.reroll(label, own)),
+            Action::Reroll => Some(self.reroll(trigger, own)),
             // No request. Whether a repaired call that still fails would be seen failing is
             // not recorded, so a repair that does not pass is taken as final: a chain that
             // starts with a repair goes no further (an under-count, never an over-count).
@@ -1299,51 +1390,18 @@ impl RowContext<'_> {
                     imputed: false,
                 })
             }
-            Action::Feedback { style, history } => Some(
-                match self
-                    .children
-                    .get(&(i, style, history))
-                    .filter(|c| !c.is_empty())
-                {
-                    Some(cs) => {
-                        let n = cs.len() as f64;
-                        let share =
-                            |f: fn(&Child) -> bool| cs.iter().filter(|c| f(c)).count() as f64 / n;
-                        Effect::request(
-                            share(|c| c.pass),
-                            share(|c| c.fails_visibly),
-                            mean(cs.iter().filter_map(|c| c.tokens)),
-                            mean(cs.iter().filter_map(|c| c.latency)),
-                            false,
-                        )
-                    }
-                    None => {
-                        let rate = self
-                            .row_rates
-                            .get(&(label, style, history))
-                            .copied()
-                            .unwrap_or(0.0);
-                        Effect::request(
-                            rate,
-                            1.0 - rate,
-                            own.tokens.or(self.model_tokens),
-                            own.latency.or(self.model_latency),
-                            true,
-                        )
-                    }
-                },
-            ),
+            Action::Feedback { style, history } => self.feedback(style, history, trigger, i, own),
             Action::Fallback(b) => {
                 let row = self.rows.get(b)?.name.as_str();
                 // The policy's own fallback row was looked up once per cell.
                 let record = if Some(row) == self.fallback_to {
                     fallback
                 } else {
-                    self.stats.get(&(row, task))
+                    self.record(row, task)
                 };
                 let sb = record.filter(|s| s.scored > 0);
                 Some(Effect::request(
-                    sb.and_then(CellStat::rate).unwrap_or(0.0),
+                    sb.and_then(|s| s.rate()).unwrap_or(0.0),
                     sb.map_or(0.0, |s| s.visible_fails as f64 / s.scored as f64),
                     sb.and_then(|s| s.tokens),
                     sb.and_then(|s| s.latency),
@@ -1382,6 +1440,8 @@ fn pool_policy(policy: Policy, tasks: &[&TaskPolicy], fallback_to: Option<&str>)
         tasks: rated.len() as u64,
         rate,
         interval,
+        end_to_end: None,
+        end_to_end_interval: None,
         requests: avg(&|t| t.requests).unwrap_or(0.0),
         tokens: known(&|t| t.tokens_known)
             .then(|| avg(&|t| t.tokens))
@@ -1686,6 +1746,68 @@ mod tests {
         assert_eq!(b.policies[2].rate, None);
     }
 
+    /// Row `flaky` answers right whenever it answers, but half its requests get no answer;
+    /// `steady` always answers and passes 3 of 4; `weak` fails visibly (malformed_json) 3 of
+    /// 4 and has one transport error of its own.
+    fn flaky_matrix() -> Matrix {
+        let mj = Outcome::Fail(Label::MalformedJson);
+        let mut s = Vec::new();
+        for n in 0..4 {
+            let flaky = if n < 2 { Outcome::Pass } else { Outcome::Error };
+            s.push(first("flaky", "t1", n, flaky));
+            let steady = if n < 3 { Outcome::Pass } else { mj };
+            s.push(first("steady", "t1", n, steady));
+            let weak = match n {
+                0 => Outcome::Pass,
+                1 => Outcome::Error,
+                _ => mj,
+            };
+            s.push(first("weak", "t1", n, weak));
+        }
+        aggregate(s, tasks(), IntervalKind::Wilson)
+    }
+
+    #[test]
+    fn end_to_end_a_request_with_no_answer_is_a_failure_the_policy_acts_on() {
+        let r = routing(&flaky_matrix());
+        let weak = r.model("weak").unwrap();
+        let p = |x: Policy| weak.policies.iter().find(|p| p.policy == x).unwrap();
+        // Given an answer, the flaky row (1.0 when it answers) would look best; end to end it
+        // passes 2 of 4 requests and the steady row 3 of 4.
+        assert_eq!(p(Policy::Fallback).fallback_to.as_deref(), Some("steady"));
+        // single: 1 of 3 answers; end to end 1 of 4 requests.
+        assert!(close(p(Policy::Single).rate.unwrap(), 1.0 / 3.0));
+        assert!(close(p(Policy::Single).end_to_end.unwrap(), 0.25));
+        // reroll given an answer: each malformed_json against the cell's other 2 answers (1
+        // pass). End to end: each of the three failures seen (the transport error too)
+        // against the other 3 requests (1 pass).
+        assert!(close(
+            p(Policy::Reroll).rate.unwrap(),
+            (1.0 + 2.0 * 0.5) / 3.0
+        ));
+        assert!(close(
+            p(Policy::Reroll).end_to_end.unwrap(),
+            (1.0 + 3.0 / 3.0) / 4.0
+        ));
+        // fallback to steady (3 of 4 end to end) after each of the three.
+        assert!(close(
+            p(Policy::Fallback).rate.unwrap(),
+            (1.0 + 2.0 * 0.75) / 3.0
+        ));
+        assert!(close(
+            p(Policy::Fallback).end_to_end.unwrap(),
+            (1.0 + 3.0 * 0.75) / 4.0
+        ));
+        // repair has nothing for malformed_json, nor for a request with no answer.
+        assert!(close(p(Policy::Repair).end_to_end.unwrap(), 0.25));
+        // Every end-to-end rate has its interval, and it holds the rate.
+        for q in &weak.policies {
+            if let (Some(e), Some(iv)) = (q.end_to_end, q.end_to_end_interval) {
+                assert!(iv.lower <= e && e <= iv.upper, "{:?}", q.policy);
+            }
+        }
+    }
+
     #[test]
     fn every_named_policy_is_a_map_from_trigger_to_a_chain() {
         let fb = |l| {
@@ -1825,8 +1947,12 @@ mod tests {
                 .filter(|l| *l != Label::WrongTool)
                 .map(|l| (l, half))
                 .collect();
-            for name in ["a", "b", "c"] {
+            for (name, end_to_end) in ["a", "b", "c"]
+                .into_iter()
+                .flat_map(|n| [(n, false), (n, true)])
+            {
                 let ctx = RowContext {
+                    end_to_end,
                     m: &m,
                     name,
                     stats: &stats,
@@ -1843,8 +1969,10 @@ mod tests {
                     let Some(c) = m.cells.get(&(name.to_string(), task.to_string())) else {
                         continue;
                     };
-                    let own = stats[&(name, task)];
-                    let fallback = stats.get(&(ctx.fallback_to.unwrap_or(""), task));
+                    let Some(own) = ctx.record(name, task) else {
+                        continue;
+                    };
+                    let fallback = ctx.fallback_to.and_then(|b| ctx.record(b, task));
                     let drawn: Vec<Drawn> = c
                         .samples
                         .iter()

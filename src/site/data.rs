@@ -414,6 +414,10 @@ fn policy_json(p: &PolicyResult) -> Value {
     let mut o = json!({
         "policy": p.policy.as_str(),
         "success": {"rate": opt_num(p.rate), "interval": bounds(p.interval.as_ref())},
+        "end_to_end": {
+            "rate": opt_num(p.end_to_end),
+            "interval": bounds(p.end_to_end_interval.as_ref()),
+        },
         "tasks": p.tasks,
         "requests": num(p.requests),
         "tokens": opt_num(p.tokens),

@@ -462,6 +462,10 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
     println!("by-label: routing.json {rate:.4}, direct simulation {simulated:.4}");
     assert!((rate - simulated).abs() < 1e-4, "{rate} vs {simulated}");
     assert_eq!(got["fallback_to"], "b");
+    // Every request of this collection got an answer: end to end is given an answer.
+    for p in a["policies"].as_array().unwrap() {
+        assert_eq!(p["end_to_end"], p["success"], "{}", p["policy"]);
+    }
 
     // Each policy's success against its truth (each task weighing the same).
     let mean3 = |f: &dyn Fn(usize) -> f64| (0..3).map(f).sum::<f64>() / 3.0;

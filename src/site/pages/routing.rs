@@ -94,6 +94,8 @@ fn column_name((style, history): (FeedbackStyle, History)) -> String {
 struct PolicyCell {
     policy: &'static str,
     success: String,
+    /// The same counting every request, one with no usable answer a visible failure.
+    end_to_end: String,
     cost: String,
     wins: bool,
 }
@@ -124,6 +126,7 @@ fn policy_cells(ps: &[PolicyResult]) -> Vec<PolicyCell> {
                 }
                 _ => rate_text(p.rate, p.interval.as_ref()),
             },
+            end_to_end: rate_text(p.end_to_end, p.end_to_end_interval.as_ref()),
             cost: cost_text(p),
             wins: Some(p.policy) == winner,
         })
