@@ -272,8 +272,20 @@ pub struct PolicyResult {
     pub requests: f64,
     /// Expected completion tokens per call (from the samples' `usage`), when any were reported.
     pub tokens: Option<f64>,
+    /// Expected prompt tokens per call (`usage.prompt_tokens`: a follow-up's prompt carries
+    /// the whole conversation), when any were reported.
+    pub prompt_tokens: Option<f64>,
     /// Expected total milliseconds per call (requests one after the other), when recorded.
     pub latency_ms: Option<f64>,
+    /// The median and 95th percentile of a call's total milliseconds, each task weighing the
+    /// same: a call's time is its first request's and, when the policy acted, the action's
+    /// expected time (a follow-up's mean time, a chain's expected second request).
+    pub latency_p50: Option<f64>,
+    pub latency_p95: Option<f64>,
+    /// Expected price of one successful call, when the row declares `[model.price]` (and the
+    /// fallback row, if the policy asks one, has the same price): the expected tokens of a call
+    /// at that price, over the policy's success given an answer ([`priced`]).
+    pub cost: Option<f64>,
     /// Failures whose action had no measurement of its own (no other sample of the cell to
     /// reroll, no feedback sample, no sample of the fallback row on the task) and were given
     /// the row's measured rate for the label, or counted as failed when there was none.
@@ -340,6 +352,48 @@ impl Routing {
     }
 }
 
+/// A row's price (`[model.price]` in callcheck.toml, recorded in its runs' `cell.json`), in
+/// currency units per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl PolicyResult {
+    /// The expected price of one successful call at `price`: a call's expected prompt and
+    /// completion tokens, priced, over the policy's success. `None` without token counts or
+    /// without a success.
+    pub fn cost_per_success(&self, price: Price) -> Option<f64> {
+        let rate = self.rate.filter(|r| *r > 0.0)?;
+        let (prompt, completion) = (self.prompt_tokens?, self.tokens?);
+        let call = (prompt * price.input_per_mtok + completion * price.output_per_mtok) / 1e6;
+        Some(call / rate)
+    }
+}
+
+/// Prices every policy of `r` whose requests all go to rows of one known price: a row's own
+/// policies at its price; a policy that falls back only when the fallback row costs the same
+/// (its tokens are not told apart by row). `prices` is by row name.
+pub fn priced(r: &mut Routing, prices: &BTreeMap<String, Price>) {
+    for mr in &mut r.models {
+        let Some(&own) = prices.get(&mr.model) else {
+            continue;
+        };
+        let policies = mr
+            .policies
+            .iter_mut()
+            .chain(mr.by_tag.values_mut().flatten());
+        for p in policies {
+            let same = match &p.fallback_to {
+                Some(b) => prices.get(b) == Some(&own),
+                None => true,
+            };
+            p.cost = same.then(|| p.cost_per_success(own)).flatten();
+        }
+    }
+}
+
 /// Per (model, task): the first-round cell's passes, scored samples and visible failures, and
 /// the means of its scored samples' completion tokens and total time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -350,6 +404,8 @@ struct CellStat {
     k: u64,
     visible_fails: u64,
     tokens: Option<f64>,
+    /// `usage.prompt_tokens`, mean over the scored samples that reported it.
+    prompt: Option<f64>,
     latency: Option<f64>,
 }
 
@@ -389,6 +445,7 @@ struct Child {
     pass: bool,
     fails_visibly: bool,
     tokens: Option<f64>,
+    prompt: Option<f64>,
     latency: Option<f64>,
 }
 
@@ -418,6 +475,7 @@ fn cell_stats(m: &Matrix) -> HashMap<(&str, &str), CellStat> {
                     .filter(|s| s.visible && matches!(s.outcome, Outcome::Fail(_)))
                     .count() as u64,
                 tokens: mean(of().filter_map(|s| s.completion_tokens.map(|t| t as f64))),
+                prompt: mean(of().filter_map(|s| s.prompt_tokens.map(|t| t as f64))),
                 latency: mean(of().filter_map(|s| s.total_ms)),
             },
         );
@@ -497,6 +555,7 @@ impl<'a> FollowUps<'a> {
                     pass,
                     fails_visibly: !pass && f.visible,
                     tokens: f.completion_tokens.map(|t| t as f64),
+                    prompt: f.prompt_tokens.map(|t| t as f64),
                     latency: f.total_ms,
                 });
         }
@@ -884,6 +943,7 @@ impl<'a> Row<'a> {
             row_rates: &row_rates,
             reroll_rates: &self.mv.reroll,
             model_tokens: of_row(|s| s.tokens),
+            model_prompt: of_row(|s| s.prompt),
             model_latency: of_row(|s| s.latency),
         };
         // Each task's per-policy outcome, then pooled over all tasks and per tag.
@@ -940,7 +1000,7 @@ impl<'a> Row<'a> {
 
 /// One task's outcome under one policy: expected successes over its scored first-round
 /// samples, and expected costs summed over them.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct TaskPolicy {
     n: u64,
     successes: f64,
@@ -949,8 +1009,13 @@ struct TaskPolicy {
     requests: f64,
     tokens: f64,
     tokens_known: bool,
+    prompt: f64,
+    prompt_known: bool,
     latency: f64,
     latency_known: bool,
+    /// Each scored sample's total milliseconds under the policy (where recorded): what the
+    /// latency percentiles are taken over.
+    calls: Vec<f64>,
     imputed: u64,
 }
 
@@ -963,6 +1028,7 @@ struct Drawn {
     i: usize,
     pass: bool,
     tokens: Option<f64>,
+    prompt: Option<f64>,
     latency: Option<f64>,
     /// Per policy (in [`Policy::ALL`]'s order), what acts after its failure.
     steps: [Step; 6],
@@ -997,6 +1063,7 @@ struct RowContext<'a> {
     /// The row's reroll rate per label, for a cell with too few samples to reroll from.
     reroll_rates: &'a BTreeMap<Label, super::Reroll>,
     model_tokens: Option<f64>,
+    model_prompt: Option<f64>,
     model_latency: Option<f64>,
 }
 
@@ -1009,6 +1076,7 @@ struct Effect {
     fails_visibly: f64,
     requests: f64,
     tokens: Option<f64>,
+    prompt: Option<f64>,
     latency: Option<f64>,
     imputed: bool,
 }
@@ -1018,7 +1086,7 @@ impl Effect {
     fn request(
         success: f64,
         fails_visibly: f64,
-        tokens: Option<f64>,
+        (tokens, prompt): (Option<f64>, Option<f64>),
         latency: Option<f64>,
         imputed: bool,
     ) -> Effect {
@@ -1027,6 +1095,7 @@ impl Effect {
             fails_visibly,
             requests: 1.0,
             tokens,
+            prompt,
             latency,
             imputed,
         }
@@ -1045,6 +1114,7 @@ impl Effect {
             fails_visibly: go * next.fails_visibly,
             requests: self.requests + go * next.requests,
             tokens: add(self.tokens, next.tokens),
+            prompt: add(self.prompt, next.prompt),
             latency: add(self.latency, next.latency),
             imputed: self.imputed || next.imputed,
         }
@@ -1119,6 +1189,11 @@ impl RowContext<'_> {
             .map(|t| t as f64)
             .or(own.tokens)
             .or(self.model_tokens);
+        let prompt = s
+            .prompt_tokens
+            .map(|t| t as f64)
+            .or(own.prompt)
+            .or(self.model_prompt);
         let latency = s.total_ms.or(own.latency).or(self.model_latency);
         let steps = std::array::from_fn(|p| match trigger {
             None => Step::Fixed(None),
@@ -1137,6 +1212,7 @@ impl RowContext<'_> {
             i,
             pass: trigger.is_none(),
             tokens,
+            prompt,
             latency,
             steps,
         })
@@ -1145,42 +1221,47 @@ impl RowContext<'_> {
     /// [`Self::task`] without the variance: every policy over the cell's samples `drawn`;
     /// `own` is the cell's record.
     fn task_totals(&self, own: CellStat, drawn: &[Drawn]) -> [TaskPolicy; 6] {
-        let mut out = [TaskPolicy::default(); 6];
+        // Adds what is known of a cost, and notes that something was.
+        fn add(sum: &mut f64, known: &mut bool, xs: [Option<f64>; 2]) {
+            for x in xs.into_iter().flatten() {
+                *sum += x;
+                *known = true;
+            }
+        }
+        let mut out: [TaskPolicy; 6] = std::array::from_fn(|_| TaskPolicy::default());
         for d in drawn {
-            let (tokens, latency) = (d.tokens, d.latency);
             for (p, step) in out.iter_mut().zip(&d.steps) {
-                p.n += 1;
-                p.requests += 1.0;
-                if let Some(t) = tokens {
-                    p.tokens += t;
-                    p.tokens_known = true;
-                }
-                if let Some(l) = latency {
-                    p.latency += l;
-                    p.latency_known = true;
-                }
-                if d.pass {
-                    p.successes += 1.0;
-                    continue;
-                }
                 let a = match step {
+                    _ if d.pass => None,
                     Step::Fixed(a) => *a,
-                    Step::Reroll(l) => Some(self.reroll(*l, own)),
+                    Step::Reroll(t) => Some(self.reroll(*t, own)),
                 };
-                let Some(a) = a else {
-                    continue;
+                let then = |f: fn(&Effect) -> Option<f64>| a.as_ref().and_then(f);
+                p.n += 1;
+                p.successes += if d.pass {
+                    1.0
+                } else {
+                    a.map_or(0.0, |a| a.success)
                 };
-                p.successes += a.success;
-                p.requests += a.requests;
-                if let Some(t) = a.tokens {
-                    p.tokens += t;
-                    p.tokens_known = true;
+                p.requests += 1.0 + a.map_or(0.0, |a| a.requests);
+                add(
+                    &mut p.tokens,
+                    &mut p.tokens_known,
+                    [d.tokens, then(|a| a.tokens)],
+                );
+                add(
+                    &mut p.prompt,
+                    &mut p.prompt_known,
+                    [d.prompt, then(|a| a.prompt)],
+                );
+                let latency = [d.latency, then(|a| a.latency)];
+                add(&mut p.latency, &mut p.latency_known, latency);
+                // The call's own time: its first request and, when it was acted on, the
+                // action's expected time.
+                if let Some(l) = d.latency {
+                    p.calls.push(l + then(|a| a.latency).unwrap_or(0.0));
                 }
-                if let Some(l) = a.latency {
-                    p.latency += l;
-                    p.latency_known = true;
-                }
-                p.imputed += u64::from(a.imputed);
+                p.imputed += u64::from(a.is_some_and(|a| a.imputed));
             }
         }
         out
@@ -1292,7 +1373,10 @@ impl RowContext<'_> {
         Effect::request(
             success,
             fails_visibly,
-            own.tokens.or(self.model_tokens),
+            (
+                own.tokens.or(self.model_tokens),
+                own.prompt.or(self.model_prompt),
+            ),
             own.latency.or(self.model_latency),
             imputed,
         )
@@ -1347,7 +1431,10 @@ impl RowContext<'_> {
             return Some(Effect::request(
                 rate,
                 1.0 - rate,
-                own.tokens.or(self.model_tokens),
+                (
+                    own.tokens.or(self.model_tokens),
+                    own.prompt.or(self.model_prompt),
+                ),
                 own.latency.or(self.model_latency),
                 true,
             ));
@@ -1357,7 +1444,10 @@ impl RowContext<'_> {
         Some(Effect::request(
             share(|c| c.pass),
             share(|c| c.fails_visibly),
-            mean(cs.iter().filter_map(|c| c.tokens)),
+            (
+                mean(cs.iter().filter_map(|c| c.tokens)),
+                mean(cs.iter().filter_map(|c| c.prompt)),
+            ),
             mean(cs.iter().filter_map(|c| c.latency)),
             false,
         ))
@@ -1386,6 +1476,7 @@ impl RowContext<'_> {
                     fails_visibly: 0.0,
                     requests: 0.0,
                     tokens: None,
+                    prompt: None,
                     latency: None,
                     imputed: false,
                 })
@@ -1403,7 +1494,7 @@ impl RowContext<'_> {
                 Some(Effect::request(
                     sb.and_then(|s| s.rate()).unwrap_or(0.0),
                     sb.map_or(0.0, |s| s.visible_fails as f64 / s.scored as f64),
-                    sb.and_then(|s| s.tokens),
+                    (sb.and_then(|s| s.tokens), sb.and_then(|s| s.prompt)),
                     sb.and_then(|s| s.latency),
                     sb.is_none(),
                 ))
@@ -1446,14 +1537,43 @@ fn pool_policy(policy: Policy, tasks: &[&TaskPolicy], fallback_to: Option<&str>)
         tokens: known(&|t| t.tokens_known)
             .then(|| avg(&|t| t.tokens))
             .flatten(),
+        prompt_tokens: known(&|t| t.prompt_known)
+            .then(|| avg(&|t| t.prompt))
+            .flatten(),
         latency_ms: known(&|t| t.latency_known)
             .then(|| avg(&|t| t.latency))
             .flatten(),
+        cost: None,
+        latency_p50: weighted_quantile(&rated, 0.5),
+        latency_p95: weighted_quantile(&rated, 0.95),
         imputed: rated.iter().map(|t| t.imputed).sum(),
         fallback_to: matches!(policy, Policy::Fallback | Policy::ByLabel)
             .then(|| fallback_to.map(str::to_string))
             .flatten(),
     }
+}
+
+/// The `q` quantile of the tasks' calls' times, each task weighing the same (each of its
+/// calls `1 / calls`): the smallest time whose cumulative weight reaches `q` of the whole.
+fn weighted_quantile(tasks: &[&&TaskPolicy], q: f64) -> Option<f64> {
+    let mut calls: Vec<(f64, f64)> = tasks
+        .iter()
+        .filter(|t| !t.calls.is_empty())
+        .flat_map(|t| {
+            let w = 1.0 / t.calls.len() as f64;
+            t.calls.iter().map(move |&c| (c, w))
+        })
+        .collect();
+    calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = calls.iter().map(|c| c.1).sum();
+    let mut seen = 0.0;
+    for (c, w) in &calls {
+        seen += w;
+        if seen >= q * total - 1e-12 {
+            return Some(*c);
+        }
+    }
+    calls.last().map(|c| c.0)
 }
 
 /// The mean over tasks (each weighing the same) of `successes / n`, with a 95 % interval for
@@ -1847,8 +1967,8 @@ mod tests {
 
     #[test]
     fn a_chains_second_action_follows_only_the_first_ones_visible_failures() {
-        let first = Effect::request(0.5, 0.3, Some(100.0), Some(10.0), false);
-        let second = Effect::request(0.8, 0.1, Some(50.0), None, true);
+        let first = Effect::request(0.5, 0.3, (Some(100.0), Some(1000.0)), Some(10.0), false);
+        let second = Effect::request(0.8, 0.1, (Some(50.0), Some(4000.0)), None, true);
         let both = first.then(second);
         // 0.5 pass at once; 0.3 fail where a router sees it and get the second action; the
         // other 0.2 failed silently and are final.
@@ -1856,6 +1976,7 @@ mod tests {
         assert!(close(both.fails_visibly, 0.3 * 0.1));
         assert!(close(both.requests, 1.3));
         assert_eq!(both.tokens.map(|t| (t * 1e6).round()), Some(115.0 * 1e6));
+        assert_eq!(both.prompt.map(|t| t.round()), Some(2200.0));
         assert_eq!(both.latency, Some(10.0));
         assert!(both.imputed);
     }
@@ -1928,6 +2049,7 @@ mod tests {
                             pass: f.outcome == Outcome::Pass,
                             fails_visibly: f.outcome != Outcome::Pass,
                             tokens: None,
+                            prompt: None,
                             latency: f.total_ms,
                         });
                 }
@@ -1963,6 +2085,7 @@ mod tests {
                     row_rates: &row_rates,
                     reroll_rates: &reroll_rates,
                     model_tokens: Some(10.0),
+                    model_prompt: None,
                     model_latency: None,
                 };
                 for task in ["t1", "t2"] {

@@ -53,6 +53,16 @@ fn num(x: f64) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// `x` to four significant digits: a price per call is a few millionths, which four
+/// decimals would round away.
+fn significant(x: f64) -> Value {
+    format!("{x:.3e}")
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
 fn opt_num(x: Option<f64>) -> Value {
     x.map(num).unwrap_or(Value::Null)
 }
@@ -420,8 +430,14 @@ fn policy_json(p: &PolicyResult) -> Value {
         },
         "tasks": p.tasks,
         "requests": num(p.requests),
-        "tokens": opt_num(p.tokens),
-        "latency_ms": opt_num(p.latency_ms),
+        "completion_tokens": opt_num(p.tokens),
+        "prompt_tokens": opt_num(p.prompt_tokens),
+        "latency_ms": {
+            "mean": opt_num(p.latency_ms),
+            "p50": opt_num(p.latency_p50),
+            "p95": opt_num(p.latency_p95),
+        },
+        "cost": p.cost.map_or(Value::Null, significant),
         "imputed": p.imputed,
     });
     if let (Some(b), Some(map)) = (&p.fallback_to, o.as_object_mut()) {

@@ -103,7 +103,8 @@ pub(crate) fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError
     // the model and label pages, `data/matrix.json` and its own page and export read it.
     let (routed, rest) = rayon::join(
         || {
-            let r = crate::report::routing::routing(input.matrix);
+            let mut r = crate::report::routing::routing(input.matrix);
+            crate::report::routing::priced(&mut r, &prices(input.models));
             routed_files(input, &r, keys, sink)
         },
         || {
@@ -115,6 +116,28 @@ pub(crate) fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError
         },
     );
     routed.and(rest)
+}
+
+/// Each row's `[model.price]`, from the model entries its runs' `cell.json` recorded: a row
+/// is priced only when every entry it was collected with names the same price (a price that
+/// changed between runs prices no one call).
+fn prices(models: &BTreeMap<String, ModelInfo>) -> BTreeMap<String, crate::report::routing::Price> {
+    let price = |e: &Value| {
+        let p = e.get("price")?;
+        Some(crate::report::routing::Price {
+            input_per_mtok: p.get("input_per_mtok")?.as_f64()?,
+            output_per_mtok: p.get("output_per_mtok")?.as_f64()?,
+        })
+    };
+    models
+        .iter()
+        .filter_map(|(name, info)| {
+            let mut each = info.entries.iter().map(price);
+            let first = each.next()??;
+            each.all(|p| p == Some(first))
+                .then(|| (name.clone(), first))
+        })
+        .collect()
 }
 
 /// The keys of the site's groups of pages, with the record of the site being updated.

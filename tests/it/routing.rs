@@ -159,6 +159,10 @@ fn write_run(
         "k": samples.len(), "run_id": run_id,
         "started": "2026-01-01T00:00:00Z", "ended": "2026-01-01T00:01:00Z",
     });
+    // Row a declares a price (every run of it, follow-ups included); row b does not.
+    if model == "a" {
+        cell["model"]["price"] = json!({"input_per_mtok": 0.5, "output_per_mtok": 2.0});
+    }
     if let Some(style) = feedback {
         cell["kind"] = json!("feedback");
         cell["feedback"] = json!({"style": style});
@@ -527,13 +531,51 @@ fn routing_json_measures_what_was_drawn_and_covers_the_truth() {
     // 100 ms), a feedback round its child's (30, 300 ms); a repair nothing.
     let single = policy("single");
     assert_eq!(single["requests"], json!(1.0));
-    assert_eq!(single["tokens"], json!(10.0));
-    assert_eq!(single["latency_ms"], json!(100.0));
+    assert_eq!(single["completion_tokens"], json!(10.0));
+    // Every response of this collection reports 50 prompt tokens.
+    assert_eq!(single["prompt_tokens"], json!(50.0));
+    // Each first-round request takes 100 ms: every call of `single` does.
+    assert_eq!(
+        single["latency_ms"],
+        json!({"mean": 100.0, "p50": 100.0, "p95": 100.0})
+    );
     let fail_share = mean3(&|t| d.a[t].iter().filter(|r| r.is_some()).count() as f64 / K_A as f64);
     let req = policy("reroll")["requests"].as_f64().unwrap();
     assert!((req - (1.0 + fail_share)).abs() < 1e-4, "{req}");
-    let tok = policy("feedback")["tokens"].as_f64().unwrap();
+    let tok = policy("feedback")["completion_tokens"].as_f64().unwrap();
     assert!((tok - (10.0 + 30.0 * fail_share)).abs() < 1e-3, "{tok}");
+    let prompt = policy("feedback")["prompt_tokens"].as_f64().unwrap();
+    assert!(
+        (prompt - (50.0 + 50.0 * fail_share)).abs() < 1e-3,
+        "{prompt}"
+    );
+    // A call that failed and was fed back takes its 100 ms and its child's 300 ms: the
+    // slowest calls of the feedback policy take 400 ms, and more than 5 % of calls fail.
+    assert_eq!(policy("feedback")["latency_ms"]["p95"], json!(400.0));
+    assert_eq!(policy("feedback")["latency_ms"]["p50"], json!(100.0));
+    // Priced by hand: a `single` call is 50 prompt tokens at 0.5 and 10 completion tokens at
+    // 2.0 per million, over its success; the feedback policy's expected tokens likewise. The
+    // fallback policy asks row b, which declares no price: no cost.
+    let cost = |p: &Value| p["cost"].as_f64().unwrap();
+    let rate = |p: &Value| p["success"]["rate"].as_f64().unwrap();
+    let want = (50.0 * 0.5 + 10.0 * 2.0) / 1e6 / rate(&single);
+    assert!(
+        (cost(&single) - want).abs() < 1e-9,
+        "{} vs {want}",
+        cost(&single)
+    );
+    let fb = policy("feedback");
+    let want = (prompt * 0.5 + tok * 2.0) / 1e6 / rate(&fb);
+    assert!(
+        (cost(&fb) / want - 1.0).abs() < 1e-3,
+        "{} vs {want}",
+        cost(&fb)
+    );
+    // The page shows it per 1000 successes.
+    let page = read(&out, "routing.html");
+    let shown = format!("{:.4} per 1000 successes", want * 1000.0);
+    assert!(page.contains(&shown), "routing.html lacks {shown}");
+    assert_eq!(policy("fallback")["cost"], Value::Null);
     assert_eq!(policy("repair")["requests"], json!(1.0));
 
     println!("{} intervals outside the truth", misses.len());

@@ -105,8 +105,21 @@ fn cost_text(p: &PolicyResult) -> String {
     if let Some(t) = p.tokens {
         s.push_str(&format!(" · {:.0}\u{a0}tok", round4(t)));
     }
+    if let Some(t) = p.prompt_tokens {
+        s.push_str(&format!(" · {:.0}\u{a0}prompt\u{a0}tok", round4(t)));
+    }
     if let Some(l) = p.latency_ms {
         s.push_str(&format!(" · {:.0}\u{a0}ms", round4(l)));
+    }
+    if let (Some(p50), Some(p95)) = (p.latency_p50, p.latency_p95) {
+        s.push_str(&format!(
+            " (p50 {:.0}, p95 {:.0}\u{a0}ms)",
+            round4(p50),
+            round4(p95)
+        ));
+    }
+    if let Some(c) = p.cost {
+        s.push_str(&format!(" · {:.4} per 1000 successes", round4(c * 1000.0)));
     }
     s
 }
