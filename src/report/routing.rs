@@ -1928,6 +1928,70 @@ mod tests {
         }
     }
 
+    /// End to end, seeded: 20 tasks of k = 5, each task's chance of an answer `1 − e` and of
+    /// a pass given one `p` drawn per task; every failure visible. The truth of `single` end to
+    /// end is the mean of `q = (1 − e)·p`, of `reroll` the mean of `q + (1 − q)·q`; a second
+    /// row `b` (its own `e`, `p`, so `q_b`) is the fallback: `q + (1 − q)·q_b`. Prints the
+    /// coverage of the three 95 % intervals over 300 collections.
+    #[test]
+    fn end_to_end_intervals_cover_the_truth_in_a_seeded_simulation() {
+        let mut rng = crate::stats::compare::SplitMix64::new(4141);
+        let (tasks_n, k, reps) = (20, 5, 300);
+        let infos: Vec<TaskInfo> = (0..tasks_n)
+            .map(|t| TaskInfo {
+                id: format!("t{t:02}"),
+                title: String::new(),
+                tags: vec![],
+                bfcl_scored: false,
+            })
+            .collect();
+        let (mut single_in, mut reroll_in, mut fallback_in) = (0, 0, 0);
+        for _ in 0..reps {
+            let mut s = Vec::new();
+            let (mut t_single, mut t_reroll, mut t_fallback) = (0.0, 0.0, 0.0);
+            for info in &infos {
+                let p = 0.3 + 0.6 * rng.unit();
+                let e = 0.3 * rng.unit();
+                let q = (1.0 - e) * p;
+                t_single += q / tasks_n as f64;
+                t_reroll += (q + (1.0 - q) * q) / tasks_n as f64;
+                let (p_b, e_b) = (0.5 + 0.4 * rng.unit(), 0.2 * rng.unit());
+                t_fallback += (q + (1.0 - q) * (1.0 - e_b) * p_b) / tasks_n as f64;
+                for n in 0..k {
+                    for (row, e, p) in [("a", e, p), ("b", e_b, p_b)] {
+                        let o = if rng.unit() < e {
+                            Outcome::Error
+                        } else if rng.unit() < p {
+                            Outcome::Pass
+                        } else {
+                            Outcome::Fail(Label::MalformedJson)
+                        };
+                        s.push(first(row, &info.id, n, o));
+                    }
+                }
+            }
+            let r = routing(&aggregate(s, infos.clone(), IntervalKind::Wilson));
+            let a = r.model("a").unwrap();
+            let covers = |x: Policy, truth: f64| {
+                let p = a.policies.iter().find(|p| p.policy == x).unwrap();
+                let iv = p.end_to_end_interval.unwrap();
+                iv.lower <= truth && truth <= iv.upper
+            };
+            single_in += usize::from(covers(Policy::Single, t_single));
+            reroll_in += usize::from(covers(Policy::Reroll, t_reroll));
+            fallback_in += usize::from(covers(Policy::Fallback, t_fallback));
+        }
+        let cov = |n: usize| n as f64 / reps as f64;
+        println!("end to end, {tasks_n} tasks × k {k}, {reps} collections:");
+        println!("  single  coverage {:.3}", cov(single_in));
+        println!("  reroll  coverage {:.3}", cov(reroll_in));
+        println!("  fallback coverage {:.3}", cov(fallback_in));
+        // 95 % nominal; with 300 collections a true 0.95 falls below 0.91 with chance < 1 %.
+        assert!(cov(single_in) >= 0.91, "single {}", cov(single_in));
+        assert!(cov(reroll_in) >= 0.91, "reroll {}", cov(reroll_in));
+        assert!(cov(fallback_in) >= 0.91, "fallback {}", cov(fallback_in));
+    }
+
     #[test]
     fn every_named_policy_is_a_map_from_trigger_to_a_chain() {
         let fb = |l| {
