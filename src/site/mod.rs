@@ -121,8 +121,10 @@ pub(crate) fn render_site(input: &SiteInput, sink: Sink) -> Result<(), SiteError
 /// Each row's `[model.price]`, from the model entries its runs' `cell.json` recorded: a row
 /// is priced only when every entry it was collected with names the same price (a price that
 /// changed between runs prices no one call).
-fn prices(models: &BTreeMap<String, ModelInfo>) -> BTreeMap<String, crate::report::routing::Price> {
-    let price = |e: &Value| {
+fn prices(
+    models: &BTreeMap<String, Provenance>,
+) -> BTreeMap<String, crate::report::routing::Price> {
+    let price = |e: &serde_json::Value| {
         let p = e.get("price")?;
         Some(crate::report::routing::Price {
             input_per_mtok: p.get("input_per_mtok")?.as_f64()?,
