@@ -21,17 +21,7 @@ pub fn run(o: &PlanOpts) -> Result<()> {
     let mut tasks = crate::task::load(&o.tasks)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("cannot load the tasks from {}", o.tasks.display()))?;
-    if let Some(glob) = &o.only {
-        let pat = glob::Pattern::new(glob)
-            .with_context(|| format!("--only {glob:?} is not a valid glob"))?;
-        tasks.retain(|t| pat.matches(&t.id));
-        if tasks.is_empty() {
-            bail!(
-                "--only {glob:?} matches no task id in {}",
-                o.tasks.display()
-            );
-        }
-    }
+    crate::task::only(&mut tasks, o.only.as_deref(), &o.tasks)?;
     if tasks.is_empty() {
         bail!("no tasks in {}: pass --tasks DIR", o.tasks.display());
     }

@@ -797,17 +797,7 @@ fn selection(opts: &Options) -> Result<(Vec<ModelEntry>, Vec<Task>)> {
         entries.retain(|m| wanted.contains(&m.name));
     }
     let mut tasks = crate::task::load(&opts.tasks)?;
-    if let Some(glob) = &opts.only {
-        let pat = glob::Pattern::new(glob)
-            .with_context(|| format!("--only {glob:?} is not a valid glob"))?;
-        tasks.retain(|t| pat.matches(&t.id));
-        if tasks.is_empty() {
-            bail!(
-                "--only {glob:?} matches no task id in {}",
-                opts.tasks.display()
-            );
-        }
-    }
+    crate::task::only(&mut tasks, opts.only.as_deref(), &opts.tasks)?;
     if tasks.is_empty() {
         bail!("no tasks in {}", opts.tasks.display());
     }

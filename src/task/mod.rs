@@ -365,6 +365,22 @@ pub fn is_path_safe(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// Keeps the tasks whose id matches `--only`'s glob (all of them without one); a glob that is
+/// not valid, or matches no task of the corpus in `dir`, is an error that says so.
+pub fn only(tasks: &mut Vec<Task>, glob: Option<&str>, dir: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let Some(glob) = glob else {
+        return Ok(());
+    };
+    let pat =
+        glob::Pattern::new(glob).with_context(|| format!("--only {glob:?} is not a valid glob"))?;
+    tasks.retain(|t| pat.matches(&t.id));
+    if tasks.is_empty() {
+        anyhow::bail!("--only {glob:?} matches no task id in {}", dir.display());
+    }
+    Ok(())
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
