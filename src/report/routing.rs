@@ -14,7 +14,7 @@ use crate::runs::{FeedbackStyle, History};
 use crate::stats::interval::Interval;
 use crate::taxonomy::{Label, Outcome, Retry};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One measured action: `passes` of `n` trials.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -108,16 +108,27 @@ pub enum Policy {
     Fallback,
     /// On a failure, the label's default action (SPEC §2), each measured.
     ByLabel,
+    /// Per visible label (and transport error), the measured action or chain of two with the
+    /// highest success: chosen on one half of the tasks, scored on the other, and the halves
+    /// swapped ([`RowContext::choose`]), so that its figure is not inflated by the choice.
+    Best,
 }
 
+/// The number of policies: the length of every per-policy array.
+const POLICIES: usize = Policy::ALL.len();
+
+/// [`Policy::Best`]'s place in [`Policy::ALL`]: its rules are per fold, not [`Policy::rules`]'.
+const BEST: usize = 6;
+
 impl Policy {
-    pub const ALL: [Policy; 6] = [
+    pub const ALL: [Policy; 7] = [
         Policy::Single,
         Policy::Reroll,
         Policy::Feedback,
         Policy::Repair,
         Policy::Fallback,
         Policy::ByLabel,
+        Policy::Best,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -128,11 +139,13 @@ impl Policy {
             Policy::Repair => "repair",
             Policy::Fallback => "fallback",
             Policy::ByLabel => "by-label",
+            Policy::Best => "best",
         }
     }
 
     /// The policy as data, for a row whose best other row is `fallback` (its index among the
-    /// matrix's rows; `None` when there is no other row).
+    /// matrix's rows; `None` when there is no other row). [`Policy::Best`]'s rules are
+    /// measured, per fold of the row's tasks ([`RowContext::choose`]): here, none.
     pub fn rules(self, fallback: Option<usize>) -> Rules {
         let one = |a: Action| Some(Chain::one(a));
         let fall = move || fallback.map(|b| Chain::one(Action::Fallback(b)));
@@ -163,6 +176,7 @@ impl Policy {
                     Retry::Fallback => fall(),
                 },
             }),
+            Policy::Best => Rules::default(),
         }
     }
 
@@ -178,6 +192,9 @@ impl Policy {
             Policy::Fallback => "on any failure, ask the best other row once",
             Policy::ByLabel => {
                 "on a failure, the label's default action (reroll, repair or fallback)"
+            }
+            Policy::Best => {
+                "per visible label, the measured action or chain of two that passed most (chosen on half of the tasks, scored on the other half)"
             }
         }
     }
@@ -318,20 +335,35 @@ pub struct ModelRouting {
     pub labels: Vec<LabelRouting>,
     /// Every policy over all of the row's tasks, in [`Policy::ALL`] order.
     pub policies: Vec<PolicyResult>,
+    /// Whether one of `policies` wins ([`Decision`]).
+    pub decision: Option<Decision>,
     /// The same per tag, sorted by tag.
     pub by_tag: BTreeMap<String, Vec<PolicyResult>>,
+    pub tag_decisions: BTreeMap<String, Decision>,
+    /// What [`Policy::Best`] deploys: per trigger, the chain chosen end to end on all of the
+    /// row's tasks (`data/router.json`).
+    pub router: Choice,
+    /// The ceiling of the cost–quality plane: the best policy per task, end to end.
+    pub oracle: Option<Oracle>,
 }
 
 impl ModelRouting {
     /// The policy with the highest expected success among `policies`; ties go to fewer
-    /// requests, then to the earlier policy in [`Policy::ALL`].
-    pub fn winner(policies: &[PolicyResult]) -> Option<&PolicyResult> {
-        policies.iter().filter(|p| p.rate.is_some()).min_by(|a, b| {
-            let (ra, rb) = (a.rate.unwrap_or(0.0), b.rate.unwrap_or(0.0));
-            rb.total_cmp(&ra)
-                .then(a.requests.total_cmp(&b.requests))
-                .then(a.policy.cmp(&b.policy))
-        })
+    /// requests, then to the earlier policy in [`Policy::ALL`]. Whether it *wins* is
+    /// [`Decision::winner`]'s to say.
+    pub fn leader(policies: &[PolicyResult]) -> Option<&PolicyResult> {
+        policies
+            .iter()
+            .filter(|p| p.rate.is_some())
+            .min_by(|a, b| ModelRouting::ranking(a, b))
+    }
+
+    /// The leader's order: higher success first, then fewer requests, then [`Policy::ALL`]'s.
+    fn ranking(a: &PolicyResult, b: &PolicyResult) -> std::cmp::Ordering {
+        let (ra, rb) = (a.rate.unwrap_or(0.0), b.rate.unwrap_or(0.0));
+        rb.total_cmp(&ra)
+            .then(a.requests.total_cmp(&b.requests))
+            .then(a.policy.cmp(&b.policy))
     }
 }
 
@@ -339,6 +371,8 @@ impl ModelRouting {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Routing {
     pub models: Vec<ModelRouting>,
+    /// The rows' prices ([`priced`]), by row name.
+    pub prices: BTreeMap<String, Price>,
 }
 
 impl Routing {
@@ -360,6 +394,13 @@ pub struct Price {
     pub output_per_mtok: f64,
 }
 
+impl Price {
+    /// The price of `prompt` input and `completion` output tokens.
+    pub fn of(&self, prompt: f64, completion: f64) -> f64 {
+        (prompt * self.input_per_mtok + completion * self.output_per_mtok) / 1e6
+    }
+}
+
 impl PolicyResult {
     /// The expected price of one successful call at `price`: a call's expected prompt and
     /// completion tokens, priced, over the policy's success. `None` without token counts or
@@ -367,8 +408,7 @@ impl PolicyResult {
     pub fn cost_per_success(&self, price: Price) -> Option<f64> {
         let rate = self.rate.filter(|r| *r > 0.0)?;
         let (prompt, completion) = (self.prompt_tokens?, self.tokens?);
-        let call = (prompt * price.input_per_mtok + completion * price.output_per_mtok) / 1e6;
-        Some(call / rate)
+        Some(price.of(prompt, completion) / rate)
     }
 }
 
@@ -376,6 +416,7 @@ impl PolicyResult {
 /// policies at its price; a policy that falls back only when the fallback row costs the same
 /// (its tokens are not told apart by row). `prices` is by row name.
 pub fn priced(r: &mut Routing, prices: &BTreeMap<String, Price>) {
+    r.prices = prices.clone();
     for mr in &mut r.models {
         let Some(&own) = prices.get(&mr.model) else {
             continue;
@@ -611,7 +652,10 @@ pub fn routing(m: &Matrix) -> Routing {
         .par_iter()
         .map(|mv| Row::of(&all, mv).routing())
         .collect();
-    Routing { models }
+    Routing {
+        models,
+        prices: BTreeMap::new(),
+    }
 }
 
 /// One row, as its evidence reads it.
@@ -715,7 +759,7 @@ impl<'a> Row<'a> {
             .map(|(&label, &failures)| self.label(&mut buf, label, failures))
             .collect();
         let fallback_to = self.best_fallback();
-        let (policies, by_tag) = self.policies(fallback_to);
+        let rp = self.policies(fallback_to);
         let fc = self
             .all
             .follow_ups
@@ -737,8 +781,12 @@ impl<'a> Row<'a> {
             failures,
             visible,
             labels,
-            policies,
-            by_tag,
+            policies: rp.policies,
+            decision: rp.decision,
+            by_tag: rp.by_tag,
+            tag_decisions: rp.tag_decisions,
+            router: rp.router,
+            oracle: rp.oracle,
         }
     }
 
@@ -907,12 +955,25 @@ impl<'a> Row<'a> {
             .map(|(b, name, _)| (b, name))
     }
 
-    /// Every policy over all of the row's tasks and per tag.
-    #[allow(clippy::type_complexity)]
-    fn policies(
-        &self,
-        fallback_to: Option<(usize, &'a str)>,
-    ) -> (Vec<PolicyResult>, BTreeMap<String, Vec<PolicyResult>>) {
+    /// The actions [`Policy::Best`] may chain for this row: a reroll, the repair, feedback in
+    /// every style and history the row was followed up with, and a fallback to every other row.
+    fn actions(&self, row_rates: &BTreeMap<(Label, FeedbackStyle, History), f64>) -> Vec<Action> {
+        let followed: std::collections::BTreeSet<(FeedbackStyle, History)> =
+            row_rates.keys().map(|(_, st, h)| (*st, *h)).collect();
+        [Action::Reroll, Action::Repair]
+            .into_iter()
+            .chain(
+                followed
+                    .into_iter()
+                    .map(|(style, history)| Action::Feedback { style, history }),
+            )
+            .chain(self.others.iter().map(|&(b, _)| Action::Fallback(b)))
+            .collect()
+    }
+
+    /// Every policy over all of the row's tasks and per tag, whether one of them wins, the
+    /// router `best` deploys and the oracle's ceiling.
+    fn policies(&self, fallback_to: Option<(usize, &'a str)>) -> RowPolicies {
         let f = &self.all.follow_ups;
         let name = self.name;
         // The row's feedback rate per label and style, looked up for every failure that has
@@ -939,6 +1000,7 @@ impl<'a> Row<'a> {
             children: &f.children,
             fallback_to: fallback_to.map(|(_, b)| b),
             rules: Policy::ALL.map(|p| p.rules(fallback_to.map(|(b, _)| b))),
+            best: Default::default(),
             rows: &self.all.m.models,
             row_rates: &row_rates,
             reroll_rates: &self.mv.reroll,
@@ -946,42 +1008,43 @@ impl<'a> Row<'a> {
             model_prompt: of_row(|s| s.prompt),
             model_latency: of_row(|s| s.latency),
         };
+        // The row's tasks with a request, in two folds (alternating in task order): `best`
+        // chooses its chains on one and is scored on the other. Given an answer, a task
+        // without a scored sample has no trial (`pool_policy` leaves it out); end to end,
+        // every task with a request has.
+        let tasks: Vec<(&str, &super::Cell, usize)> = self
+            .cells
+            .iter()
+            .filter(|(_, c)| c.k > 0)
+            .enumerate()
+            .map(|(j, &(task, c))| (task, c, j % 2))
+            .collect();
+        let actions = self.actions(&row_rates);
+        let (mut given, mut end_to_end) = (ctx(false), ctx(true));
+        let mut router = Choice::default();
+        for c in [&mut given, &mut end_to_end] {
+            let [fold0, fold1, all] = c.choose(&tasks, &actions);
+            c.best = [fold1.rules(), fold0.rules()];
+            // What a deployed router takes: chosen end to end, on every task.
+            if c.end_to_end {
+                router = all;
+            }
+        }
         // Each task's per-policy outcome, then pooled over all tasks and per tag.
         // (Sized up front: grown by doubling, a row of hundreds of tasks was copied into
         // fresh memory again and again, and fresh memory is what a rebuild waited on most.)
-        // Given an answer, a task without a scored sample has no trial (`pool_policy` leaves
-        // it out); end to end, every task with a request has.
-        let (given, end_to_end) = (ctx(false), ctx(true));
-        let mut per_task: Vec<(&str, TaskPolicies)> = Vec::with_capacity(self.cells.len());
-        per_task.extend(
-            self.cells
-                .iter()
-                .filter(|(_, c)| c.k > 0)
-                .map(|(task, c)| (*task, (given.task(task, c), end_to_end.task(task, c)))),
-        );
+        let mut per_task: Vec<(&str, TaskPolicies)> = Vec::with_capacity(tasks.len());
+        per_task.extend(tasks.iter().map(|&(task, c, fold)| {
+            let both = (given.task(task, c, fold), end_to_end.task(task, c, fold));
+            (task, both)
+        }));
         // Without a single error-style feedback sample of the row, the feedback policy is not
         // measured at all: it is shown as such, not as "every failure stays failed".
         let feedback_measured = row_rates
             .keys()
             .any(|(_, st, h)| *st == FeedbackStyle::Error && *h == POLICY_HISTORY);
-        let fallback_name = fallback_to.map(|(_, b)| b);
-        let pool = |tasks: &[&TaskPolicies]| -> Vec<PolicyResult> {
-            Policy::ALL
-                .iter()
-                .enumerate()
-                .map(|(i, &policy)| {
-                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t.0[i]).collect();
-                    let mut p = pool_policy(policy, &ts, fallback_name);
-                    let ts: Vec<&TaskPolicy> = tasks.iter().map(|t| &t.1[i]).collect();
-                    let e = pool_policy(policy, &ts, fallback_name);
-                    (p.end_to_end, p.end_to_end_interval) = (e.rate, e.interval);
-                    if policy == Policy::Feedback && !feedback_measured {
-                        (p.rate, p.interval) = (None, None);
-                        (p.end_to_end, p.end_to_end_interval) = (None, None);
-                    }
-                    p
-                })
-                .collect()
+        let pool = |tasks: &[&TaskPolicies]| {
+            pool_all(tasks, fallback_to.map(|(_, b)| b), feedback_measured)
         };
         let all: Vec<&TaskPolicies> = per_task.iter().map(|(_, t)| t).collect();
         let mut tag_tasks: BTreeMap<&str, Vec<&TaskPolicies>> = BTreeMap::new();
@@ -990,11 +1053,23 @@ impl<'a> Row<'a> {
                 tag_tasks.entry(tag.as_str()).or_default().push(t);
             }
         }
-        let by_tag = tag_tasks
-            .into_iter()
-            .map(|(tag, ts)| (tag.to_string(), pool(&ts)))
-            .collect();
-        (pool(&all), by_tag)
+        let (mut by_tag, mut tag_decisions) = (BTreeMap::new(), BTreeMap::new());
+        for (tag, ts) in tag_tasks {
+            let (policies, decision) = pool(&ts);
+            by_tag.insert(tag.to_string(), policies);
+            if let Some(d) = decision {
+                tag_decisions.insert(tag.to_string(), d);
+            }
+        }
+        let (policies, decision) = pool(&all);
+        RowPolicies {
+            policies,
+            decision,
+            by_tag,
+            tag_decisions,
+            router,
+            oracle: oracle(&all, feedback_measured),
+        }
     }
 }
 
@@ -1017,10 +1092,13 @@ struct TaskPolicy {
     /// latency percentiles are taken over.
     calls: Vec<f64>,
     imputed: u64,
+    /// The policy's expected success of the task with each sample left out in turn (empty
+    /// below two samples): what the paired difference of two policies reads ([`paired`]).
+    left_out: Vec<f64>,
 }
 
 /// One task under every policy of [`Policy::ALL`]: given an answer, and end to end.
-type TaskPolicies = ([TaskPolicy; 6], [TaskPolicy; 6]);
+type TaskPolicies = ([TaskPolicy; POLICIES], [TaskPolicy; POLICIES]);
 
 /// One scored sample of a cell as every policy counts it ([`RowContext::drawn`]).
 struct Drawn {
@@ -1031,7 +1109,7 @@ struct Drawn {
     prompt: Option<f64>,
     latency: Option<f64>,
     /// Per policy (in [`Policy::ALL`]'s order), what acts after its failure.
-    steps: [Step; 6],
+    steps: [Step; POLICIES],
 }
 
 /// What a policy does after one failure: a chain whose effect is the same whichever sample is
@@ -1054,8 +1132,10 @@ struct RowContext<'a> {
     stats: &'a HashMap<(&'a str, &'a str), CellStat>,
     children: &'a BTreeMap<(usize, FeedbackStyle, History), Vec<Child>>,
     fallback_to: Option<&'a str>,
-    /// Each policy of [`Policy::ALL`] as data.
-    rules: [Rules; 6],
+    /// Each policy of [`Policy::ALL`] as data ([`Policy::Best`]'s is in `best`).
+    rules: [Rules; POLICIES],
+    /// [`Policy::Best`]'s rules for the tasks of each fold: those chosen on the other fold.
+    best: [Rules; 2],
     rows: &'a [super::ModelView],
     /// The row's feedback rate per label, style and history, for a failure with no follow-up
     /// of its own.
@@ -1122,6 +1202,15 @@ impl Effect {
 }
 
 impl RowContext<'_> {
+    /// Policy `p`'s rules for a task of `fold`.
+    fn rules_of(&self, p: usize, fold: usize) -> &Rules {
+        if p == BEST {
+            &self.best[fold]
+        } else {
+            &self.rules[p]
+        }
+    }
+
     /// Row `row`'s record of `task`, end to end when the figures are.
     fn record(&self, row: &str, task: &str) -> Option<CellStat> {
         let r = self.stats.get(&(row, task)).copied()?;
@@ -1132,7 +1221,7 @@ impl RowContext<'_> {
     /// expected success over the task's first-round samples: a policy's chance after a failure
     /// is estimated from the same samples (a reroll's from the cell's other samples), so the
     /// estimate varies more than a count of independent passes would.
-    fn task(&self, task: &str, c: &super::Cell) -> [TaskPolicy; 6] {
+    fn task(&self, task: &str, c: &super::Cell, fold: usize) -> [TaskPolicy; POLICIES] {
         // What each sample contributes is looked up once: the leave-one-out sums below visit
         // every sample once per sample left out (k² at k samples), and at k = 85 the lookups
         // behind an action (the fallback row's cell, a sample's follow-ups) were a third of a
@@ -1143,7 +1232,7 @@ impl RowContext<'_> {
         let drawn: Vec<Drawn> = c
             .samples
             .iter()
-            .filter_map(|&i| self.drawn(task, fallback, own, i))
+            .filter_map(|&i| self.drawn(task, fallback, own, i, fold))
             .collect();
         let mut out = self.task_totals(own, &drawn);
         // The cell's scored samples are those drawn (a transport error is not).
@@ -1160,6 +1249,8 @@ impl RowContext<'_> {
             let mean = est.iter().sum::<f64>() / n as f64;
             let ss: f64 = est.iter().map(|e| (e - mean) * (e - mean)).sum();
             slot.jackknife_var = (n as f64 - 1.0) / n as f64 * ss;
+            // Kept for the paired difference of two policies over the same samples.
+            slot.left_out = est;
         }
         out
     }
@@ -1172,6 +1263,7 @@ impl RowContext<'_> {
         fallback: Option<CellStat>,
         own: CellStat,
         i: usize,
+        fold: usize,
     ) -> Option<Drawn> {
         let s = self.m.samples.get(i)?;
         let trigger = match s.outcome {
@@ -1199,7 +1291,7 @@ impl RowContext<'_> {
             None => Step::Fixed(None),
             // A router takes a silent failure for an answer: no policy acts on it.
             Some(_) if !visible => Step::Fixed(None),
-            Some(t) => match self.rules[p].chain(t) {
+            Some(t) => match self.rules_of(p, fold).chain(t) {
                 None => Step::Fixed(None),
                 Some(Chain {
                     first: Action::Reroll,
@@ -1220,7 +1312,7 @@ impl RowContext<'_> {
 
     /// [`Self::task`] without the variance: every policy over the cell's samples `drawn`;
     /// `own` is the cell's record.
-    fn task_totals(&self, own: CellStat, drawn: &[Drawn]) -> [TaskPolicy; 6] {
+    fn task_totals(&self, own: CellStat, drawn: &[Drawn]) -> [TaskPolicy; POLICIES] {
         // Adds what is known of a cost, and notes that something was.
         fn add(sum: &mut f64, known: &mut bool, xs: [Option<f64>; 2]) {
             for x in xs.into_iter().flatten() {
@@ -1228,7 +1320,7 @@ impl RowContext<'_> {
                 *known = true;
             }
         }
-        let mut out: [TaskPolicy; 6] = std::array::from_fn(|_| TaskPolicy::default());
+        let mut out: [TaskPolicy; POLICIES] = std::array::from_fn(|_| TaskPolicy::default());
         for d in drawn {
             for (p, step) in out.iter_mut().zip(&d.steps) {
                 let a = match step {
@@ -1271,7 +1363,7 @@ impl RowContext<'_> {
     /// at k samples): leaving a sample out takes away its own part, and moves only a reroll's
     /// chance, the cell's rate without it. Below three scored samples a reroll's chance is the
     /// row's rate for each label, and the sums are taken sample by sample.
-    fn leave_one_out(&self, own: CellStat, drawn: &[Drawn]) -> Vec<[(f64, u64); 6]> {
+    fn leave_one_out(&self, own: CellStat, drawn: &[Drawn]) -> Vec<[(f64, u64); POLICIES]> {
         if own.scored < 3 || own.scored != drawn.len() as u64 {
             return drawn
                 .iter()
@@ -1284,7 +1376,7 @@ impl RowContext<'_> {
             Step::Fixed(a) => (a.map_or(0.0, |a| a.success), false),
             Step::Reroll(_) => (0.0, true),
         };
-        let (mut sums, mut rerolls) = ([0.0f64; 6], [0u64; 6]);
+        let (mut sums, mut rerolls) = ([0.0f64; POLICIES], [0u64; POLICIES]);
         for d in drawn {
             for (p, step) in d.steps.iter().enumerate() {
                 let (x, reroll) = part(d, step);
@@ -1316,8 +1408,8 @@ impl RowContext<'_> {
         mut own: CellStat,
         drawn: &[Drawn],
         exclude: usize,
-    ) -> [(f64, u64); 6] {
-        let mut out = [(0.0, 0u64); 6];
+    ) -> [(f64, u64); POLICIES] {
+        let mut out = [(0.0, 0u64); POLICIES];
         if let Some(s) = self.m.samples.get(exclude) {
             // Every sample drawn is counted in the record (end to end, a transport error too).
             let drawn_here = s.outcome.is_scored() || self.end_to_end;
@@ -1466,14 +1558,30 @@ impl RowContext<'_> {
     ) -> Option<Effect> {
         match action {
             Action::Reroll => Some(self.reroll(trigger, own)),
-            // No request. Whether a repaired call that still fails would be seen failing is
-            // not recorded, so a repair that does not pass is taken as final: a chain that
-            // starts with a repair goes no further (an under-count, never an over-count).
+            // No request. A repaired call that still fails goes on to a chain's second action
+            // only when its label is one a validator of the request's schemas always sees (the
+            // stage that decided it is not recorded for the repaired call, so the labels a
+            // task predicate may also give are taken as final: an under-count, never an
+            // over-count).
             Action::Repair => {
-                let passes = self.m.samples.get(i).and_then(|s| s.repaired) == Some(Outcome::Pass);
+                let repaired = self.m.samples.get(i).and_then(|s| s.repaired);
+                let seen = matches!(
+                    repaired,
+                    Some(Outcome::Fail(
+                        Label::MalformedJson
+                            | Label::Truncation
+                            | Label::SchemaViolation
+                            | Label::MissingRequired
+                            | Label::HallucinatedParam
+                    ))
+                );
                 Some(Effect {
-                    success: if passes { 1.0 } else { 0.0 },
-                    fails_visibly: 0.0,
+                    success: if repaired == Some(Outcome::Pass) {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                    fails_visibly: if seen { 1.0 } else { 0.0 },
                     requests: 0.0,
                     tokens: None,
                     prompt: None,
@@ -1501,6 +1609,444 @@ impl RowContext<'_> {
             }
         }
     }
+}
+
+/// What [`RowContext::choose`] found for one trigger over one set of tasks: the chain with the
+/// highest expected success, and its figures per failure it acts on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Chosen {
+    pub chain: Chain,
+    /// The failures (or requests with no answer) it acts on.
+    pub failures: u64,
+    /// Expected passes after the chain over those failures (each failure weighing the same),
+    /// and expected requests, tokens and milliseconds the chain adds per failure.
+    pub passes: f64,
+    pub requests: f64,
+    pub prompt_tokens: Option<f64>,
+    pub completion_tokens: Option<f64>,
+    pub latency_ms: Option<f64>,
+}
+
+impl Chosen {
+    /// The chain's success per failure acted on, with a 95 % interval that takes each failure
+    /// as a trial (Clopper–Pearson at the expected passes): the chain's chance after one
+    /// failure is estimated from other samples, which this interval does not widen for, and the
+    /// chain was chosen on the same failures — the row's `best` policy, chosen and scored on
+    /// different halves of the tasks, is the figure to plan with.
+    pub fn success(&self) -> Option<(f64, Interval)> {
+        (self.failures > 0).then(|| {
+            let n = self.failures as f64;
+            (
+                self.passes / n,
+                after_failure::beta_interval(self.passes, n),
+            )
+        })
+    }
+}
+
+/// What [`Policy::Best`] chose on one set of tasks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Choice {
+    /// Per trigger seen there, the chain with the most expected successes (none when no
+    /// candidate passed anything).
+    pub chains: BTreeMap<Trigger, Chosen>,
+    /// The triggers seen there.
+    pub seen: BTreeSet<Trigger>,
+    /// The chain with the most expected successes over every visible label at once: what a
+    /// label not seen there gets.
+    pub other: Option<Chosen>,
+}
+
+impl Choice {
+    /// Each chosen chain with its trigger, the one for labels not seen (`None`) last.
+    pub fn entries(&self) -> impl Iterator<Item = (Option<Trigger>, &Chosen)> {
+        self.chains
+            .iter()
+            .map(|(t, c)| (Some(*t), c))
+            .chain(self.other.iter().map(|c| (None, c)))
+    }
+
+    /// The choice as a policy's rules.
+    pub fn rules(&self) -> Rules {
+        Rules::each(|t| match (self.chains.get(&t), t) {
+            (Some(c), _) => Some(c.chain),
+            (None, Trigger::Failed(_)) if !self.seen.contains(&t) => self.other.map(|c| c.chain),
+            _ => None,
+        })
+    }
+}
+
+/// Sums of one candidate chain over the failures of one trigger: the choice's criterion (the
+/// policy's unit: each task's expected successes over its samples, summed over the tasks) and
+/// its cost, for ties.
+#[derive(Debug, Clone, Copy, Default)]
+struct Score {
+    success: f64,
+    requests: f64,
+}
+
+/// The candidate chains of one row: every action alone, and every ordered pair a router can
+/// take (a repair is free, so it comes first or not at all; a follow-up goes to the row that
+/// answered, so it never comes after a fallback; a feedback or a repair is not repeated, a
+/// reroll or a fallback is a new draw and may be).
+fn chains(actions: &[Action]) -> Vec<(usize, Option<usize>)> {
+    let mut out: Vec<(usize, Option<usize>)> = (0..actions.len()).map(|a| (a, None)).collect();
+    for (a, &first) in actions.iter().enumerate() {
+        for (b, &then) in actions.iter().enumerate() {
+            let ok = !matches!(
+                (first, then),
+                (_, Action::Repair)
+                    | (Action::Feedback { .. }, Action::Feedback { .. })
+                    | (Action::Fallback(_), Action::Feedback { .. })
+            );
+            if ok {
+                out.push((a, Some(b)));
+            }
+        }
+    }
+    out
+}
+
+impl RowContext<'_> {
+    /// [`Policy::Best`]'s choice: per trigger, the candidate chain (of `actions`, [`chains`])
+    /// with the most expected successes over the tasks of each fold, and over all of them
+    /// (`[fold 0, fold 1, all]`). Ties (within 1e-9) go to fewer expected requests, then to the
+    /// earlier candidate; a trigger whose best chain passes nothing gets none. `tasks` are the
+    /// row's tasks with their fold.
+    fn choose(&self, tasks: &[(&str, &super::Cell, usize)], actions: &[Action]) -> [Choice; 3] {
+        let candidates = chains(actions);
+        // Per trigger, per candidate, the sums over fold 0, fold 1 and all tasks; `None` is
+        // every visible label at once (what a label unseen in a fold gets).
+        let mut scores: BTreeMap<Option<Trigger>, Vec<[Score; 3]>> = BTreeMap::new();
+        let mut seen: [BTreeSet<Trigger>; 3] = Default::default();
+        let mut effects: Vec<Option<Effect>> = Vec::with_capacity(actions.len());
+        self.each_failure(tasks, |t, fold, n, i, fallback, own| {
+            effects.clear();
+            effects.extend(
+                actions
+                    .iter()
+                    .map(|&a| self.act(a, t, tasks[fold.0].0, i, fallback, own)),
+            );
+            for f in [fold.1, 2] {
+                seen[f].insert(t);
+            }
+            let keys = [
+                Some(Some(t)),
+                matches!(t, Trigger::Failed(_)).then_some(None),
+            ];
+            for key in keys.into_iter().flatten() {
+                let row = scores
+                    .entry(key)
+                    .or_insert_with(|| vec![[Score::default(); 3]; candidates.len()]);
+                for (slot, &(a, b)) in row.iter_mut().zip(&candidates) {
+                    let Some(e) = chain_effect(&effects, a, b) else {
+                        continue;
+                    };
+                    for f in [fold.1, 2] {
+                        slot[f].success += e.success / n;
+                        slot[f].requests += e.requests / n;
+                    }
+                }
+            }
+        });
+        std::array::from_fn(|f| {
+            let mut chosen: BTreeMap<Option<Trigger>, Chosen> = scores
+                .iter()
+                .filter_map(|(&t, row)| {
+                    let mut best: Option<(usize, Score)> = None;
+                    for (c, slot) in row.iter().enumerate() {
+                        let x = slot[f];
+                        let better = match best {
+                            None => x.success > 0.0,
+                            Some((_, b)) => {
+                                x.success > b.success + 1e-9
+                                    || (x.success >= b.success - 1e-9
+                                        && x.requests < b.requests - 1e-9)
+                            }
+                        };
+                        if better {
+                            best = Some((c, x));
+                        }
+                    }
+                    let (a, b) = candidates[best?.0];
+                    let chain = Chain {
+                        first: actions[a],
+                        then: b.map(|b| actions[b]),
+                    };
+                    Some((t, self.chosen(tasks, f, t, chain)))
+                })
+                .collect();
+            Choice {
+                other: chosen.remove(&None),
+                chains: chosen
+                    .into_iter()
+                    .filter_map(|(t, c)| Some((t?, c)))
+                    .collect(),
+                seen: std::mem::take(&mut seen[f]),
+            }
+        })
+    }
+
+    /// The figures of `chain` after trigger `trigger` (`None`: any visible label) over the
+    /// tasks of fold `f` (2: all).
+    fn chosen(
+        &self,
+        tasks: &[(&str, &super::Cell, usize)],
+        f: usize,
+        trigger: Option<Trigger>,
+        chain: Chain,
+    ) -> Chosen {
+        let mut out = Chosen {
+            chain,
+            failures: 0,
+            passes: 0.0,
+            requests: 0.0,
+            prompt_tokens: None,
+            completion_tokens: None,
+            latency_ms: None,
+        };
+        let add = |sum: &mut Option<f64>, x: Option<f64>| {
+            if let Some(x) = x {
+                *sum = Some(sum.unwrap_or(0.0) + x);
+            }
+        };
+        self.each_failure(tasks, |t, fold, _, i, fallback, own| {
+            let acts = match trigger {
+                Some(x) => x == t,
+                None => matches!(t, Trigger::Failed(_)),
+            };
+            if !acts || (f != 2 && fold.1 != f) {
+                return;
+            }
+            out.failures += 1;
+            let task = tasks[fold.0].0;
+            if let Some(e) = self.chain(&chain, t, task, i, fallback, own) {
+                out.passes += e.success;
+                out.requests += e.requests;
+                add(&mut out.prompt_tokens, e.prompt);
+                add(&mut out.completion_tokens, e.tokens);
+                add(&mut out.latency_ms, e.latency);
+            }
+        });
+        let n = out.failures.max(1) as f64;
+        out.requests /= n;
+        for x in [
+            &mut out.prompt_tokens,
+            &mut out.completion_tokens,
+            &mut out.latency_ms,
+        ] {
+            *x = x.map(|v| v / n);
+        }
+        out
+    }
+
+    /// Calls `f(trigger, (task index, fold), samples of the task, sample, fallback record,
+    /// cell record)` for every visible failure of the tasks (end to end, every request with no
+    /// answer too): what a router would act on.
+    fn each_failure(
+        &self,
+        tasks: &[(&str, &super::Cell, usize)],
+        mut f: impl FnMut(Trigger, (usize, usize), f64, usize, Option<CellStat>, CellStat),
+    ) {
+        for (ti, &(task, c, fold)) in tasks.iter().enumerate() {
+            let own = self.record(self.name, task).unwrap_or_default();
+            let fallback = self.fallback_to.and_then(|b| self.record(b, task));
+            let drawn: Vec<(usize, &Scored)> = c
+                .samples
+                .iter()
+                .filter_map(|&i| Some((i, self.m.samples.get(i)?)))
+                .filter(|(_, s)| s.outcome.is_scored() || self.end_to_end)
+                .collect();
+            let n = drawn.len() as f64;
+            for (i, s) in drawn {
+                let t = match s.outcome {
+                    Outcome::Error => Trigger::Transport,
+                    Outcome::Fail(l) if s.visible => Trigger::Failed(l),
+                    _ => continue,
+                };
+                f(t, (ti, fold), n, i, fallback, own);
+            }
+        }
+    }
+}
+
+/// The effect of the candidate chain `(a, b)` from each action's effect alone; `None` when
+/// the first action does nothing, or the second does nothing (the chain is then the first
+/// action alone, a candidate of its own).
+fn chain_effect(effects: &[Option<Effect>], a: usize, b: Option<usize>) -> Option<Effect> {
+    let first = effects[a]?;
+    match b {
+        None => Some(first),
+        Some(b) => Some(first.then(effects[b]?)),
+    }
+}
+
+/// The paired difference of two policies' success over the same tasks (`a − b`), each task
+/// weighing the same, with a 95 % interval: the tasks fixed and the samples within each task
+/// the random part, a task's variance the delete-one jackknife of the difference over its
+/// samples (both policies' estimates move with the sample left out), never below
+/// `|d|(1 − |d|)/n` (the spread of a share `d` of n samples changing outcome: the jackknife
+/// sees only the row's own samples, not the other rows' or the follow-ups' a policy's chance
+/// is estimated from), and at one sample the widest a difference of two shares can spread.
+/// Normal quantiles on the mean. `None` without a task.
+fn paired(a: &[&TaskPolicy], b: &[&TaskPolicy]) -> Option<(f64, Interval)> {
+    let mut d_sum = 0.0;
+    let mut v_sum = 0.0;
+    let mut c = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        if x.n == 0 || x.n != y.n {
+            continue;
+        }
+        let n = x.n as f64;
+        let d = (x.successes - y.successes) / n;
+        let floor = d.abs() * (1.0 - d.abs()) / n;
+        let var = if x.left_out.len() >= 2 && x.left_out.len() == y.left_out.len() {
+            let diffs: Vec<f64> = x
+                .left_out
+                .iter()
+                .zip(&y.left_out)
+                .map(|(p, q)| p - q)
+                .collect();
+            let m = diffs.len() as f64;
+            let mean = diffs.iter().sum::<f64>() / m;
+            let ss: f64 = diffs.iter().map(|e| (e - mean) * (e - mean)).sum();
+            ((m - 1.0) / m * ss).max(floor)
+        } else {
+            1.0
+        };
+        d_sum += d;
+        v_sum += var;
+        c += 1.0;
+    }
+    if c == 0.0 {
+        return None;
+    }
+    let d = d_sum / c;
+    let half = Z95 * (v_sum / (c * c)).sqrt();
+    Some((
+        d,
+        Interval {
+            lower: (d - half).max(-1.0),
+            upper: (d + half).min(1.0),
+        },
+    ))
+}
+
+/// The standard normal's 97.5 % quantile.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// Whether one policy beats the others on a set of tasks (SPEC §11): the leader (highest
+/// success given an answer; ties to fewer requests, then the earlier policy) against the
+/// runner-up, by their paired difference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    pub leader: Policy,
+    pub runner_up: Option<Policy>,
+    /// leader − runner-up, with its 95 % interval ([`paired`]).
+    pub difference: Option<(f64, Interval)>,
+}
+
+impl Decision {
+    /// The leader, when its difference against the runner-up excludes 0; else none ("no clear
+    /// winner").
+    pub fn winner(&self) -> Option<Policy> {
+        self.difference
+            .is_some_and(|(_, iv)| iv.lower > 0.0)
+            .then_some(self.leader)
+    }
+}
+
+/// [`Row::policies`]' result.
+struct RowPolicies {
+    policies: Vec<PolicyResult>,
+    decision: Option<Decision>,
+    by_tag: BTreeMap<String, Vec<PolicyResult>>,
+    tag_decisions: BTreeMap<String, Decision>,
+    router: Choice,
+    oracle: Option<Oracle>,
+}
+
+/// Every policy pooled over `tasks` (given an answer and end to end), and whether one wins.
+fn pool_all(
+    tasks: &[&TaskPolicies],
+    fallback_to: Option<&str>,
+    feedback_measured: bool,
+) -> (Vec<PolicyResult>, Option<Decision>) {
+    let column = |i: usize, end_to_end: bool| -> Vec<&TaskPolicy> {
+        tasks
+            .iter()
+            .map(|t| if end_to_end { &t.1[i] } else { &t.0[i] })
+            .collect()
+    };
+    let policies: Vec<PolicyResult> = Policy::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &policy)| {
+            let mut p = pool_policy(policy, &column(i, false), fallback_to);
+            let e = pool_policy(policy, &column(i, true), fallback_to);
+            (p.end_to_end, p.end_to_end_interval) = (e.rate, e.interval);
+            if policy == Policy::Feedback && !feedback_measured {
+                (p.rate, p.interval) = (None, None);
+                (p.end_to_end, p.end_to_end_interval) = (None, None);
+            }
+            p
+        })
+        .collect();
+    let mut ranked: Vec<(usize, &PolicyResult)> = policies
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.rate.is_some())
+        .collect();
+    ranked.sort_by(|a, b| ModelRouting::ranking(a.1, b.1));
+    let decision = ranked.first().map(|&(i, leader)| {
+        let runner_up = ranked.get(1).copied();
+        Decision {
+            leader: leader.policy,
+            runner_up: runner_up.map(|(_, p)| p.policy),
+            difference: runner_up.and_then(|(j, _)| paired(&column(i, false), &column(j, false))),
+        }
+    });
+    (policies, decision)
+}
+
+/// The ceiling of the cost–quality plane (RouterBench's oracle): per task, the policy with the
+/// highest expected success end to end (ties to fewer requests), its success and cost averaged
+/// over the tasks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Oracle {
+    pub end_to_end: f64,
+    pub requests: f64,
+    pub prompt_tokens: Option<f64>,
+    pub completion_tokens: Option<f64>,
+}
+
+fn oracle(tasks: &[&TaskPolicies], feedback_measured: bool) -> Option<Oracle> {
+    let mut picks: Vec<&TaskPolicy> = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let pick =
+            t.1.iter()
+                .zip(Policy::ALL)
+                .filter(|(x, p)| x.n > 0 && (feedback_measured || *p != Policy::Feedback))
+                .map(|(x, _)| x)
+                .min_by(|a, b| {
+                    let (ra, rb) = (a.successes / a.n as f64, b.successes / b.n as f64);
+                    rb.total_cmp(&ra)
+                        .then((a.requests / a.n as f64).total_cmp(&(b.requests / b.n as f64)))
+                });
+        picks.extend(pick);
+    }
+    let avg = |f: &dyn Fn(&TaskPolicy) -> f64| mean(picks.iter().map(|t| f(t) / t.n as f64));
+    let known = |f: &dyn Fn(&TaskPolicy) -> bool| picks.iter().any(|t| f(t));
+    Some(Oracle {
+        end_to_end: avg(&|t| t.successes)?,
+        requests: avg(&|t| t.requests).unwrap_or(0.0),
+        prompt_tokens: known(&|t| t.prompt_known)
+            .then(|| avg(&|t| t.prompt))
+            .flatten(),
+        completion_tokens: known(&|t| t.tokens_known)
+            .then(|| avg(&|t| t.tokens))
+            .flatten(),
+    })
 }
 
 /// Pools one policy over tasks, each weighing the same.
@@ -1852,7 +2398,7 @@ mod tests {
         assert!(close(p(Policy::Feedback).tokens.unwrap(), fb_tokens));
         // Winner: by-label and fallback... by-label is 1.0, the only perfect one.
         assert_eq!(
-            ModelRouting::winner(&a.policies).map(|p| p.policy),
+            ModelRouting::leader(&a.policies).map(|p| p.policy),
             Some(Policy::ByLabel)
         );
         // Per tag: one task each.
@@ -2146,6 +2692,7 @@ mod tests {
                     fallback_to: Some(if name == "a" { "b" } else { "a" }),
                     rules: Policy::ALL.map(|p| p.rules(Some(usize::from(name == "a")))),
                     rows: &m.models,
+                    best: Default::default(),
                     row_rates: &row_rates,
                     reroll_rates: &reroll_rates,
                     model_tokens: Some(10.0),
@@ -2163,7 +2710,7 @@ mod tests {
                     let drawn: Vec<Drawn> = c
                         .samples
                         .iter()
-                        .filter_map(|&i| ctx.drawn(task, fallback, own, i))
+                        .filter_map(|&i| ctx.drawn(task, fallback, own, i, 0))
                         .collect();
                     let fast = ctx.leave_one_out(own, &drawn);
                     assert_eq!(fast.len(), drawn.len());

@@ -8,7 +8,9 @@ use crate::compare::Comparison;
 use crate::evidence::{SkippedInput, samples_csv};
 use crate::hitec::{F1, HitecError};
 use crate::report::pooled::Pooled;
-use crate::report::routing::{Measure, ModelRouting, PolicyResult, Routing};
+use crate::report::routing::{
+    Action, Chain, Chosen, Decision, Measure, PolicyResult, Routing, Trigger,
+};
 use crate::report::{Cell, Matrix, ModelView, Scored, Total, ValuePooled};
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
 use crate::stats::interval::{Interval, round4};
@@ -446,6 +448,149 @@ fn policy_json(p: &PolicyResult) -> Value {
     o
 }
 
+/// A policy per tag, short: its success both ways and its requests (the row's own policies
+/// carry the costs; a tag's would multiply routing.json by the tags).
+fn tag_policy_json(p: &PolicyResult) -> Value {
+    json!({
+        "policy": p.policy.as_str(),
+        "success": {"rate": opt_num(p.rate), "interval": bounds(p.interval.as_ref())},
+        "end_to_end": {
+            "rate": opt_num(p.end_to_end),
+            "interval": bounds(p.end_to_end_interval.as_ref()),
+        },
+        "requests": num(p.requests),
+    })
+}
+
+/// Whether a policy wins (SPEC §11): `winner` only when the paired difference against the
+/// runner-up excludes 0, else null ("no clear winner"); the leader, the runner-up and their
+/// difference either way.
+fn decision_json(d: Option<&Decision>) -> Value {
+    let Some(d) = d else {
+        return json!({"winner": null, "leader": null, "runner_up": null, "difference": null});
+    };
+    json!({
+        "winner": d.winner().map(|p| p.as_str()),
+        "leader": d.leader.as_str(),
+        "runner_up": d.runner_up.map(|p| p.as_str()),
+        "difference": d.difference.map_or(Value::Null, |(x, iv)| {
+            json!({"estimate": num(x), "interval": bounds(Some(&iv))})
+        }),
+    })
+}
+
+/// How routing.json and router.json name a trigger: the label, or `transport_error`.
+fn trigger_name(t: Trigger) -> &'static str {
+    match t {
+        Trigger::Failed(l) => l.as_str(),
+        Trigger::Transport => "transport_error",
+    }
+}
+
+/// One action as router.json names it: `{"action": "reroll"}`, `{"action": "feedback",
+/// "style", "history"}`, `{"action": "fallback", "model"}`.
+fn action_json(a: Action, models: &[crate::report::ModelView]) -> Value {
+    match a {
+        Action::Reroll => json!({"action": "reroll"}),
+        Action::Repair => json!({"action": "repair"}),
+        Action::Feedback { style, history } => {
+            json!({"action": "feedback", "style": style.as_str(), "history": history.as_str()})
+        }
+        Action::Fallback(b) => json!({
+            "action": "fallback",
+            "model": models.get(b).map(|m| m.name.as_str()),
+        }),
+    }
+}
+
+fn chain_json(c: &Chain, models: &[crate::report::ModelView]) -> Value {
+    let mut out = vec![action_json(c.first, models)];
+    out.extend(c.then.map(|a| action_json(a, models)));
+    Value::Array(out)
+}
+
+/// `data/router.json` (docs/data.md): per row, what its `best` policy does after each visible
+/// label and after a request with no answer — a file a router can load — with the row's
+/// `best` figures (chosen on half of the tasks, scored on the other half).
+pub(crate) fn router_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+    let models: Vec<Value> = r
+        .models
+        .iter()
+        .map(|mr| {
+            let price = r.prices.get(&mr.model);
+            let rules: Vec<Value> = mr
+                .router
+                .entries()
+                .map(|(t, c)| chosen_json(t, c, price, &m.models))
+                .collect();
+            let best = mr
+                .policies
+                .iter()
+                .find(|p| p.policy == crate::report::routing::Policy::Best);
+            json!({
+                "model": mr.model,
+                "best": best.map_or(Value::Null, |p| json!({
+                    "success": {"rate": opt_num(p.rate), "interval": bounds(p.interval.as_ref())},
+                    "end_to_end": {"rate": opt_num(p.end_to_end), "interval": bounds(p.end_to_end_interval.as_ref())},
+                    "requests": num(p.requests),
+                    "cost": p.cost.map_or(Value::Null, significant),
+                })),
+                "on": rules,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "format_version": 1,
+        "chosen": "per trigger, the action or chain of two with the most expected successes end to end over the row's tasks (each task weighing the same); a trigger with no chain is final",
+        "best": "the row's best policy: chains chosen on one half of the tasks and scored on the other, halves swapped (data/routing.json's policy best)",
+        "models": models,
+    });
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// One trigger's chosen chain in router.json.
+fn chosen_json(
+    t: Option<Trigger>,
+    c: &Chosen,
+    price: Option<&crate::report::routing::Price>,
+    models: &[crate::report::ModelView],
+) -> Value {
+    let (rate, iv) = c
+        .success()
+        .map_or((None, None), |(x, iv)| (Some(x), Some(iv)));
+    let cost = match (
+        price,
+        c.prompt_tokens,
+        c.completion_tokens,
+        c.chain.first,
+        c.chain.then,
+    ) {
+        // Priced only when every request of the chain goes to the row itself.
+        (Some(p), Some(i), Some(o), first, then)
+            if ![Some(first), then]
+                .iter()
+                .any(|a| matches!(a, Some(Action::Fallback(_)))) =>
+        {
+            significant(p.of(i, o))
+        }
+        _ => Value::Null,
+    };
+    json!({
+        "trigger": t.map_or("any other visible label", trigger_name),
+
+        "chain": chain_json(&c.chain, models),
+        "failures": c.failures,
+        "success": {"rate": opt_num(rate), "interval": bounds(iv.as_ref())},
+        "requests": num(c.requests),
+        "prompt_tokens": opt_num(c.prompt_tokens),
+        "completion_tokens": opt_num(c.completion_tokens),
+        "latency_ms": opt_num(c.latency_ms),
+        "cost": cost,
+    })
+}
+
 /// `data/routing.json` (docs/data.md).
 pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
     // Each row's part is made on its own core (a row of many labels holds a fallback measure
@@ -503,8 +648,8 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                 .map(|(tag, ps)| {
                     json!({
                         "tag": tag,
-                        "winner": ModelRouting::winner(ps).map(|p| p.policy.as_str()),
-                        "policies": ps.iter().map(policy_json).collect::<Vec<_>>(),
+                        "decision": decision_json(mr.tag_decisions.get(tag)),
+                        "policies": ps.iter().map(tag_policy_json).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
@@ -518,8 +663,14 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                 "failures": mr.failures,
                 "visible": mr.visible,
                 "labels": labels,
-                "winner": ModelRouting::winner(&mr.policies).map(|p| p.policy.as_str()),
+                "decision": decision_json(mr.decision.as_ref()),
                 "policies": mr.policies.iter().map(policy_json).collect::<Vec<_>>(),
+                "oracle": mr.oracle.map_or(Value::Null, |o| json!({
+                    "end_to_end": num(o.end_to_end),
+                    "requests": num(o.requests),
+                    "prompt_tokens": opt_num(o.prompt_tokens),
+                    "completion_tokens": opt_num(o.completion_tokens),
+                })),
                 "tags": tags,
             })
         })

@@ -162,7 +162,9 @@ fn routed_files(
     };
     let routing = || {
         sink(("data/routing.json".into(), data::routing_json(m, r)))?;
-        sink(routing::page(r)?)
+        sink(("data/router.json".into(), data::router_json(m, r)))?;
+        let names: Vec<&str> = m.models.iter().map(|mv| mv.name.as_str()).collect();
+        routing::page(r, &names)?.into_iter().try_for_each(sink)
     };
     let pages = || {
         m.models.par_iter().try_for_each(|mv| {

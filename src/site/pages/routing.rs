@@ -4,9 +4,11 @@
 //! ([`crate::site::data::routing_json`]).
 
 use crate::report::routing::{
-    FeedbackMeasure, LabelRouting, Measure, ModelRouting, Policy, PolicyResult, Routing,
+    Action, Decision, FeedbackMeasure, LabelRouting, Measure, ModelRouting, Policy, PolicyResult,
+    Routing, Trigger,
 };
 use crate::runs::{FeedbackStyle, History};
+use crate::site::charts::{self, PlanePoint};
 use crate::site::{File, SiteError};
 use crate::stats::interval::{Interval, percent, round4, show};
 use crate::taxonomy::Label;
@@ -124,8 +126,8 @@ fn cost_text(p: &PolicyResult) -> String {
     s
 }
 
-fn policy_cells(ps: &[PolicyResult]) -> Vec<PolicyCell> {
-    let winner = ModelRouting::winner(ps).map(|p| p.policy);
+fn policy_cells(ps: &[PolicyResult], decision: Option<&Decision>) -> Vec<PolicyCell> {
+    let winner = decision.and_then(Decision::winner);
     ps.iter()
         .map(|p| PolicyCell {
             policy: p.policy.as_str(),
@@ -150,6 +152,12 @@ struct RowView {
     model: String,
     anchor: String,
     tasks: u64,
+    /// Whether a policy wins, in words.
+    verdict: String,
+    /// What `best` does after each visible failure.
+    router: Vec<RouterRow>,
+    /// The cost–quality plane's file, from the site root.
+    plane: Option<String>,
     policies: Vec<PolicyCell>,
     labels: Vec<LabelView>,
     tags: Vec<TagView>,
@@ -162,9 +170,21 @@ struct RowView {
     silent_share: String,
 }
 
+/// One trigger of a row's `best` router.
+struct RouterRow {
+    trigger: String,
+    chain: String,
+    failures: u64,
+    success: String,
+    cost: String,
+}
+
 struct TagView {
     tag: String,
+    /// Whether `winner` names one (else it says "no clear winner").
+    clear: bool,
     winner: String,
+
     success: String,
     cost: String,
     single: String,
@@ -196,14 +216,168 @@ struct RoutingPage {
     parent_passes: u64,
 }
 
+/// A decision in words: the winner, clearly ahead of the runner-up, or "no clear winner".
+fn verdict(d: Option<&Decision>) -> String {
+    let Some(d) = d else {
+        return "No policy measured.".into();
+    };
+    let diff = d.difference.map_or(String::new(), |(x, iv)| {
+        let points = |v: f64| format!("{:+.1}", v * 100.0).replace('-', "−");
+        format!(
+            " by {} points {}",
+            unit(&points(x)),
+            unit(&format!("[{} to {}]", points(iv.lower), points(iv.upper)))
+        )
+    });
+    match (d.winner(), d.runner_up) {
+        (Some(w), Some(r)) => format!(
+            "{} wins: ahead of {}{diff}, an interval that excludes 0.",
+            w.as_str(),
+            r.as_str()
+        ),
+        (_, Some(r)) => format!(
+            "No clear winner: {} leads {}{diff}, an interval that holds 0.",
+            d.leader.as_str(),
+            r.as_str()
+        ),
+        _ => format!(
+            "No clear winner: {} is the only measured policy.",
+            d.leader.as_str()
+        ),
+    }
+}
+
+/// An action in words, for the router table; `names` are the matrix's rows in order.
+fn action_text(a: Action, names: &[&str]) -> String {
+    match a {
+        Action::Reroll => "reroll".into(),
+        Action::Repair => "repair".into(),
+        Action::Feedback { style, history } => {
+            format!("feedback ({}, {})", style.as_str(), history.as_str())
+        }
+        Action::Fallback(b) => format!(
+            "fallback → {}",
+            row_name(names.get(b).copied().unwrap_or("?"))
+        ),
+    }
+}
+
+fn router_rows(mr: &ModelRouting, names: &[&str]) -> Vec<RouterRow> {
+    mr.router
+        .entries()
+        .map(|(t, c)| {
+            let mut chain = action_text(c.chain.first, names);
+            if let Some(then) = c.chain.then {
+                chain.push_str(" then ");
+                chain.push_str(&action_text(then, names));
+            }
+            let (rate, iv) = c
+                .success()
+                .map_or((None, None), |(x, iv)| (Some(x), Some(iv)));
+            let mut cost = format!("{:.2}\u{a0}req", round4(c.requests));
+            if let (Some(p), Some(o)) = (c.prompt_tokens, c.completion_tokens) {
+                cost.push_str(&format!(" · {:.0}\u{a0}tok", round4(p + o)));
+            }
+            RouterRow {
+                trigger: match t {
+                    Some(Trigger::Failed(l)) => l.as_str().to_string(),
+                    Some(Trigger::Transport) => "no usable answer".into(),
+                    None => "any other visible label".into(),
+                },
+
+                chain,
+                failures: c.failures,
+                success: rate_text(rate, iv.as_ref()),
+                cost,
+            }
+        })
+        .collect()
+}
+
+/// How the plane measures a policy's cost per call.
+#[derive(Clone, Copy)]
+enum CostAxis {
+    Price(crate::report::routing::Price),
+    Tokens,
+    Requests,
+}
+
+impl CostAxis {
+    fn unit(self) -> &'static str {
+        match self {
+            CostAxis::Price(_) => "price",
+            CostAxis::Tokens => "tokens",
+            CostAxis::Requests => "requests",
+        }
+    }
+
+    fn of(self, requests: f64, prompt: Option<f64>, completion: Option<f64>) -> f64 {
+        let (i, o) = (prompt.unwrap_or(0.0), completion.unwrap_or(0.0));
+        match self {
+            CostAxis::Price(p) => p.of(i, o),
+            CostAxis::Tokens => i + o,
+            CostAxis::Requests => requests,
+        }
+    }
+}
+
+/// A row's cost–quality plane: its policies end to end against their cost per call (priced
+/// when every policy is, else tokens when every policy reported them, else requests), the
+/// oracle as the ceiling. `None` without a policy measured end to end.
+fn plane(mr: &ModelRouting, r: &Routing) -> Option<(String, Vec<u8>)> {
+    let measured: Vec<&PolicyResult> = mr
+        .policies
+        .iter()
+        .filter(|p| p.end_to_end.is_some())
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let tokens = measured
+        .iter()
+        .all(|p| p.prompt_tokens.is_some() && p.tokens.is_some());
+    // A fallback's tokens are the other row's, at its price: priced only when every policy is.
+    let axis = match r.prices.get(&mr.model) {
+        Some(&p) if tokens && measured.iter().all(|x| x.cost.is_some()) => CostAxis::Price(p),
+        _ if tokens => CostAxis::Tokens,
+        _ => CostAxis::Requests,
+    };
+    let points: Vec<PlanePoint> = measured
+        .iter()
+        .map(|p| PlanePoint {
+            name: p.policy.as_str().to_string(),
+            cost: axis.of(p.requests, p.prompt_tokens, p.tokens),
+            success: p.end_to_end.unwrap_or(0.0),
+            interval: p.end_to_end_interval,
+        })
+        .collect();
+    let oracle = mr.oracle.map(|o| {
+        (
+            axis.of(o.requests, o.prompt_tokens, o.completion_tokens),
+            o.end_to_end,
+        )
+    });
+    let file = format!("charts/routing/{}.plane.svg", mr.model);
+    let svg = charts::plane(
+        &format!("{}: success end to end against cost per call", mr.model),
+        &points,
+        oracle,
+        axis.unit(),
+    )
+    .ok()?;
+    Some((file, svg.into_bytes()))
+}
+
 /// The anchor of a row's section on the routing page (model pages link it).
 pub(crate) fn anchor(model: &str) -> String {
     format!("m-{model}")
 }
 
-/// `routing.html`.
-pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
+/// `routing.html` and its cost–quality planes. `names` are the matrix's rows in order (what a
+/// fallback's index points at).
+pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> {
     let columns = feedback_columns(r);
+    let mut files = Vec::new();
     let rows = r
         .models
         .iter()
@@ -211,7 +385,13 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
             model: mr.model.clone(),
             anchor: anchor(&mr.model),
             tasks: mr.policies.first().map_or(0, |p| p.tasks),
-            policies: policy_cells(&mr.policies),
+            verdict: verdict(mr.decision.as_ref()),
+            router: router_rows(mr, names),
+            plane: plane(mr, r).map(|(path, svg)| {
+                files.push((path.clone(), svg));
+                path
+            }),
+            policies: policy_cells(&mr.policies, mr.decision.as_ref()),
             labels: mr
                 .labels
                 .iter()
@@ -221,10 +401,15 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
                 .by_tag
                 .iter()
                 .filter_map(|(tag, ps)| {
-                    let w = ModelRouting::winner(ps)?;
+                    let w = ModelRouting::leader(ps)?;
+                    let clear = mr.tag_decisions.get(tag).and_then(Decision::winner);
                     Some(TagView {
                         tag: tag.clone(),
-                        winner: w.policy.as_str().to_string(),
+                        clear: clear.is_some(),
+                        winner: match clear {
+                            Some(p) => p.as_str().to_string(),
+                            None => format!("no clear winner ({} leads)", w.policy.as_str()),
+                        },
                         success: rate_text(w.rate, w.interval.as_ref()),
                         cost: cost_text(w),
                         single: ps
@@ -260,7 +445,8 @@ pub(crate) fn page(r: &Routing) -> Result<File, SiteError> {
         PAGE,
         None,
     )?;
-    Ok((PAGE.into(), html))
+    files.push((PAGE.into(), html));
+    Ok(files)
 }
 
 /// What share of a row's failures a router cannot see (SPEC §11), in words: the case for a
