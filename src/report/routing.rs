@@ -618,32 +618,7 @@ struct Collection<'a> {
 
 /// Computes the routing evidence of `m` (its first-round samples and its feedback samples).
 pub fn routing(m: &Matrix) -> Routing {
-    let stats = cell_stats(m);
-    let row_of: HashMap<&str, usize> = m
-        .models
-        .iter()
-        .enumerate()
-        .map(|(i, mv)| (mv.name.as_str(), i))
-        .collect();
-    let mut by_task: HashMap<&str, Vec<Option<CellStat>>> = HashMap::new();
-    for ((model, task), st) in &stats {
-        if let Some(&i) = row_of.get(model) {
-            by_task
-                .entry(*task)
-                .or_insert_with(|| vec![None; m.models.len()])[i] = Some(*st);
-        }
-    }
-    let all = Collection {
-        m,
-        follow_ups: FollowUps::of(m),
-        tags_of: m
-            .tasks
-            .iter()
-            .map(|t| (t.id.as_str(), t.tags.as_slice()))
-            .collect(),
-        by_task,
-        stats,
-    };
+    let all = Collection::of(m);
     // Each row's evidence is computed on its own (the rows' fallbacks read the others' cell
     // records only), in the rows' order. Rows with only feedback samples (no first-round
     // sample) have nothing to route.
@@ -655,6 +630,37 @@ pub fn routing(m: &Matrix) -> Routing {
     Routing {
         models,
         prices: BTreeMap::new(),
+    }
+}
+
+impl<'a> Collection<'a> {
+    fn of(m: &'a Matrix) -> Collection<'a> {
+        let stats = cell_stats(m);
+        let row_of: HashMap<&str, usize> = m
+            .models
+            .iter()
+            .enumerate()
+            .map(|(i, mv)| (mv.name.as_str(), i))
+            .collect();
+        let mut by_task: HashMap<&str, Vec<Option<CellStat>>> = HashMap::new();
+        for ((model, task), st) in &stats {
+            if let Some(&i) = row_of.get(model) {
+                by_task
+                    .entry(*task)
+                    .or_insert_with(|| vec![None; m.models.len()])[i] = Some(*st);
+            }
+        }
+        Collection {
+            m,
+            follow_ups: FollowUps::of(m),
+            tags_of: m
+                .tasks
+                .iter()
+                .map(|t| (t.id.as_str(), t.tags.as_slice()))
+                .collect(),
+            by_task,
+            stats,
+        }
     }
 }
 
@@ -974,6 +980,43 @@ impl<'a> Row<'a> {
     /// Every policy over all of the row's tasks and per tag, whether one of them wins, the
     /// router `best` deploys and the oracle's ceiling.
     fn policies(&self, fallback_to: Option<(usize, &'a str)>) -> RowPolicies {
+        let (per_task, router, feedback_measured) = self.evaluate(fallback_to);
+        let pool = |tasks: &[&TaskPolicies]| {
+            pool_all(tasks, fallback_to.map(|(_, b)| b), feedback_measured)
+        };
+        let all: Vec<&TaskPolicies> = per_task.iter().map(|(_, t)| t).collect();
+        let mut tag_tasks: BTreeMap<&str, Vec<&TaskPolicies>> = BTreeMap::new();
+        for (task, t) in &per_task {
+            for tag in self.all.tags_of.get(task).copied().unwrap_or_default() {
+                tag_tasks.entry(tag.as_str()).or_default().push(t);
+            }
+        }
+        let (mut by_tag, mut tag_decisions) = (BTreeMap::new(), BTreeMap::new());
+        for (tag, ts) in tag_tasks {
+            let (policies, decision) = pool(&ts);
+            by_tag.insert(tag.to_string(), policies);
+            if let Some(d) = decision {
+                tag_decisions.insert(tag.to_string(), d);
+            }
+        }
+        let (policies, decision) = pool(&all);
+        RowPolicies {
+            policies,
+            decision,
+            by_tag,
+            tag_decisions,
+            router,
+            oracle: oracle(&all, feedback_measured),
+        }
+    }
+
+    /// Each task under every policy (given an answer and end to end), `best`'s choice on all
+    /// tasks, and whether the `feedback` policy is measured at all.
+    #[allow(clippy::type_complexity)]
+    fn evaluate(
+        &self,
+        fallback_to: Option<(usize, &'a str)>,
+    ) -> (Vec<(&'a str, TaskPolicies)>, Choice, bool) {
         let f = &self.all.follow_ups;
         let name = self.name;
         // The row's feedback rate per label and style, looked up for every failure that has
@@ -1043,33 +1086,7 @@ impl<'a> Row<'a> {
         let feedback_measured = row_rates
             .keys()
             .any(|(_, st, h)| *st == FeedbackStyle::Error && *h == POLICY_HISTORY);
-        let pool = |tasks: &[&TaskPolicies]| {
-            pool_all(tasks, fallback_to.map(|(_, b)| b), feedback_measured)
-        };
-        let all: Vec<&TaskPolicies> = per_task.iter().map(|(_, t)| t).collect();
-        let mut tag_tasks: BTreeMap<&str, Vec<&TaskPolicies>> = BTreeMap::new();
-        for (task, t) in &per_task {
-            for tag in self.all.tags_of.get(task).copied().unwrap_or_default() {
-                tag_tasks.entry(tag.as_str()).or_default().push(t);
-            }
-        }
-        let (mut by_tag, mut tag_decisions) = (BTreeMap::new(), BTreeMap::new());
-        for (tag, ts) in tag_tasks {
-            let (policies, decision) = pool(&ts);
-            by_tag.insert(tag.to_string(), policies);
-            if let Some(d) = decision {
-                tag_decisions.insert(tag.to_string(), d);
-            }
-        }
-        let (policies, decision) = pool(&all);
-        RowPolicies {
-            policies,
-            decision,
-            by_tag,
-            tag_decisions,
-            router,
-            oracle: oracle(&all, feedback_measured),
-        }
+        (per_task, router, feedback_measured)
     }
 }
 
@@ -1092,9 +1109,21 @@ struct TaskPolicy {
     /// latency percentiles are taken over.
     calls: Vec<f64>,
     imputed: u64,
+    /// Per other row a fallback of the policy reads: `(row, expected fallbacks over the
+    /// task's samples, variance of the row's rate on the task)`.
+    via: Vec<(usize, f64, f64)>,
     /// The policy's expected success of the task with each sample left out in turn (empty
     /// below two samples): what the paired difference of two policies reads ([`paired`]).
     left_out: Vec<f64>,
+}
+
+impl TaskPolicy {
+    /// The variance of `successes / n` from the other rows' samples its fallbacks read (the
+    /// jackknife leaves out this row's samples only).
+    fn fallback_var(&self) -> f64 {
+        let n = self.n.max(1) as f64;
+        self.via.iter().map(|(_, w, v)| (w / n).powi(2) * v).sum()
+    }
 }
 
 /// One task under every policy of [`Policy::ALL`]: given an answer, and end to end.
@@ -1159,6 +1188,10 @@ struct Effect {
     prompt: Option<f64>,
     latency: Option<f64>,
     imputed: bool,
+    /// The other rows whose cell rate the chance reads: `(row, weight, variance)`, the
+    /// weight the chance that the fallback is taken, the variance that of the row's rate on
+    /// the task (what the jackknife over this row's samples cannot see).
+    via: [Option<(usize, f64, f64)>; 2],
 }
 
 impl Effect {
@@ -1178,6 +1211,7 @@ impl Effect {
             prompt,
             latency,
             imputed,
+            via: [None; 2],
         }
     }
 
@@ -1197,6 +1231,21 @@ impl Effect {
             prompt: add(self.prompt, next.prompt),
             latency: add(self.latency, next.latency),
             imputed: self.imputed || next.imputed,
+            via: {
+                // A chain holds at most one fallback per action.
+                let mut via = self.via;
+                let scaled = next
+                    .via
+                    .into_iter()
+                    .flatten()
+                    .map(|(b, w, v)| (b, go * w, v));
+                for x in scaled {
+                    if let Some(slot) = via.iter_mut().find(|s| s.is_none()) {
+                        *slot = Some(x);
+                    }
+                }
+                via
+            },
         }
     }
 }
@@ -1354,6 +1403,12 @@ impl RowContext<'_> {
                     p.calls.push(l + then(|a| a.latency).unwrap_or(0.0));
                 }
                 p.imputed += u64::from(a.is_some_and(|a| a.imputed));
+                for (b, w, v) in a.iter().flat_map(|a| a.via).flatten() {
+                    match p.via.iter_mut().find(|x| x.0 == b) {
+                        Some(x) => x.1 += w,
+                        None => p.via.push((b, w, v)),
+                    }
+                }
             }
         }
         out
@@ -1587,6 +1642,7 @@ impl RowContext<'_> {
                     prompt: None,
                     latency: None,
                     imputed: false,
+                    via: [None; 2],
                 })
             }
             Action::Feedback { style, history } => self.feedback(style, history, trigger, i, own),
@@ -1599,13 +1655,22 @@ impl RowContext<'_> {
                     self.record(row, task)
                 };
                 let sb = record.filter(|s| s.scored > 0);
-                Some(Effect::request(
+                let mut e = Effect::request(
                     sb.and_then(|s| s.rate()).unwrap_or(0.0),
                     sb.map_or(0.0, |s| s.visible_fails as f64 / s.scored as f64),
                     (sb.and_then(|s| s.tokens), sb.and_then(|s| s.prompt)),
                     sb.and_then(|s| s.latency),
                     sb.is_none(),
-                ))
+                );
+                // The row's rate on the task is an estimate from its own samples: its variance,
+                // with half a pass and half a failure added so that 0 of n and n of n are not
+                // taken as certain.
+                if let Some(s) = sb {
+                    let n = s.scored as f64;
+                    let q = (s.passes as f64 + 0.5) / (n + 1.0);
+                    e.via[0] = Some((b, 1.0, q * (1.0 - q) / n));
+                }
+                Some(e)
             }
         }
     }
@@ -1884,11 +1949,12 @@ fn chain_effect(effects: &[Option<Effect>], a: usize, b: Option<usize>) -> Optio
 /// The paired difference of two policies' success over the same tasks (`a − b`), each task
 /// weighing the same, with a 95 % interval: the tasks fixed and the samples within each task
 /// the random part, a task's variance the delete-one jackknife of the difference over its
-/// samples (both policies' estimates move with the sample left out), never below
-/// `|d|(1 − |d|)/n` (the spread of a share `d` of n samples changing outcome: the jackknife
-/// sees only the row's own samples, not the other rows' or the follow-ups' a policy's chance
-/// is estimated from), and at one sample the widest a difference of two shares can spread.
-/// Normal quantiles on the mean. `None` without a task.
+/// samples (both policies' estimates move with the sample left out), plus the part of the
+/// other rows' samples a fallback reads ([`TaskPolicy::via`]: the two policies' expected
+/// fallbacks to a row, their difference squared times the variance of that row's rate), never
+/// below `|d|(1 − |d|)/n` (the spread of a share `d` of n samples changing outcome), and at one
+/// sample the widest a difference of two shares can spread. Normal quantiles on the mean.
+/// `None` without a task.
 fn paired(a: &[&TaskPolicy], b: &[&TaskPolicy]) -> Option<(f64, Interval)> {
     let mut d_sum = 0.0;
     let mut v_sum = 0.0;
@@ -1910,7 +1976,16 @@ fn paired(a: &[&TaskPolicy], b: &[&TaskPolicy]) -> Option<(f64, Interval)> {
             let m = diffs.len() as f64;
             let mean = diffs.iter().sum::<f64>() / m;
             let ss: f64 = diffs.iter().map(|e| (e - mean) * (e - mean)).sum();
-            ((m - 1.0) / m * ss).max(floor)
+            let rows = x.via.iter().chain(&y.via).map(|v| (v.0, v.2));
+            let other: f64 = rows
+                .collect::<BTreeMap<usize, f64>>()
+                .into_iter()
+                .map(|(row, v)| {
+                    let w = |t: &TaskPolicy| t.via.iter().find(|x| x.0 == row).map_or(0.0, |x| x.1);
+                    ((w(x) - w(y)) / n).powi(2) * v
+                })
+                .sum();
+            ((m - 1.0) / m * ss + other).max(floor)
         } else {
             1.0
         };
@@ -2061,7 +2136,7 @@ fn pool_policy(policy: Policy, tasks: &[&TaskPolicy], fallback_to: Option<&str>)
             let var = if policy == Policy::Single {
                 0.0
             } else {
-                t.jackknife_var
+                t.jackknife_var + t.fallback_var()
             };
             (t.successes, t.n, var)
         })
@@ -2270,6 +2345,317 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    /// The paired difference of two policies on row `row` of `m` ([`paired`]).
+    fn paired_of(m: &Matrix, row: &str, a: Policy, b: Policy) -> Option<(f64, Interval)> {
+        let all = Collection::of(m);
+        let mv = m.models.iter().find(|v| v.name == row).unwrap();
+        let r = Row::of(&all, mv);
+        let (per_task, _, _) = r.evaluate(r.best_fallback());
+        let i = |p: Policy| Policy::ALL.iter().position(|x| *x == p).unwrap();
+        let col = |p: Policy| per_task.iter().map(|(_, t)| &t.0[i(p)]).collect::<Vec<_>>();
+        paired(&col(a), &col(b))
+    }
+
+    /// The winner test's interval, seeded, over a grid of tasks and k: row `a` passes task t
+    /// with `p_t` (uniform in 0.2–0.9), every failure visible; row `b` with `q_t`. Reroll −
+    /// single has truth mean((1 − p)·p); fallback − reroll mean((1 − p)·(q − p)), with `q_t`
+    /// uniform in 0.5–0.95 (a better row: power) and with `q_t = p_t` (no difference: how often
+    /// a winner is named wrongly). Prints coverage and the share of intervals that exclude 0.
+    #[test]
+    fn the_winners_paired_interval_holds_its_level_on_a_grid() {
+        let reps = 120;
+        let mut rng = crate::stats::compare::SplitMix64::new(4343);
+        println!("paired difference, 95 % interval, {reps} collections per cell:");
+        println!(
+            "tasks  k  | reroll−single cov excl0 | fallback−reroll cov excl0 | same row: cov named"
+        );
+        let mut worst: f64 = 1.0;
+        let mut worst_null: f64 = 0.0;
+        for tasks_n in [10usize, 40] {
+            for k in [3usize, 5, 10] {
+                let infos: Vec<TaskInfo> = (0..tasks_n)
+                    .map(|t| TaskInfo {
+                        id: format!("t{t:02}"),
+                        title: String::new(),
+                        tags: vec![],
+                        bfcl_scored: false,
+                    })
+                    .collect();
+                // [coverage, excludes 0] per scenario.
+                let mut hits = [[0usize; 2]; 3];
+                for _ in 0..reps {
+                    for (scenario, same) in [(1usize, false), (2, true)] {
+                        let mut s = Vec::new();
+                        let (mut t_rs, mut t_fr) = (0.0, 0.0);
+                        for info in &infos {
+                            let p = 0.2 + 0.7 * rng.unit();
+                            let q = if same { p } else { 0.5 + 0.45 * rng.unit() };
+                            t_rs += (1.0 - p) * p / tasks_n as f64;
+                            t_fr += (1.0 - p) * (q - p) / tasks_n as f64;
+                            for n in 0..k {
+                                for (row, x) in [("a", p), ("b", q)] {
+                                    let o = if rng.unit() < x {
+                                        Outcome::Pass
+                                    } else {
+                                        Outcome::Fail(Label::MalformedJson)
+                                    };
+                                    s.push(first(row, &info.id, n, o));
+                                }
+                            }
+                        }
+                        let m = aggregate(s, infos.clone(), IntervalKind::Wilson);
+                        let mut check = |slot: usize, a: Policy, b: Policy, truth: f64| {
+                            let (_, iv) = paired_of(&m, "a", a, b).unwrap();
+                            hits[slot][0] += usize::from(iv.lower <= truth && truth <= iv.upper);
+                            hits[slot][1] += usize::from(iv.lower > 0.0 || iv.upper < 0.0);
+                        };
+                        if scenario == 1 {
+                            check(0, Policy::Reroll, Policy::Single, t_rs);
+                            check(1, Policy::Fallback, Policy::Reroll, t_fr);
+                        } else {
+                            check(2, Policy::Fallback, Policy::Reroll, t_fr);
+                        }
+                    }
+                }
+                let share = |n: usize| n as f64 / reps as f64;
+                println!(
+                    "{tasks_n:>5} {k:>2}  |        {:.3} {:.3}       |          {:.3} {:.3}      |   {:.3} {:.3}",
+                    share(hits[0][0]),
+                    share(hits[0][1]),
+                    share(hits[1][0]),
+                    share(hits[1][1]),
+                    share(hits[2][0]),
+                    share(hits[2][1]),
+                );
+                worst = worst
+                    .min(share(hits[0][0]))
+                    .min(share(hits[1][0]))
+                    .min(share(hits[2][0]));
+                worst_null = worst_null.max(share(hits[2][1]));
+            }
+        }
+        // 95 % nominal; with 120 collections a true 0.95 falls below 0.89 with chance < 1 %.
+        assert!(worst >= 0.89, "coverage {worst}");
+        assert!(
+            worst_null <= 0.11,
+            "a winner named where there is none: {worst_null}"
+        );
+    }
+
+    /// `best` against a direct simulation of its router, written out here apart from the
+    /// evaluator: rows `a`, `b`, `c` on ten tasks (k = 4, seeded outcomes, some failures
+    /// silent, some repairable); the tasks in two folds by alternating index; per fold and
+    /// visible label the candidate chain (reroll, repair, a fallback to `b` or `c`, or an
+    /// ordered pair of them) with the most expected successes, a label unseen in a fold taking
+    /// the chain that is best over all of that fold's visible failures; each task scored with
+    /// the other fold's choice. Both figures, and the chains chosen on all tasks, must agree.
+    #[test]
+    fn best_is_a_direct_simulation_of_its_router_with_its_folds() {
+        #[derive(Clone, Copy, PartialEq, Debug)]
+        enum A {
+            Reroll,
+            Repair,
+            To(&'static str),
+        }
+        let labels = [
+            Label::MalformedJson,
+            Label::SchemaViolation,
+            Label::TypeCoercion,
+        ];
+        for seed in [7u64, 8, 9, 10, 11] {
+            let mut rng = crate::stats::compare::SplitMix64::new(seed);
+            let ids: Vec<String> = (0..10).map(|t| format!("t{t:02}")).collect();
+            let mut s = Vec::new();
+            for id in &ids {
+                for (row, p) in [("a", 0.45), ("b", 0.6), ("c", 0.75)] {
+                    let p = p * (0.5 + rng.unit());
+                    for n in 0..4 {
+                        let sample = if rng.unit() < p {
+                            first(row, id, n, Outcome::Pass)
+                        } else {
+                            let l = labels[rng.below(3) as usize];
+                            let repaired = match rng.below(3) {
+                                0 => Some(Outcome::Pass),
+                                1 => Some(Outcome::Fail(Label::SchemaViolation)),
+                                _ => Some(Outcome::Fail(Label::WrongTool)),
+                            };
+                            Scored {
+                                visible: rng.unit() < 0.8,
+                                repaired,
+                                ..first(row, id, n, Outcome::Fail(l))
+                            }
+                        };
+                        s.push(sample);
+                    }
+                }
+            }
+            let infos: Vec<TaskInfo> = ids
+                .iter()
+                .map(|id| TaskInfo {
+                    id: id.clone(),
+                    title: String::new(),
+                    tags: vec![],
+                    bfcl_scored: false,
+                })
+                .collect();
+            let m = aggregate(s.clone(), infos, IntervalKind::Wilson);
+            let r = routing(&m);
+            let a = r.model("a").unwrap();
+
+            // The direct simulation.
+            let cell = |row: &str, id: &str| -> Vec<&Scored> {
+                s.iter()
+                    .filter(|x| x.key.model == row && x.key.task == id)
+                    .collect()
+            };
+            let rate = |xs: &[&Scored]| {
+                let n = xs.len() as f64;
+                let passes = xs.iter().filter(|x| x.outcome == Outcome::Pass).count() as f64;
+                let seen = xs
+                    .iter()
+                    .filter(|x| x.visible && x.outcome != Outcome::Pass)
+                    .count() as f64;
+                (passes, seen, n)
+            };
+            // (success, fails visibly, requests) of one action after sample `x` of task `id`.
+            let effect = |act: A, id: &str, x: &Scored| -> (f64, f64, f64) {
+                match act {
+                    A::Reroll => {
+                        let (p, v, n) = rate(&cell("a", id));
+                        (p / (n - 1.0), (v - 1.0) / (n - 1.0), 1.0)
+                    }
+                    A::Repair => match x.repaired {
+                        Some(Outcome::Pass) => (1.0, 0.0, 0.0),
+                        Some(Outcome::Fail(Label::SchemaViolation)) => (0.0, 1.0, 0.0),
+                        _ => (0.0, 0.0, 0.0),
+                    },
+                    A::To(row) => {
+                        let (p, v, n) = rate(&cell(row, id));
+                        (p / n, v / n, 1.0)
+                    }
+                }
+            };
+            let acts = [A::Reroll, A::Repair, A::To("b"), A::To("c")];
+            let mut cands: Vec<(A, Option<A>)> = acts.iter().map(|&x| (x, None)).collect();
+            for &x in &acts {
+                for &y in &acts {
+                    if y != A::Repair {
+                        cands.push((x, Some(y)));
+                    }
+                }
+            }
+            let chain_effect = |c: (A, Option<A>), id: &str, x: &Scored| {
+                let (s1, v1, r1) = effect(c.0, id, x);
+                match c.1 {
+                    None => (s1, r1),
+                    Some(y) => {
+                        let (s2, _, r2) = effect(y, id, x);
+                        (s1 + v1 * s2, r1 + v1 * r2)
+                    }
+                }
+            };
+            let failing = |id: &str, l: Option<Label>| -> Vec<&Scored> {
+                cell("a", id)
+                    .into_iter()
+                    .filter(|x| {
+                        x.visible
+                            && matches!(x.outcome, Outcome::Fail(f) if l.is_none_or(|l| l == f))
+                    })
+                    .collect()
+            };
+            // The choice on the tasks `on`, for label `l` (None: every visible label).
+            let choose = |on: &[&String], l: Option<Label>| -> Option<(A, Option<A>)> {
+                let mut best: Option<((A, Option<A>), f64, f64)> = None;
+                for &c in &cands {
+                    let (mut sum, mut req) = (0.0, 0.0);
+                    for id in on {
+                        let n = cell("a", id).len() as f64;
+                        for x in failing(id, l) {
+                            let (sx, rx) = chain_effect(c, id, x);
+                            sum += sx / n;
+                            req += rx / n;
+                        }
+                    }
+                    let better = match best {
+                        None => sum > 0.0,
+                        Some((_, bs, br)) => {
+                            sum > bs + 1e-9 || (sum >= bs - 1e-9 && req < br - 1e-9)
+                        }
+                    };
+                    if better {
+                        best = Some((c, sum, req));
+                    }
+                }
+                best.map(|b| b.0)
+            };
+            let folds: [Vec<&String>; 2] = [
+                ids.iter().step_by(2).collect(),
+                ids.iter().skip(1).step_by(2).collect(),
+            ];
+            let mut per_task = Vec::new();
+            for (f, tasks) in folds.iter().enumerate() {
+                let other = &folds[1 - f];
+                let seen: Vec<Label> = labels
+                    .into_iter()
+                    .filter(|&l| other.iter().any(|id| !failing(id, Some(l)).is_empty()))
+                    .collect();
+                let fallback = choose(other, None);
+                for id in tasks {
+                    let xs = cell("a", id);
+                    let n = xs.len() as f64;
+                    let mut succ = 0.0;
+                    for x in &xs {
+                        match x.outcome {
+                            Outcome::Pass => succ += 1.0,
+                            Outcome::Fail(l) if x.visible => {
+                                let c = if seen.contains(&l) {
+                                    choose(other, Some(l))
+                                } else {
+                                    fallback
+                                };
+                                succ += c.map_or(0.0, |c| chain_effect(c, id, x).0);
+                            }
+                            _ => {}
+                        }
+                    }
+                    per_task.push(succ / n);
+                }
+            }
+            let direct = per_task.iter().sum::<f64>() / per_task.len() as f64;
+            let best = a
+                .policies
+                .iter()
+                .find(|p| p.policy == Policy::Best)
+                .unwrap();
+            assert!(
+                close(best.rate.unwrap(), direct),
+                "seed {seed}: best {} against the direct simulation {direct}",
+                best.rate.unwrap()
+            );
+            // What it deploys: chosen on every task.
+            let all: Vec<&String> = ids.iter().collect();
+            let name = |x: A| match x {
+                A::Reroll => Action::Reroll,
+                A::Repair => Action::Repair,
+                A::To(row) => {
+                    Action::Fallback(m.models.iter().position(|v| v.name == row).unwrap())
+                }
+            };
+            for l in labels {
+                let want = choose(&all, Some(l)).map(|(x, y)| Chain {
+                    first: name(x),
+                    then: y.map(name),
+                });
+                let got = a.router.chains.get(&Trigger::Failed(l)).map(|c| c.chain);
+                assert_eq!(got, want, "seed {seed}, label {l:?}");
+            }
+            println!(
+                "seed {seed}: best {direct:.4} (single {:.4})",
+                a.policies[0].rate.unwrap()
+            );
+        }
     }
 
     #[test]
