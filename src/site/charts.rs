@@ -322,138 +322,163 @@ pub(crate) fn plane(
     oracle: Option<(f64, f64)>,
     unit: &str,
 ) -> Result<String, String> {
-    let (left, plot_w, plot_h, top) = (52, 360, 220, TOP + 8);
-    let list_x = left + plot_w + 40;
     let lines: Vec<String> = points
         .iter()
         .map(|p| {
             let iv = p.interval.as_ref().map(show).unwrap_or_default();
-            format!(
-                "{}: {} {iv} at {} {unit}",
-                p.name,
-                percent(p.success),
-                cost_label(p.cost)
-            )
+            let (rate, cost) = (percent(p.success), cost_label(p.cost));
+            format!("{}: {rate} {iv} at {cost} {unit}", p.name)
         })
         .chain(oracle.map(|(c, s)| {
-            format!(
-                "oracle (best policy per task): {} at {} {unit}",
-                percent(s),
-                cost_label(c)
-            )
+            let (rate, cost) = (percent(s), cost_label(c));
+            format!("oracle (best policy per task): {rate} at {cost} {unit}")
         }))
         .collect();
+    let axes = PlaneAxes::of(points, oracle);
+    let list_x = axes.left + axes.width + 40;
     let list_w = lines.iter().map(|l| text_width(l)).max().unwrap_or(0);
-    let width = (list_x + list_w + 8) as u32;
-    let height = (top + plot_h.max(ROW * lines.len() as i32) + 44) as u32;
-    // The axes span what is drawn (policies differ by a few points and tokens; from 0 they
-    // would sit in one corner), the success axis from a tenth below the lowest interval.
-    let costs = || points.iter().map(|p| p.cost).chain(oracle.map(|o| o.0));
-    let (lo_cost, hi_cost) = (
-        costs().fold(f64::INFINITY, f64::min),
-        costs().fold(f64::NEG_INFINITY, f64::max),
+    let size = (
+        (list_x + list_w + 8) as u32,
+        (axes.top + axes.height.max(ROW * lines.len() as i32) + 44) as u32,
     );
-    let pad = ((hi_cost - lo_cost) * 0.08)
-        .max(hi_cost.abs() * 0.02)
-        .max(1e-9);
-    let (x0, x1) = (lo_cost - pad, hi_cost + pad);
-    let lowest = points
-        .iter()
-        .map(|p| p.interval.map_or(p.success, |iv| iv.lower))
-        .fold(1.0f64, f64::min);
-    let y0 = ((lowest * 10.0).floor() / 10.0).clamp(0.0, 0.9);
-    let x_of =
-        |c: f64| left + (((c - x0) / (x1 - x0)).clamp(0.0, 1.0) * plot_w as f64).round() as i32;
-    let y_of = |s: f64| {
-        top + plot_h - (((s - y0) / (1.0 - y0)).clamp(0.0, 1.0) * plot_h as f64).round() as i32
-    };
     let mut buf = String::new();
     {
-        let area = titled_canvas(&mut buf, (width, height), title)?;
-        let grey = RGBColor(150, 150, 150);
-        let draw = |e: PathElement<(i32, i32)>| area.draw(&e).map_err(|e| e.to_string());
-        // Axes, with 0, 50 and 100 % marked.
-        draw(PathElement::new(
-            vec![
-                (left, top),
-                (left, top + plot_h),
-                (left + plot_w, top + plot_h),
-            ],
-            grey.stroke_width(1),
-        ))?;
-        for s in [y0, (y0 + 1.0) / 2.0, 1.0] {
-            label(
-                &area,
-                &percent(s),
-                (left - 4, y_of(s)),
-                HPos::Right,
-                &BLACK,
-                12,
-            )?;
+        let area = titled_canvas(&mut buf, size, title)?;
+        axes.draw(&area, unit)?;
+        axes.hull(&area, points)?;
+        axes.points(&area, points, oracle)?;
+        for (i, l) in lines.iter().enumerate() {
+            let y = axes.top + ROW * i as i32 + ROW / 2;
+            label(&area, l, (list_x, y), HPos::Left, &BLACK, 13)?;
         }
+        area.present().map_err(|e| e.to_string())?;
+    }
+    Ok(buf)
+}
+
+/// Where a plane's points go: the axes span what is drawn (policies differ by a few points and
+/// tokens; from 0 they would sit in one corner), the success axis from a tenth below the
+/// lowest interval to 100 %.
+struct PlaneAxes {
+    left: i32,
+    top: i32,
+    width: i32,
+    height: i32,
+    /// The cheapest and dearest cost drawn, and the cost axis' ends.
+    costs: (f64, f64),
+    x: (f64, f64),
+    /// The success axis' lower end.
+    y0: f64,
+}
+
+impl PlaneAxes {
+    fn of(points: &[PlanePoint], oracle: Option<(f64, f64)>) -> PlaneAxes {
+        let costs = || points.iter().map(|p| p.cost).chain(oracle.map(|o| o.0));
+        let lo = costs().fold(f64::INFINITY, f64::min);
+        let hi = costs().fold(f64::NEG_INFINITY, f64::max);
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
+        let lowest = points
+            .iter()
+            .map(|p| p.interval.map_or(p.success, |iv| iv.lower))
+            .fold(1.0f64, f64::min);
+        PlaneAxes {
+            left: 52,
+            top: TOP + 8,
+            width: 360,
+            height: 220,
+            costs: (lo, hi),
+            x: (lo - pad, hi + pad),
+            y0: ((lowest * 10.0).floor() / 10.0).clamp(0.0, 0.9),
+        }
+    }
+
+    fn at(&self, cost: f64, success: f64) -> (i32, i32) {
+        let fx = ((cost - self.x.0) / (self.x.1 - self.x.0)).clamp(0.0, 1.0);
+        let fy = ((success - self.y0) / (1.0 - self.y0)).clamp(0.0, 1.0);
+        (
+            self.left + (fx * self.width as f64).round() as i32,
+            self.top + self.height - (fy * self.height as f64).round() as i32,
+        )
+    }
+
+    /// The two axes, three success marks and the cheapest and dearest cost.
+    fn draw(&self, area: &Area, unit: &str) -> Result<(), String> {
+        let (l, t, b) = (self.left, self.top, self.top + self.height);
+        area.draw(&PathElement::new(
+            vec![(l, t), (l, b), (l + self.width, b)],
+            RGBColor(150, 150, 150).stroke_width(1),
+        ))
+        .map_err(|e| e.to_string())?;
+        for s in [self.y0, (self.y0 + 1.0) / 2.0, 1.0] {
+            let y = self.at(self.costs.0, s).1;
+            label(area, &percent(s), (l - 4, y), HPos::Right, &BLACK, 12)?;
+        }
+        let axis = format!("cost per call ({unit}) →");
         label(
-            &area,
-            &format!("cost per call ({unit}) →"),
-            (left + plot_w, top + plot_h + 16),
+            area,
+            &axis,
+            (l + self.width, b + 16),
             HPos::Right,
             &BLACK,
             12,
         )?;
-        for c in [lo_cost, hi_cost] {
-            label(
-                &area,
-                &cost_label(c),
-                (x_of(c), top + plot_h + 30),
-                HPos::Center,
-                &BLACK,
-                12,
-            )?;
+        for c in [self.costs.0, self.costs.1] {
+            let x = self.at(c, 1.0).0;
+            label(area, &cost_label(c), (x, b + 30), HPos::Center, &BLACK, 12)?;
         }
+        Ok(())
+    }
 
+    /// The non-decreasing convex hull ([`frontier`]), dashed: short segments along each edge.
+    fn hull(&self, area: &Area, points: &[PlanePoint]) -> Result<(), String> {
         let hull: Vec<(i32, i32)> = frontier(points)
             .into_iter()
-            .map(|i| (x_of(points[i].cost), y_of(points[i].success)))
+            .map(|i| self.at(points[i].cost, points[i].success))
             .collect();
-        // Dashed: short segments along each edge of the hull.
         for w in hull.windows(2) {
             let (a, b) = (w[0], w[1]);
-            let steps = (((b.0 - a.0).pow(2) + (b.1 - a.1).pow(2)) as f64).sqrt() / 6.0;
-            let n = steps.ceil().max(1.0) as i32;
+            let length = f64::from((b.0 - a.0).pow(2) + (b.1 - a.1).pow(2)).sqrt();
+            let n = (length / 6.0).ceil().max(1.0) as i32;
+            let at = |k: i32| {
+                let t = f64::from(k.min(n)) / f64::from(n);
+                (
+                    a.0 + (f64::from(b.0 - a.0) * t).round() as i32,
+                    a.1 + (f64::from(b.1 - a.1) * t).round() as i32,
+                )
+            };
             for k in (0..n).step_by(2) {
-                let at = |k: i32| {
-                    let t = f64::from(k.min(n)) / f64::from(n);
-                    (
-                        a.0 + (f64::from(b.0 - a.0) * t).round() as i32,
-                        a.1 + (f64::from(b.1 - a.1) * t).round() as i32,
-                    )
-                };
-                draw(PathElement::new(
+                area.draw(&PathElement::new(
                     vec![at(k), at(k + 1)],
                     BLUE.stroke_width(1),
-                ))?;
+                ))
+                .map_err(|e| e.to_string())?;
             }
         }
+        Ok(())
+    }
+
+    /// Each point with its interval and its name beside it, moved up or down a line until it
+    /// overlaps no name already written (policies often sit on one another); the oracle's ring.
+    fn points(
+        &self,
+        area: &Area,
+        points: &[PlanePoint],
+        oracle: Option<(f64, f64)>,
+    ) -> Result<(), String> {
+        let mut placed: Vec<(i32, i32, i32)> = Vec::new();
         for p in points {
-            let (x, y) = (x_of(p.cost), y_of(p.success));
+            let (x, y) = self.at(p.cost, p.success);
             if let Some(iv) = &p.interval {
-                draw(PathElement::new(
-                    vec![(x, y_of(iv.lower)), (x, y_of(iv.upper))],
-                    BLACK.stroke_width(1),
-                ))?;
+                let ends = vec![
+                    (x, self.at(p.cost, iv.lower).1),
+                    (x, self.at(p.cost, iv.upper).1),
+                ];
+                area.draw(&PathElement::new(ends, BLACK.stroke_width(1)))
+                    .map_err(|e| e.to_string())?;
             }
             area.draw(&Circle::new((x, y), 4, BLACK.filled()))
                 .map_err(|e| e.to_string())?;
-        }
-        if let Some((c, s)) = oracle {
-            area.draw(&Circle::new((x_of(c), y_of(s)), 7, BLUE.stroke_width(2)))
-                .map_err(|e| e.to_string())?;
-        }
-        // Each point's name beside it, moved up or down a line until it overlaps no name
-        // already written (policies often sit on one another).
-        let mut placed: Vec<(i32, i32, i32)> = Vec::new();
-        for p in points {
-            let (x, y) = (x_of(p.cost) + 8, y_of(p.success));
-            let w = text_width(&p.name) * 3 / 4;
+            let (x, w) = (x + 8, text_width(&p.name) * 3 / 4);
             let free = |y: i32| {
                 placed
                     .iter()
@@ -465,31 +490,14 @@ pub(crate) fn plane(
                 .find(|&y| free(y))
                 .unwrap_or(y);
             placed.push((x, y, w));
-            label(
-                &area,
-                &p.name,
-                (x, y),
-                HPos::Left,
-                &RGBColor(60, 60, 60),
-                11,
-            )?;
+            label(area, &p.name, (x, y), HPos::Left, &RGBColor(60, 60, 60), 11)?;
         }
-
-        // The names beside the points would overlap where policies coincide: they are in the
-        // list, each with its numbers.
-        for (i, l) in lines.iter().enumerate() {
-            label(
-                &area,
-                l,
-                (list_x, top + ROW * i as i32 + ROW / 2),
-                HPos::Left,
-                &BLACK,
-                13,
-            )?;
+        if let Some((c, s)) = oracle {
+            area.draw(&Circle::new(self.at(c, s), 7, BLUE.stroke_width(2)))
+                .map_err(|e| e.to_string())?;
         }
-        area.present().map_err(|e| e.to_string())?;
+        Ok(())
     }
-    Ok(buf)
 }
 
 /// A cost in a few significant digits: tokens in the hundreds, prices in millionths.
