@@ -591,6 +591,48 @@ fn chosen_json(
     })
 }
 
+/// One `labels[]` entry of routing.json: what each action did after the row's visible failures
+/// with the label.
+fn label_routing_json(l: &crate::report::routing::LabelRouting) -> Value {
+    let feedback: serde_json::Map<String, Value> = l
+        .feedback
+        .iter()
+        .map(|((st, h), x)| {
+            let mut v = measure_json(&x.measure);
+            let refused: serde_json::Map<String, Value> = x
+                .refused
+                .iter()
+                .map(|(status, n)| (refusal_key(*status), json!(n)))
+                .collect();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("refused".into(), Value::Object(refused));
+            }
+            (format!("{}/{}", st.as_str(), h.as_str()), v)
+        })
+        .collect();
+    let fallback: Vec<Value> = l
+        .fallback
+        .iter()
+        .map(|(b, x)| {
+            let mut v = measure_json(x);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("model".into(), Value::String(b.clone()));
+            }
+            v
+        })
+        .collect();
+    json!({
+        "label": l.label.as_str(),
+        "default": l.label.retry().as_str(),
+        "failures": l.failures,
+        "visible": l.visible,
+        "reroll": measure_json(&l.reroll),
+        "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
+        "feedback": feedback,
+        "fallback": fallback,
+    })
+}
+
 /// `data/routing.json` (docs/data.md).
 pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
     // Each row's part is made on its own core (a row of many labels holds a fallback measure
@@ -599,49 +641,7 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
         .models
         .par_iter()
         .map(|mr| {
-            let labels: Vec<Value> = mr
-                .labels
-                .iter()
-                .map(|l| {
-                    let feedback: serde_json::Map<String, Value> = l
-                        .feedback
-                        .iter()
-                        .map(|((st, h), x)| {
-                            let mut v = measure_json(&x.measure);
-                            let refused: serde_json::Map<String, Value> = x
-                                .refused
-                                .iter()
-                                .map(|(status, n)| (refusal_key(*status), json!(n)))
-                                .collect();
-                            if let Some(o) = v.as_object_mut() {
-                                o.insert("refused".into(), Value::Object(refused));
-                            }
-                            (format!("{}/{}", st.as_str(), h.as_str()), v)
-                        })
-                        .collect();
-                    let fallback: Vec<Value> = l
-                        .fallback
-                        .iter()
-                        .map(|(b, x)| {
-                            let mut v = measure_json(x);
-                            if let Some(o) = v.as_object_mut() {
-                                o.insert("model".into(), Value::String(b.clone()));
-                            }
-                            v
-                        })
-                        .collect();
-                    json!({
-                        "label": l.label.as_str(),
-                        "default": l.label.retry().as_str(),
-                        "failures": l.failures,
-                        "visible": l.visible,
-                        "reroll": measure_json(&l.reroll),
-                        "repair": l.repair.as_ref().map_or(Value::Null, measure_json),
-                        "feedback": feedback,
-                        "fallback": fallback,
-                    })
-                })
-                .collect();
+            let labels: Vec<Value> = mr.labels.iter().map(label_routing_json).collect();
             let tags: Vec<Value> = mr
                 .by_tag
                 .iter()
