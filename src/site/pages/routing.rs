@@ -65,22 +65,17 @@ fn feedback_text(f: &FeedbackMeasure) -> String {
     s
 }
 
-/// The feedback columns of a table: each style and history some row was followed up with, in
-/// order; the three styles as produced when none was.
-fn feedback_columns(r: &Routing) -> Vec<(FeedbackStyle, History)> {
-    let mut cols: Vec<(FeedbackStyle, History)> = r
-        .models
+/// The feedback columns of a row's table: each style and history the row was followed up
+/// with, in order (none for a row without a feedback round: a column of dashes per style said
+/// nothing, at a kilobyte a row).
+fn feedback_columns(mr: &ModelRouting) -> Vec<(FeedbackStyle, History)> {
+    let mut cols: Vec<(FeedbackStyle, History)> = mr
+        .labels
         .iter()
-        .flat_map(|m| m.labels.iter().flat_map(|l| l.feedback.keys().copied()))
+        .flat_map(|l| l.feedback.keys().copied())
         .collect();
     cols.sort();
     cols.dedup();
-    if cols.is_empty() {
-        cols = FeedbackStyle::ALL
-            .iter()
-            .map(|&s| (s, History::AsProduced))
-            .collect();
-    }
     cols
 }
 
@@ -102,23 +97,19 @@ struct PolicyCell {
     wins: bool,
 }
 
+/// A policy's cost per call, short (the page holds one per row, policy and tag): requests,
+/// prompt + completion tokens, and the call's time at its median and 95th percentile.
 fn cost_text(p: &PolicyResult) -> String {
     let mut s = format!("{:.2}\u{a0}req", round4(p.requests));
-    if let Some(t) = p.tokens {
-        s.push_str(&format!(" · {:.0}\u{a0}tok", round4(t)));
-    }
-    if let Some(t) = p.prompt_tokens {
-        s.push_str(&format!(" · {:.0}\u{a0}prompt\u{a0}tok", round4(t)));
-    }
-    if let Some(l) = p.latency_ms {
-        s.push_str(&format!(" · {:.0}\u{a0}ms", round4(l)));
+    match (p.prompt_tokens, p.tokens) {
+        (Some(i), Some(o)) => {
+            s.push_str(&format!(" · {:.0}+{:.0}\u{a0}tok", round4(i), round4(o)));
+        }
+        (None, Some(o)) => s.push_str(&format!(" · {:.0}\u{a0}tok", round4(o))),
+        _ => {}
     }
     if let (Some(p50), Some(p95)) = (p.latency_p50, p.latency_p95) {
-        s.push_str(&format!(
-            " (p50 {:.0}, p95 {:.0}\u{a0}ms)",
-            round4(p50),
-            round4(p95)
-        ));
+        s.push_str(&format!(" · {:.0}/{:.0}\u{a0}ms", round4(p50), round4(p95)));
     }
     if let Some(c) = p.cost {
         s.push_str(&format!(" · {:.4} per 1000 successes", round4(c * 1000.0)));
@@ -149,6 +140,8 @@ fn policy_cells(ps: &[PolicyResult], decision: Option<&Decision>) -> Vec<PolicyC
 }
 
 struct RowView {
+    /// The row's feedback columns.
+    styles: Vec<String>,
     model: String,
     anchor: String,
     tasks: u64,
@@ -170,13 +163,11 @@ struct RowView {
     silent_share: String,
 }
 
-/// One trigger of a row's `best` router.
+/// One chain of a row's `best` router, in words (`fallback → b, then reroll`), and the
+/// triggers it follows.
 struct RouterRow {
-    trigger: String,
+    triggers: Vec<String>,
     chain: String,
-    failures: u64,
-    success: String,
-    cost: String,
 }
 
 struct TagView {
@@ -184,9 +175,8 @@ struct TagView {
     /// Whether `winner` names one (else it says "no clear winner").
     clear: bool,
     winner: String,
-
+    /// The winner's (or the leader's) success and requests per call.
     success: String,
-    cost: String,
     single: String,
 }
 
@@ -210,7 +200,7 @@ pub(crate) struct LabelView {
 struct RoutingPage {
     title: String,
     root: String,
-    styles: Vec<String>,
+
     policies: Vec<(&'static str, &'static str)>,
     rows: Vec<RowView>,
     parent_passes: u64,
@@ -262,36 +252,33 @@ fn action_text(a: Action, names: &[&str]) -> String {
     }
 }
 
+/// The row's `best` router, its triggers grouped by the chain they take (in the order the
+/// chains first come).
 fn router_rows(mr: &ModelRouting, names: &[&str]) -> Vec<RouterRow> {
-    mr.router
-        .entries()
-        .map(|(t, c)| {
-            let mut chain = action_text(c.chain.first, names);
-            if let Some(then) = c.chain.then {
-                chain.push_str(" then ");
-                chain.push_str(&action_text(then, names));
-            }
-            let (rate, iv) = c
-                .success()
-                .map_or((None, None), |(x, iv)| (Some(x), Some(iv)));
-            let mut cost = format!("{:.2}\u{a0}req", round4(c.requests));
-            if let (Some(p), Some(o)) = (c.prompt_tokens, c.completion_tokens) {
-                cost.push_str(&format!(" · {:.0}\u{a0}tok", round4(p + o)));
-            }
-            RouterRow {
-                trigger: match t {
-                    Some(Trigger::Failed(l)) => l.as_str().to_string(),
-                    Some(Trigger::Transport) => "no usable answer".into(),
-                    None => "any other visible label".into(),
-                },
-
+    let mut out: Vec<RouterRow> = Vec::new();
+    let each = mr.router.entries().map(|(t, c)| {
+        let mut chain = action_text(c.chain.first, names);
+        if let Some(then) = c.chain.then {
+            chain.push_str(", then ");
+            chain.push_str(&action_text(then, names));
+        }
+        let trigger = match t {
+            Some(Trigger::Failed(l)) => l.as_str().to_string(),
+            Some(Trigger::Transport) => "no usable answer".into(),
+            None => "any other visible label".into(),
+        };
+        (trigger, chain)
+    });
+    for (trigger, chain) in each {
+        match out.iter_mut().find(|r| r.chain == chain) {
+            Some(r) => r.triggers.push(trigger),
+            None => out.push(RouterRow {
+                triggers: vec![trigger],
                 chain,
-                failures: c.failures,
-                success: rate_text(rate, iv.as_ref()),
-                cost,
-            }
-        })
-        .collect()
+            }),
+        }
+    }
+    out
 }
 
 /// How the plane measures a policy's cost per call.
@@ -376,12 +363,13 @@ pub(crate) fn anchor(model: &str) -> String {
 /// `routing.html` and its cost–quality planes. `names` are the matrix's rows in order (what a
 /// fallback's index points at).
 pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> {
-    let columns = feedback_columns(r);
     let mut files = Vec::new();
     let rows = r
         .models
         .iter()
-        .map(|mr| RowView {
+        .map(|mr| (mr, feedback_columns(mr)))
+        .map(|(mr, columns)| RowView {
+            styles: columns.iter().map(|&c| column_name(c)).collect(),
             model: mr.model.clone(),
             anchor: anchor(&mr.model),
             tasks: mr.policies.first().map_or(0, |p| p.tasks),
@@ -410,8 +398,11 @@ pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> 
                             Some(p) => p.as_str().to_string(),
                             None => format!("no clear winner ({} leads)", w.policy.as_str()),
                         },
-                        success: rate_text(w.rate, w.interval.as_ref()),
-                        cost: cost_text(w),
+                        success: format!(
+                            "{} · {:.2}\u{a0}req",
+                            rate_text(w.rate, w.interval.as_ref()),
+                            round4(w.requests)
+                        ),
                         single: ps
                             .first()
                             .map_or("–".into(), |s| rate_text(s.rate, s.interval.as_ref())),
@@ -429,7 +420,6 @@ pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> 
     let page = RoutingPage {
         title: "routing".into(),
         root: String::new(),
-        styles: columns.iter().map(|&c| column_name(c)).collect(),
         policies: Policy::ALL
             .iter()
             .map(|p| (p.as_str(), p.describe()))
