@@ -245,71 +245,12 @@ pub fn score_parsed(
     parsed: &Result<wire::Completion, wire::TransportFailure>,
 ) -> Verdict {
     // Stage 0: transport.
-    if let Some(meta) = &t.meta {
-        match meta.status {
-            Some(s) if !(200..300).contains(&s) => {
-                let body = String::from_utf8_lossy(&t.body);
-                let body = body.trim();
-                let tail = if body.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", clip(body, 200))
-                };
-                return Verdict::new(
-                    Outcome::Error,
-                    Some(Stage::Transport),
-                    format!("HTTP {s}{tail}"),
-                );
-            }
-            // No status and a recorded failure: no response head ever arrived.
-            None => {
-                let why = meta
-                    .error
-                    .clone()
-                    .or_else(|| meta.attempts.last().and_then(|a| a.error.clone()));
-                if let Some(why) = why {
-                    // The row's timeout_secs ran out before the head: callcheck stopped waiting
-                    // (collect keeps it as the sample's outcome), which says nothing against the
-                    // server or the model.
-                    let detail = if why.contains("timed out") {
-                        format!(
-                            "callcheck's own timeout (the row's timeout_secs) ended the request before the response head arrived ({why}); not a fault of the server or the model"
-                        )
-                    } else {
-                        format!("no HTTP response: {why}")
-                    };
-                    return Verdict::new(Outcome::Error, Some(Stage::Transport), detail);
-                }
-                // A meta.json that simply does not record the status (hand-made, or older)
-                // says nothing against the body: the body decides.
-            }
-            Some(_) => {}
-        }
+    if let Some(v) = failed_exchange(t) {
+        return v;
     }
     let completion = match parsed {
         Ok(c) => c,
-        Err(f) => {
-            let recorded = t.meta.as_ref().and_then(|m| m.error.as_deref());
-            // collect's own deadline (the row's timeout_secs) ended the read: the body stops
-            // where callcheck stopped waiting, which says nothing against the server.
-            if let Some(e) = recorded.filter(|e| e.starts_with("timed out")) {
-                let shown = f.0.replace(": the connection was cut", "");
-                let mut v = Verdict::new(
-                    Outcome::Error,
-                    Some(Stage::Transport),
-                    format!(
-                        "callcheck's own timeout (the row's timeout_secs) ended the request before the response was complete ({e}); not a fault of the server or the model"
-                    ),
-                );
-                v.notes.push(format!("the response as kept: {shown}"));
-                return v;
-            }
-            let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0.clone());
-            if let Some(e) = recorded {
-                v.notes.push(format!("collect recorded: {e}"));
-            }
-            return v;
-        }
+        Err(f) => return unread_response(t, f),
     };
     // vLLM ends a request it aborted (client gone, engine error, preemption) with
     // finish_reason "abort": whatever precedes it is not a complete model response.
@@ -322,23 +263,7 @@ pub fn score_parsed(
     }
 
     let offered = offered(task, t.request.as_deref());
-    let max_tokens = t.max_tokens();
-    let cut_reason = if completion.finish_reason.as_deref() == Some("length") {
-        Some("finish_reason is \"length\"".to_string())
-    } else {
-        match (completion.completion_tokens, max_tokens) {
-            (Some(used), Some(max)) if used >= max => Some(format!(
-                "usage.completion_tokens {used} reached max_tokens {max} (finish_reason {})",
-                completion
-                    .finish_reason
-                    .as_deref()
-                    .map(|f| format!("{f:?}"))
-                    .unwrap_or_else(|| "absent".into())
-            )),
-            _ => None,
-        }
-    };
-
+    let cut_reason = cut_reason(completion, t.max_tokens());
     let s = Scoring {
         task,
         offered: &offered,
@@ -367,6 +292,91 @@ pub fn score_parsed(
     notes.append(&mut v.notes);
     v.notes = notes;
     v
+}
+
+/// Stage 0 as `meta.json` records it: a status outside 2xx, or no response head at all.
+/// `None` when the head arrived with a 2xx status, or when `meta.json` simply does not record
+/// the status (hand-made, or older): the body decides.
+fn failed_exchange(t: &Transcript) -> Option<Verdict> {
+    let meta = t.meta.as_ref()?;
+    match meta.status {
+        Some(s) if !(200..300).contains(&s) => {
+            let body = String::from_utf8_lossy(&t.body);
+            let body = body.trim();
+            let tail = if body.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", clip(body, 200))
+            };
+            Some(Verdict::new(
+                Outcome::Error,
+                Some(Stage::Transport),
+                format!("HTTP {s}{tail}"),
+            ))
+        }
+        // No status and a recorded failure: no response head ever arrived.
+        None => {
+            let why = meta
+                .error
+                .clone()
+                .or_else(|| meta.attempts.last().and_then(|a| a.error.clone()))?;
+            // The row's timeout_secs ran out before the head: callcheck stopped waiting
+            // (collect keeps it as the sample's outcome), which says nothing against the
+            // server or the model.
+            let detail = if why.contains("timed out") {
+                format!(
+                    "callcheck's own timeout (the row's timeout_secs) ended the request before the response head arrived ({why}); not a fault of the server or the model"
+                )
+            } else {
+                format!("no HTTP response: {why}")
+            };
+            Some(Verdict::new(Outcome::Error, Some(Stage::Transport), detail))
+        }
+        Some(_) => None,
+    }
+}
+
+/// Stage 0 for a response that arrived but cannot be read as a completion.
+fn unread_response(t: &Transcript, f: &wire::TransportFailure) -> Verdict {
+    let recorded = t.meta.as_ref().and_then(|m| m.error.as_deref());
+    // collect's own deadline (the row's timeout_secs) ended the read: the body stops
+    // where callcheck stopped waiting, which says nothing against the server.
+    if let Some(e) = recorded.filter(|e| e.starts_with("timed out")) {
+        let shown = f.0.replace(": the connection was cut", "");
+        let mut v = Verdict::new(
+            Outcome::Error,
+            Some(Stage::Transport),
+            format!(
+                "callcheck's own timeout (the row's timeout_secs) ended the request before the response was complete ({e}); not a fault of the server or the model"
+            ),
+        );
+        v.notes.push(format!("the response as kept: {shown}"));
+        return v;
+    }
+    let mut v = Verdict::new(Outcome::Error, Some(Stage::Transport), f.0.clone());
+    if let Some(e) = recorded {
+        v.notes.push(format!("collect recorded: {e}"));
+    }
+    v
+}
+
+/// Why the output counts as cut at the token budget, when it does: `finish_reason` "length",
+/// or as many completion tokens used as `max_tokens` allowed.
+fn cut_reason(completion: &Completion, max_tokens: Option<u64>) -> Option<String> {
+    if completion.finish_reason.as_deref() == Some("length") {
+        return Some("finish_reason is \"length\"".to_string());
+    }
+    match (completion.completion_tokens, max_tokens) {
+        (Some(used), Some(max)) if used >= max => Some(format!(
+            "usage.completion_tokens {used} reached max_tokens {max} (finish_reason {})",
+            completion
+                .finish_reason
+                .as_deref()
+                .map(|f| format!("{f:?}"))
+                .unwrap_or_else(|| "absent".into())
+        )),
+        _ => None,
+    }
 }
 
 /// What the request demands of the answer, as a router in front of the server reads it.
@@ -966,34 +976,58 @@ impl Scoring<'_> {
 
     /// Stage 3, structure: the calls against the task's expectation — text calls and no call
     /// are `no_call`, a tool not offered or used in another's place is `wrong_tool`, fewer
-    /// calls than expected `parallel_collapse`, more `spurious_call`.
+    /// calls than expected `parallel_collapse`, more `spurious_call`. The rules run in that
+    /// order; the first that finds something decides.
     fn structure(
         &self,
         parsed: Parsed,
         expected: &[crate::task::ExpectedCall],
     ) -> Result<Structured, Verdict> {
         let Parsed { mut calls, prose } = parsed;
-        let n_expected = expected.len();
-        let reject = |mut v: Verdict, at: Option<usize>, calls: Vec<Call>| {
+        let reject = |(mut v, at): Finding, calls: Vec<Call>| {
             v.fail_call = at;
             v.calls = calls;
             Err(v)
         };
-        if let Some(first) = calls.first() {
-            if first.source != Source::ToolCalls {
-                let v = fail(
-                    Label::NoCall,
-                    Stage::Structure,
-                    format!(
-                        "call emitted as text, not extracted by the server: {} {} ({}), so the client's runtime would execute nothing",
-                        calls.len(),
-                        if calls.len() == 1 { "call" } else { "calls" },
-                        first.source.describe()
-                    ),
-                );
-                return reject(v, Some(0), calls);
-            }
-        } else {
+        if let Some(found) = self.no_structured_call(&calls, &prose) {
+            return reject(found, calls);
+        }
+        let mut notes = Vec::new();
+        let extra_prose = !prose.is_empty();
+        if extra_prose {
+            notes.push(format!(
+                "the message also carries prose beside its calls: {}",
+                preview(&Value::String(prose), 120)
+            ));
+        }
+        if let Some(found) = self.unoffered_tool(&calls) {
+            return reject(found, calls);
+        }
+        if let Some(found) = self.pair_with_expected(&mut calls, expected) {
+            return reject(found, calls);
+        }
+        let left = Leftovers::of(&calls, expected.len(), self.task.any_call);
+        let found = left
+            .substituted(&calls, expected)
+            .or_else(|| left.collapsed(&calls, expected))
+            .or_else(|| left.added(&calls, expected, self.cut_reason.as_deref()));
+        if let Some(found) = found {
+            return reject(found, calls);
+        }
+        let mut by_expected: Vec<usize> = (0..calls.len()).collect();
+        by_expected.sort_by_key(|i| calls[*i].matched);
+        Ok(Structured {
+            calls,
+            by_expected,
+            extra_prose,
+            notes,
+        })
+    }
+
+    /// Structure's first rule, `no_call`: calls written as text (the server extracted
+    /// nothing, so the client's runtime executes nothing), or no call at all.
+    fn no_structured_call(&self, calls: &[Call], prose: &str) -> Option<Finding> {
+        let Some(first) = calls.first() else {
             let detail = if prose.is_empty() {
                 format!(
                     "no call and no content (finish_reason {})",
@@ -1006,190 +1040,74 @@ impl Scoring<'_> {
             } else {
                 format!(
                     "answered in prose, called nothing{}: {}",
-                    quoted_back(&prose),
-                    preview(&Value::String(prose.clone()), 160)
+                    quoted_back(prose),
+                    preview(&Value::String(prose.to_string()), 160)
                 )
             };
-            return reject(fail(Label::NoCall, Stage::Structure, detail), None, calls);
+            return Some((fail(Label::NoCall, Stage::Structure, detail), None));
+        };
+        if first.source == Source::ToolCalls {
+            return None;
         }
-        let mut notes = Vec::new();
-        let extra_prose = !prose.is_empty();
-        if extra_prose {
-            notes.push(format!(
-                "the message also carries prose beside its calls: {}",
-                preview(&Value::String(prose), 120)
-            ));
-        }
+        let v = fail(
+            Label::NoCall,
+            Stage::Structure,
+            format!(
+                "call emitted as text, not extracted by the server: {} {} ({}), so the client's runtime would execute nothing",
+                calls.len(),
+                if calls.len() == 1 { "call" } else { "calls" },
+                first.source.describe()
+            ),
+        );
+        Some((v, Some(0)))
+    }
 
+    /// Structure's `wrong_tool` rule for a name the request never offered.
+    fn unoffered_tool(&self, calls: &[Call]) -> Option<Finding> {
         let offered_names = self.offered.names();
-        let expected_names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
-        if let Some(c) = calls
+        let c = calls
             .iter()
-            .find(|c| !offered_names.contains(&c.name.as_deref().unwrap_or("")))
-        {
-            let v = fail(
-                Label::WrongTool,
-                Stage::Structure,
-                format!(
-                    "{} names {:?}, which was not offered (offered: {})",
-                    call_name(c),
-                    c.name.as_deref().unwrap_or(""),
-                    offered_names.join(", ")
-                ),
-            );
-            let at = c.index;
-            return reject(v, Some(at), calls);
-        }
+            .find(|c| !offered_names.contains(&c.name.as_deref().unwrap_or("")))?;
+        let v = fail(
+            Label::WrongTool,
+            Stage::Structure,
+            format!(
+                "{} names {:?}, which was not offered (offered: {})",
+                call_name(c),
+                c.name.as_deref().unwrap_or(""),
+                offered_names.join(", ")
+            ),
+        );
+        Some((v, Some(c.index)))
+    }
 
+    /// Pairs each call with the expected call it answers (`Call::matched`): position by
+    /// position when the task's order is strict, where a tool out of place is `wrong_tool`;
+    /// by tool and best fit of arguments otherwise. A task whose calls are examples
+    /// (`any_call`) pairs nothing.
+    fn pair_with_expected(
+        &self,
+        calls: &mut [Call],
+        expected: &[crate::task::ExpectedCall],
+    ) -> Option<Finding> {
         let order = match &self.task.expect {
             Expect::Calls { order, .. } => *order,
             _ => Order::Any,
         };
-        // A task whose calls are examples (`any_call`) matches no call to an expected one.
         if self.task.any_call {
-        } else if order == Order::Strict {
-            if let Some((i, e)) = calls
-                .iter()
-                .zip(expected)
-                .position(|(c, e)| c.name.as_deref() != Some(e.tool.as_str()))
-                .map(|i| (i, &expected[i]))
-            {
-                // Out of order and never called read differently to whoever fixes it.
-                let later = calls[i + 1..]
-                    .iter()
-                    .find(|c| c.name.as_deref() == Some(e.tool.as_str()));
-                let whereabouts = match later {
-                    Some(c) => format!(
-                        "{} came later, as call {}: the right tool out of order",
-                        e.tool,
-                        c.index + 1
-                    ),
-                    None => format!("{} was not called at all", e.tool),
-                };
-                let v = fail(
-                    Label::WrongTool,
-                    Stage::Structure,
-                    format!(
-                        "{} is where the task expects {}; {whereabouts} (call order is strict)",
-                        call_name(&calls[i]),
-                        e.tool
-                    ),
-                );
-                return reject(v, Some(i), calls);
-            }
-            for (i, c) in calls.iter_mut().enumerate().take(n_expected) {
-                c.matched = Some(i);
-            }
-        } else {
-            match_calls(&mut calls, expected);
+            return None;
         }
-        let unmatched_expected: Vec<usize> = (0..n_expected)
-            .filter(|e| !self.task.any_call && !calls.iter().any(|c| c.matched == Some(*e)))
-            .collect();
-        let unmatched_calls: Vec<usize> = calls
-            .iter()
-            .filter(|c| c.matched.is_none() && !self.task.any_call)
-            .map(|c| c.index)
-            .collect();
-        // An expected call left unmatched beside a call that matched nothing is a wrong tool:
-        // first the expected tool used for another expected call (two tools expected, one
-        // called twice), then a substitution by an offered tool that no expected call names.
-        // An unmatched call with every expected call matched is an addition (spurious_call,
-        // below), whatever offered tool it names: the right call was made.
-        if let Some(&e) = unmatched_expected.first() {
-            let names_expected =
-                |c: usize| expected_names.contains(&calls[c].name.as_deref().unwrap_or(""));
-            let twice = unmatched_calls.iter().find(|&&c| names_expected(c));
-            let instead = unmatched_calls.iter().find(|&&c| !names_expected(c));
-            let found = match (twice, instead) {
-                (Some(&c), _) => Some((
-                    c,
-                    format!(
-                        "expected call {} ({}) has no match: {} was used for it, a tool another expected call already used",
-                        e + 1,
-                        expected[e].tool,
-                        call_name(&calls[c])
-                    ),
-                )),
-                (None, Some(&c)) => Some((
-                    c,
-                    format!(
-                        "expected call {} ({}) has no match: {} was called in its place, which was offered, but the task expects {}",
-                        e + 1,
-                        expected[e].tool,
-                        call_name(&calls[c]),
-                        dedup(&expected_names).join(", ")
-                    ),
-                )),
-                (None, None) => None,
-            };
-            if let Some((c, detail)) = found {
-                return reject(
-                    fail(Label::WrongTool, Stage::Structure, detail),
-                    Some(c),
-                    calls,
-                );
-            }
+        if order != Order::Strict {
+            match_calls(calls, expected);
+            return None;
         }
-        if !unmatched_expected.is_empty() {
-            let missing: Vec<String> = unmatched_expected
-                .iter()
-                .map(|e| format!("{} ({})", e + 1, missing_call(&expected[*e], &calls)))
-                .collect();
-            let v = fail(
-                Label::ParallelCollapse,
-                Stage::Structure,
-                format!(
-                    "the task expects {n_expected} calls but {} {} emitted (fused or dropped); unmatched expected call{} {}",
-                    calls.len(),
-                    if calls.len() == 1 { "was" } else { "were" },
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", ")
-                ),
-            );
-            return reject(v, None, calls);
+        if let Some(found) = out_of_order(calls, expected) {
+            return Some(found);
         }
-        if let Some(&c) = unmatched_calls.first() {
-            // A model that says the same call twice (small models often do) is told apart
-            // from one that adds a different call.
-            let extra = &calls[c];
-            let repeat = calls.iter().find(|o| {
-                o.index != c
-                    && o.matched.is_some()
-                    && o.name == extra.name
-                    && matches!((&o.arguments, &extra.arguments), (Some(a), Some(b)) if values_equal(a, b))
-            });
-            let what = match repeat {
-                Some(o) => format!(
-                    ", an exact repeat of {}: same tool, same arguments",
-                    call_name(o)
-                ),
-                None if expected_names.contains(&extra.name.as_deref().unwrap_or("")) => {
-                    String::new()
-                }
-                None => ", to an offered tool the task does not expect".to_string(),
-            };
-            let v = fail(
-                Label::SpuriousCall,
-                Stage::Structure,
-                format!(
-                    "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what}){}",
-                    if n_expected == 1 { "" } else { "s" },
-                    calls.len(),
-                    call_name(extra),
-                    also_cut(self.cut_reason.as_deref())
-                ),
-            );
-            return reject(v, Some(c), calls);
+        for (i, c) in calls.iter_mut().enumerate().take(expected.len()) {
+            c.matched = Some(i);
         }
-        let mut by_expected: Vec<usize> = (0..calls.len()).collect();
-        by_expected.sort_by_key(|i| calls[*i].matched);
-        Ok(Structured {
-            calls,
-            by_expected,
-            extra_prose,
-            notes,
-        })
+        None
     }
 
     /// Stage 4, schema: every matched call against its tool's parameters as sent; the first
@@ -1283,101 +1201,130 @@ impl Scoring<'_> {
         s.into_verdict(v)
     }
 
+    /// A structured-output task: the content read as one JSON value (stage 2), checked
+    /// against the schema sent (stage 4), then the task's predicates (stage 5).
     fn structured_output(&self, gold: &Value, where_: &[crate::task::Predicate]) -> Verdict {
         let content = self.completion.content.as_deref().unwrap_or("");
-        let body = content.trim();
-        let parsed = serde_json::from_str::<Value>(body);
-        let payload = match parsed {
+        let payload = match self.output_value(content.trim()) {
+            Ok(payload) => payload,
+            Err(v) => return v,
+        };
+        let mut v = self.output_schema(&payload);
+        if v.outcome == Outcome::Pass
+            && let Some(failed) = output_predicates(&payload, where_)
+        {
+            v = failed;
+        }
+        if v.outcome == Outcome::Pass {
+            v.detail = "the output parses, validates and meets every predicate".into();
+            v.value_match = Some(values_equal(gold, &payload));
+        }
+        v.output = Some(payload);
+        v
+    }
+
+    /// Structured output's stage 2: the content as one JSON value, or the verdict on why it
+    /// is not one (double-encoded, cut, wrapped, broken, prose).
+    fn output_value(&self, body: &str) -> Result<Value, Verdict> {
+        match serde_json::from_str::<Value>(body) {
             Ok(Value::String(inner))
                 if serde_json::from_str::<Value>(&inner)
                     .is_ok_and(|v| v.is_object() || v.is_array()) =>
             {
-                return fail(
+                Err(fail(
                     Label::EscapingError,
                     Stage::Parse,
                     "the output is double-encoded: a JSON string whose content is the JSON value"
                         .into(),
-                );
+                ))
             }
-            Ok(v) => v,
-            Err(e) => {
-                // A complete JSON value inside a fence or beside prose: what a client's JSON
-                // parser chokes on is the wrapping, and more tokens would not remove it.
-                let wrapping = wrapped(body);
-                if let Some(cut) = &self.cut_reason
-                    && wrapping.is_none()
-                {
-                    let what = match json_start(body) {
-                        Some(at) => format!(
-                            "its JSON is incomplete: {}",
-                            json_error_at(body, at)
-                                .unwrap_or_else(|| extract::describe_json_error(body, &e))
-                        ),
-                        // As for calls (stage 2: "or no call at all"): the budget ran out
-                        // before the answer began, and more tokens is the fix.
-                        None if body.is_empty() => "no content was written".to_string(),
-                        None => format!(
-                            "no JSON value had begun: {}",
-                            preview(&Value::String(body.to_string()), 120)
-                        ),
-                    };
-                    return fail(
-                        Label::Truncation,
-                        Stage::Parse,
-                        format!("the output was cut ({cut}) and {what}"),
-                    );
-                }
-                if let Some(w) = wrapping {
-                    return fail(
-                        Label::MalformedJson,
-                        Stage::Parse,
-                        format!("wrapped: {w}, so a client calling a JSON parser on content fails"),
-                    );
-                }
-                if body.starts_with('{') || body.starts_with('[') {
-                    let why = extract::describe_json_error(body, &e);
-                    return match find_repair(body, |_| true) {
-                        Some((r, _)) => fail(
-                            Label::EscapingError,
-                            Stage::Parse,
-                            format!(
-                                "the output does not parse ({why}) but does after fixing {}",
-                                r.describe()
-                            ),
-                        ),
-                        None => fail(
-                            Label::MalformedJson,
-                            Stage::Parse,
-                            format!("the output does not parse: {why}"),
-                        ),
-                    };
-                }
-                // JSON that begins inside a fence or after prose and does not parse either:
-                // content does hold an attempted JSON value, so this is not prose.
-                if let Some(at) = json_start(body) {
-                    let why = json_error_at(body, at).unwrap_or_default();
-                    return fail(
-                        Label::MalformedJson,
-                        Stage::Parse,
-                        format!(
-                            "wrapped: the JSON value starting at byte {at} sits inside a code fence or after prose, and it does not parse either ({why})"
-                        ),
-                    );
-                }
-                let detail = if body.is_empty() {
-                    "no content: the model answered nothing".to_string()
-                } else {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.unparsed_output(body, &e)),
+        }
+    }
+
+    /// The verdict on content that does not parse as JSON: the first of cut short, wrapped,
+    /// broken (repairable or not), wrapped and broken, prose.
+    fn unparsed_output(&self, body: &str, e: &serde_json::Error) -> Verdict {
+        // A complete JSON value inside a fence or beside prose: what a client's JSON
+        // parser chokes on is the wrapping, and more tokens would not remove it.
+        let wrapping = wrapped(body);
+        if let Some(cut) = &self.cut_reason
+            && wrapping.is_none()
+        {
+            let what = match json_start(body) {
+                Some(at) => format!(
+                    "its JSON is incomplete: {}",
+                    json_error_at(body, at)
+                        .unwrap_or_else(|| extract::describe_json_error(body, e))
+                ),
+                // As for calls (stage 2: "or no call at all"): the budget ran out
+                // before the answer began, and more tokens is the fix.
+                None if body.is_empty() => "no content was written".to_string(),
+                None => format!(
+                    "no JSON value had begun: {}",
+                    preview(&Value::String(body.to_string()), 120)
+                ),
+            };
+            return fail(
+                Label::Truncation,
+                Stage::Parse,
+                format!("the output was cut ({cut}) and {what}"),
+            );
+        }
+        if let Some(w) = wrapping {
+            return fail(
+                Label::MalformedJson,
+                Stage::Parse,
+                format!("wrapped: {w}, so a client calling a JSON parser on content fails"),
+            );
+        }
+        if body.starts_with('{') || body.starts_with('[') {
+            let why = extract::describe_json_error(body, e);
+            return match find_repair(body, |_| true) {
+                Some((r, _)) => fail(
+                    Label::EscapingError,
+                    Stage::Parse,
                     format!(
-                        "answered in prose, no JSON value in content: {}",
-                        preview(&Value::String(body.to_string()), 160)
-                    )
-                };
-                return fail(Label::NoCall, Stage::Structure, detail);
-            }
+                        "the output does not parse ({why}) but does after fixing {}",
+                        r.describe()
+                    ),
+                ),
+                None => fail(
+                    Label::MalformedJson,
+                    Stage::Parse,
+                    format!("the output does not parse: {why}"),
+                ),
+            };
+        }
+        // JSON that begins inside a fence or after prose and does not parse either:
+        // content does hold an attempted JSON value, so this is not prose.
+        if let Some(at) = json_start(body) {
+            let why = json_error_at(body, at).unwrap_or_default();
+            return fail(
+                Label::MalformedJson,
+                Stage::Parse,
+                format!(
+                    "wrapped: the JSON value starting at byte {at} sits inside a code fence or after prose, and it does not parse either ({why})"
+                ),
+            );
+        }
+        let detail = if body.is_empty() {
+            "no content: the model answered nothing".to_string()
+        } else {
+            format!(
+                "answered in prose, no JSON value in content: {}",
+                preview(&Value::String(body.to_string()), 160)
+            )
         };
-        let schema = self.offered.structured_schema.clone();
-        let mut v = match &schema {
-            Some(s) => match schema::violations(s, &payload).into_iter().next() {
+        fail(Label::NoCall, Stage::Structure, detail)
+    }
+
+    /// Structured output's stage 4: the value against the schema sent (any JSON object when
+    /// none was sent); a pass with an empty detail when it conforms.
+    fn output_schema(&self, payload: &Value) -> Verdict {
+        match &self.offered.structured_schema {
+            Some(s) => match schema::violations(s, payload).into_iter().next() {
                 Some(viol) => {
                     let mut v = fail(
                         viol.label,
@@ -1400,34 +1347,29 @@ impl Scoring<'_> {
                     Stage::Schema,
                     format!(
                         "a JSON object was requested, got a JSON {}",
-                        crate::json::type_name(&payload)
+                        crate::json::type_name(payload)
                     ),
                 );
                 v.schema_keyword = Some("type".into());
                 v
             }
             None => Verdict::new(Outcome::Pass, None, String::new()),
-        };
-        if v.outcome == Outcome::Pass {
-            for p in where_ {
-                if let Err(why) = p.check(&payload) {
-                    v = fail(p.label, Stage::Semantic, format!("the output: {why}"));
-                    v.fail_path = Some(p.path.clone());
-                    v.empty_value = payload.pointer(&p.path).is_some_and(schema::is_empty_value);
-                    if v.empty_value {
-                        v.detail.push_str(" (empty value)");
-                    }
-                    break;
-                }
-            }
         }
-        if v.outcome == Outcome::Pass {
-            v.detail = "the output parses, validates and meets every predicate".into();
-            v.value_match = Some(values_equal(gold, &payload));
-        }
-        v.output = Some(payload);
-        v
     }
+}
+
+/// Structured output's stage 5: the first of the task's predicates the value fails.
+fn output_predicates(payload: &Value, where_: &[crate::task::Predicate]) -> Option<Verdict> {
+    where_.iter().find_map(|p| {
+        let why = p.check(payload).err()?;
+        let mut v = fail(p.label, Stage::Semantic, format!("the output: {why}"));
+        v.fail_path = Some(p.path.clone());
+        v.empty_value = payload.pointer(&p.path).is_some_and(schema::is_empty_value);
+        if v.empty_value {
+            v.detail.push_str(" (empty value)");
+        }
+        Some(v)
+    })
 }
 
 /// How a complete JSON value sits inside other text: in a code fence, or with prose around it.
@@ -1522,6 +1464,173 @@ fn json_error_at(body: &str, at: usize) -> Option<String> {
             .ok()
             .map(|n| format!("{msg} at byte {}", n + at)),
         None => Some(rel),
+    }
+}
+
+/// A structure rule's finding: the verdict, and the call it points at when it points at one.
+type Finding = (Verdict, Option<usize>);
+
+/// Strict order's `wrong_tool`: the first call that is not the tool expected at its position.
+fn out_of_order(calls: &[Call], expected: &[crate::task::ExpectedCall]) -> Option<Finding> {
+    let i = calls
+        .iter()
+        .zip(expected)
+        .position(|(c, e)| c.name.as_deref() != Some(e.tool.as_str()))?;
+    let e = &expected[i];
+    // Out of order and never called read differently to whoever fixes it.
+    let later = calls[i + 1..]
+        .iter()
+        .find(|c| c.name.as_deref() == Some(e.tool.as_str()));
+    let whereabouts = match later {
+        Some(c) => format!(
+            "{} came later, as call {}: the right tool out of order",
+            e.tool,
+            c.index + 1
+        ),
+        None => format!("{} was not called at all", e.tool),
+    };
+    let v = fail(
+        Label::WrongTool,
+        Stage::Structure,
+        format!(
+            "{} is where the task expects {}; {whereabouts} (call order is strict)",
+            call_name(&calls[i]),
+            e.tool
+        ),
+    );
+    Some((v, Some(i)))
+}
+
+/// What pairing calls with expected calls left over (nothing on an `any_call` task).
+struct Leftovers {
+    /// Expected calls no call matched, by index.
+    expected: Vec<usize>,
+    /// Calls that matched no expected call, by `Call::index`.
+    calls: Vec<usize>,
+}
+
+impl Leftovers {
+    fn of(calls: &[Call], n_expected: usize, any_call: bool) -> Leftovers {
+        Leftovers {
+            expected: (0..n_expected)
+                .filter(|e| !any_call && !calls.iter().any(|c| c.matched == Some(*e)))
+                .collect(),
+            calls: calls
+                .iter()
+                .filter(|c| c.matched.is_none() && !any_call)
+                .map(|c| c.index)
+                .collect(),
+        }
+    }
+
+    /// `wrong_tool`: an expected call left unmatched beside a call that matched nothing —
+    /// first the expected tool used for another expected call (two tools expected, one
+    /// called twice), then a substitution by an offered tool that no expected call names.
+    /// An unmatched call with every expected call matched is an addition ([`Self::added`]),
+    /// whatever offered tool it names: the right call was made.
+    fn substituted(
+        &self,
+        calls: &[Call],
+        expected: &[crate::task::ExpectedCall],
+    ) -> Option<Finding> {
+        let &e = self.expected.first()?;
+        let expected_names: Vec<&str> = expected.iter().map(|e| e.tool.as_str()).collect();
+        let names_expected =
+            |c: usize| expected_names.contains(&calls[c].name.as_deref().unwrap_or(""));
+        let twice = self.calls.iter().find(|&&c| names_expected(c));
+        let instead = self.calls.iter().find(|&&c| !names_expected(c));
+        let (c, detail) = match (twice, instead) {
+            (Some(&c), _) => (
+                c,
+                format!(
+                    "expected call {} ({}) has no match: {} was used for it, a tool another expected call already used",
+                    e + 1,
+                    expected[e].tool,
+                    call_name(&calls[c])
+                ),
+            ),
+            (None, Some(&c)) => (
+                c,
+                format!(
+                    "expected call {} ({}) has no match: {} was called in its place, which was offered, but the task expects {}",
+                    e + 1,
+                    expected[e].tool,
+                    call_name(&calls[c]),
+                    dedup(&expected_names).join(", ")
+                ),
+            ),
+            (None, None) => return None,
+        };
+        Some((fail(Label::WrongTool, Stage::Structure, detail), Some(c)))
+    }
+
+    /// `parallel_collapse`: fewer calls than expected (fused or dropped), each missing one
+    /// named by what no call carries.
+    fn collapsed(&self, calls: &[Call], expected: &[crate::task::ExpectedCall]) -> Option<Finding> {
+        if self.expected.is_empty() {
+            return None;
+        }
+        let missing: Vec<String> = self
+            .expected
+            .iter()
+            .map(|e| format!("{} ({})", e + 1, missing_call(&expected[*e], calls)))
+            .collect();
+        let v = fail(
+            Label::ParallelCollapse,
+            Stage::Structure,
+            format!(
+                "the task expects {} calls but {} {} emitted (fused or dropped); unmatched expected call{} {}",
+                expected.len(),
+                calls.len(),
+                if calls.len() == 1 { "was" } else { "were" },
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", ")
+            ),
+        );
+        Some((v, None))
+    }
+
+    /// `spurious_call`: every expected call is matched and a call is left over — an exact
+    /// repeat (small models often say the same call twice), another call to an expected
+    /// tool, or a call to an offered tool the task does not expect.
+    fn added(
+        &self,
+        calls: &[Call],
+        expected: &[crate::task::ExpectedCall],
+        cut: Option<&str>,
+    ) -> Option<Finding> {
+        let &c = self.calls.first()?;
+        let n_expected = expected.len();
+        let extra = &calls[c];
+        let repeat = calls.iter().find(|o| {
+            o.index != c
+                && o.matched.is_some()
+                && o.name == extra.name
+                && matches!((&o.arguments, &extra.arguments), (Some(a), Some(b)) if values_equal(a, b))
+        });
+        let expects_tool = expected
+            .iter()
+            .any(|e| e.tool == extra.name.as_deref().unwrap_or(""));
+        let what = match repeat {
+            Some(o) => format!(
+                ", an exact repeat of {}: same tool, same arguments",
+                call_name(o)
+            ),
+            None if expects_tool => String::new(),
+            None => ", to an offered tool the task does not expect".to_string(),
+        };
+        let v = fail(
+            Label::SpuriousCall,
+            Stage::Structure,
+            format!(
+                "the task expects {n_expected} call{} and {} were emitted; every expected call is matched and {} is extra (an addition{what}){}",
+                if n_expected == 1 { "" } else { "s" },
+                calls.len(),
+                call_name(extra),
+                also_cut(cut)
+            ),
+        );
+        Some((v, Some(c)))
     }
 }
 

@@ -4,7 +4,7 @@
 //! is what its clients see). Anything that is not a complete model response is a
 //! [`TransportFailure`].
 
-use super::chunk::{ArgsView, ChunkView, error_message};
+use super::chunk::{ArgsView, CallView, ChoiceView, ChunkView, error_message};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -405,20 +405,11 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
             "the stream holds no complete SSE event".into(),
         ));
     }
-    let mut done = false;
-    let mut content: Option<String> = None;
-    let mut finish_reason = None;
-    let mut completion_tokens = None;
-    let mut prompt_tokens = None;
-    let mut calls: BTreeMap<u64, Partial> = BTreeMap::new();
-    let mut beyond: std::collections::BTreeSet<u64> = Default::default();
-    let mut notes = Vec::new();
-    let mut deviations = Vec::new();
-    let mut saw_choice = false;
+    let mut stream = Assembly::default();
     for (n, ev) in events.iter().enumerate() {
         let data = ev.data.trim();
         if data == "[DONE]" {
-            done = true;
+            stream.done = true;
             continue;
         }
         if data.is_empty() {
@@ -439,134 +430,197 @@ fn read_stream(body: &[u8], read: Read) -> Result<Completion, TransportFailure> 
                 ChunkView::of_value(&parsed)
             }
         };
+        stream.take(chunk, ev.offset)?;
+    }
+    stream.finish(partial.map(|p| p.offset))
+}
+
+/// A stream being read: what its chunks have said so far, the calls still in pieces.
+#[derive(Default)]
+struct Assembly {
+    /// Content, finish reason, usage, notes and deviations as far as read.
+    said: Completion,
+    calls: BTreeMap<u64, Partial>,
+    /// Indices of the calls past [`MAX_CALLS`]: counted, their deltas not kept.
+    beyond: std::collections::BTreeSet<u64>,
+    /// `[DONE]` arrived.
+    done: bool,
+    /// Some chunk carried the first choice.
+    saw_choice: bool,
+}
+
+impl Assembly {
+    /// One chunk's usage and first choice; an error event ends the stream's reading.
+    fn take(&mut self, chunk: ChunkView<'_>, offset: usize) -> Result<(), TransportFailure> {
         if let Some(msg) = chunk.error {
             return Err(TransportFailure(format!(
-                "the stream carried an error event at byte {}: {}",
-                ev.offset,
+                "the stream carried an error event at byte {offset}: {}",
                 crate::json::clip(&msg, 300)
             )));
         }
         if let Some(t) = chunk.completion_tokens {
-            completion_tokens = Some(t);
+            self.said.completion_tokens = Some(t);
         }
         if let Some(t) = chunk.prompt_tokens {
-            prompt_tokens = Some(t);
+            self.said.prompt_tokens = Some(t);
         }
-        for choice in chunk.choices {
-            if !choice.first {
-                continue;
-            }
-            saw_choice = true;
-            if let Some(fr) = choice.finish_reason {
-                finish_reason = Some(fr.into_owned());
-            }
-            if let Some(s) = &choice.content {
-                append(&mut content, s);
-            }
-            if choice.calls_object && !deviations.iter().any(|d| d == CALLS_OBJECT) {
-                deviations.push(CALLS_OBJECT.to_string());
-            }
-            for (pos, tc) in choice.calls.into_iter().enumerate() {
-                let idx = tc.index.unwrap_or(pos as u64);
-                // Past MAX_CALLS calls, the deltas of further ones are counted, not kept.
-                if calls.len() >= MAX_CALLS && !calls.contains_key(&idx) {
-                    beyond.insert(idx);
-                    continue;
-                }
-                let p = calls.entry(idx).or_default();
-                p.unindexed |= tc.index.is_none();
-                if let Some(id) = &tc.id {
-                    append(&mut p.id, id);
-                }
-                p.null_name |= tc.name_null;
-                if let Some(name) = &tc.name {
-                    if !name.is_empty() {
-                        p.name_deltas += 1;
-                    }
-                    append(&mut p.name, name);
-                }
-                match tc.arguments {
-                    ArgsView::Text(s) => append(&mut p.args_text, &s),
-                    ArgsView::Missing => {}
-                    ArgsView::Json(other) => p.args_json = Some(other),
-                }
-            }
+        for choice in chunk.choices.into_iter().filter(|c| c.first) {
+            self.take_choice(choice);
+        }
+        Ok(())
+    }
+
+    fn take_choice(&mut self, choice: ChoiceView<'_>) {
+        self.saw_choice = true;
+        if let Some(fr) = choice.finish_reason {
+            self.said.finish_reason = Some(fr.into_owned());
+        }
+        if let Some(s) = &choice.content {
+            append(&mut self.said.content, s);
+        }
+        let deviations = &mut self.said.deviations;
+        if choice.calls_object && !deviations.iter().any(|d| d == CALLS_OBJECT) {
+            deviations.push(CALLS_OBJECT.to_string());
+        }
+        for (pos, tc) in choice.calls.into_iter().enumerate() {
+            self.take_call_delta(pos, tc);
         }
     }
-    if !done && finish_reason.is_none() {
-        let cut = match partial {
-            Some(p) => format!(" (an event starting at byte {} was cut off)", p.offset),
-            None => String::new(),
-        };
-        return Err(TransportFailure(format!(
-            "the stream ended with neither a finish_reason nor [DONE]: the connection was cut{cut}"
-        )));
+
+    /// One delta of a call, at position `pos` in its chunk (where a delta without `index`
+    /// places it).
+    fn take_call_delta(&mut self, pos: usize, tc: CallView<'_>) {
+        let idx = tc.index.unwrap_or(pos as u64);
+        // Past MAX_CALLS calls, the deltas of further ones are counted, not kept.
+        if self.calls.len() >= MAX_CALLS && !self.calls.contains_key(&idx) {
+            self.beyond.insert(idx);
+            return;
+        }
+        let p = self.calls.entry(idx).or_default();
+        p.unindexed |= tc.index.is_none();
+        if let Some(id) = &tc.id {
+            append(&mut p.id, id);
+        }
+        p.null_name |= tc.name_null;
+        if let Some(name) = &tc.name {
+            if !name.is_empty() {
+                p.name_deltas += 1;
+            }
+            append(&mut p.name, name);
+        }
+        match tc.arguments {
+            ArgsView::Text(s) => append(&mut p.args_text, &s),
+            ArgsView::Missing => {}
+            ArgsView::Json(other) => p.args_json = Some(other),
+        }
     }
-    // Like a body whose `choices` is empty: the stream ended properly but no model output
-    // ever arrived (only usage chunks, or a bare [DONE]).
-    if !saw_choice {
-        return Err(TransportFailure(
-            "the stream carried no choice at all (only usage chunks or [DONE]): no model output"
-                .into(),
-        ));
-    }
-    let tool_calls = calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, (_, p))| {
-            if p.name_deltas > 1 {
-                notes.push(format!("call {}: the name was sent in {} deltas, so clients concatenate it", i + 1, p.name_deltas));
-            }
-            if p.unindexed {
-                deviations.push(format!("call {}: tool_calls deltas without index (placed by their position in the delta)", i + 1));
-            }
-            if p.null_name && p.name.as_deref().is_none_or(str::is_empty) {
-                deviations.push(format!("call {}: function.name is null", i + 1));
-            }
-            let arguments = match (p.args_text, p.args_json) {
-                (Some(t), None) if !t.is_empty() => WireArgs::Text(t),
-                (None, Some(j)) => {
-                    let what = format!("call {}: arguments sent as a JSON value instead of a string (protocol deviation)", i + 1);
-                    deviations.push(what.clone());
-                    notes.push(what);
-                    WireArgs::Json(j)
-                }
-                (Some(t), Some(j)) => {
-                    let what = format!("call {}: arguments sent partly as a JSON value; kept as text", i + 1);
-                    deviations.push(what.clone());
-                    notes.push(what);
-                    WireArgs::Text(format!("{t}{j}"))
-                }
-                (None, None) => {
-                    deviations.push(format!("call {}: no arguments were streamed (taken as {{}})", i + 1));
-                    WireArgs::Absent
-                }
-                (Some(t), None) => {
-                    deviations.push(format!("call {}: the streamed arguments are an empty string (taken as {{}})", i + 1));
-                    WireArgs::Text(t)
-                }
+
+    /// The completion the whole stream said, or why it said none: cut before its end
+    /// (`cut_off_at`, the offset of an event cut off, says where), or no choice at all.
+    fn finish(self, cut_off_at: Option<usize>) -> Result<Completion, TransportFailure> {
+        let Assembly {
+            said: mut c,
+            calls,
+            beyond,
+            done,
+            saw_choice,
+        } = self;
+        if !done && c.finish_reason.is_none() {
+            let cut = match cut_off_at {
+                Some(at) => format!(" (an event starting at byte {at} was cut off)"),
+                None => String::new(),
             };
-            WireCall { id: p.id, name: p.name, arguments }
-        })
-        .collect();
-    let cut = (!beyond.is_empty()).then(|| MAX_CALLS + beyond.len());
-    if let Some(held) = cut {
-        deviations.push(calls_cut(held));
+            return Err(TransportFailure(format!(
+                "the stream ended with neither a finish_reason nor [DONE]: the connection was cut{cut}"
+            )));
+        }
+        // Like a body whose `choices` is empty: the stream ended properly but no model output
+        // ever arrived (only usage chunks, or a bare [DONE]).
+        if !saw_choice {
+            return Err(TransportFailure(
+                "the stream carried no choice at all (only usage chunks or [DONE]): no model output"
+                    .into(),
+            ));
+        }
+        c.tool_calls = calls
+            .into_values()
+            .enumerate()
+            .map(|(i, p)| p.joined(i, &mut c.notes, &mut c.deviations))
+            .collect();
+        c.calls_cut = (!beyond.is_empty()).then(|| MAX_CALLS + beyond.len());
+        if let Some(held) = c.calls_cut {
+            c.deviations.push(calls_cut(held));
+        }
+        if !done {
+            c.notes
+                .push("the stream ended without [DONE] after its finish_reason".into());
+        }
+        Ok(c)
     }
-    if !done {
-        notes.push("the stream ended without [DONE] after its finish_reason".into());
+}
+
+impl Partial {
+    /// The call its deltas make, the `i`th of the answer; what the deltas did out of the
+    /// protocol's way is said in `notes` and `deviations`.
+    fn joined(self, i: usize, notes: &mut Vec<String>, deviations: &mut Vec<String>) -> WireCall {
+        let p = self;
+        if p.name_deltas > 1 {
+            notes.push(format!(
+                "call {}: the name was sent in {} deltas, so clients concatenate it",
+                i + 1,
+                p.name_deltas
+            ));
+        }
+        if p.unindexed {
+            deviations.push(format!(
+                "call {}: tool_calls deltas without index (placed by their position in the delta)",
+                i + 1
+            ));
+        }
+        if p.null_name && p.name.as_deref().is_none_or(str::is_empty) {
+            deviations.push(format!("call {}: function.name is null", i + 1));
+        }
+        let arguments = match (p.args_text, p.args_json) {
+            (Some(t), None) if !t.is_empty() => WireArgs::Text(t),
+            (None, Some(j)) => {
+                let what = format!(
+                    "call {}: arguments sent as a JSON value instead of a string (protocol deviation)",
+                    i + 1
+                );
+                deviations.push(what.clone());
+                notes.push(what);
+                WireArgs::Json(j)
+            }
+            (Some(t), Some(j)) => {
+                let what = format!(
+                    "call {}: arguments sent partly as a JSON value; kept as text",
+                    i + 1
+                );
+                deviations.push(what.clone());
+                notes.push(what);
+                WireArgs::Text(format!("{t}{j}"))
+            }
+            (None, None) => {
+                deviations.push(format!(
+                    "call {}: no arguments were streamed (taken as {{}})",
+                    i + 1
+                ));
+                WireArgs::Absent
+            }
+            (Some(t), None) => {
+                deviations.push(format!(
+                    "call {}: the streamed arguments are an empty string (taken as {{}})",
+                    i + 1
+                ));
+                WireArgs::Text(t)
+            }
+        };
+        WireCall {
+            id: p.id,
+            name: p.name,
+            arguments,
+        }
     }
-    Ok(Completion {
-        content,
-        tool_calls,
-        function_call: None,
-        finish_reason,
-        completion_tokens,
-        prompt_tokens,
-        notes,
-        deviations,
-        calls_cut: cut,
-    })
 }
 
 #[cfg(test)]
