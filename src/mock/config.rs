@@ -138,143 +138,10 @@ impl MockConfig {
     /// after the first and the `{}` of parameterless calls), sloppy across every label, and flaky on the wire (latency,
     /// 429/500/503, dropped connections, cut streams, garbage).
     pub fn builtin() -> MockConfig {
-        let labels = |pairs: &[(Label, f64)]| {
-            pairs
-                .iter()
-                .map(|(l, p)| (l.as_str().to_string(), *p))
-                .collect::<BTreeMap<_, _>>()
-        };
-        // A style's name, its own `fix`, and its per-label probabilities.
-        type StyleSetting<'a> = (&'a str, Option<f64>, &'a [(Label, f64)]);
-        let feedback = |fix: f64, by_label: &[(Label, f64)], styles: &[StyleSetting]| {
-            super::feedback::FeedbackBehaviour {
-                fix,
-                labels: labels(by_label),
-                styles: styles
-                    .iter()
-                    .map(|(s, fix, l)| {
-                        (
-                            s.to_string(),
-                            super::feedback::StyleBehaviour {
-                                fix: *fix,
-                                labels: labels(l),
-                            },
-                        )
-                    })
-                    .collect(),
-            }
-        };
         MockConfig {
             seed: default_seed(),
             api_key: None,
-            models: vec![
-                MockModel {
-                    name: "mock-good".into(),
-                    labels: labels(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
-                    stream_drops_parallel: true,
-                    // vLLM hermes' empty-arguments bug (#28806): the streamed row's
-                    // parameterless calls arrive without their {}, which its verdicts name.
-                    stream_bugs: vec![StreamBug::DropEmptyArguments],
-                    // Fixes almost every error it is told about, most after a checklist (not
-                    // a wrong tool: the checklist does not say which tool the user meant),
-                    // fewer after a bare "try again". Its streaming path's lost parallel
-                    // calls are the server's: no feedback fixes them.
-                    feedback: Some(feedback(
-                        0.9,
-                        &[],
-                        &[
-                            ("checklist", Some(0.8), &[(Label::WrongTool, 0.2)]),
-                            ("retry", Some(0.55), &[]),
-                        ],
-                    )),
-                    // Under review it keeps its correct calls (almost always) and fixes most
-                    // of its rare failures.
-                    review: Some(super::feedback::ReviewBehaviour {
-                        keep: 0.98,
-                        fix: 0.8,
-                        labels: BTreeMap::new(),
-                    }),
-                    ..MockModel::default()
-                },
-                MockModel {
-                    name: "mock-sloppy".into(),
-                    labels: labels(&[
-                        (Label::NoCall, 0.06),
-                        (Label::WrongTool, 0.04),
-                        (Label::MalformedJson, 0.05),
-                        (Label::SchemaViolation, 0.04),
-                        (Label::HallucinatedParam, 0.05),
-                        (Label::MissingRequired, 0.04),
-                        (Label::TypeCoercion, 0.06),
-                        (Label::EscapingError, 0.04),
-                        (Label::Truncation, 0.04),
-                        // Only the parallel tasks can collapse, and this model collapses most
-                        // of them (the others fail with another label), as a server whose
-                        // parser drops parallel calls does: its `parallel` shape is `broken`
-                        // in a k=5 demo, beside shapes that are merely uncertain.
-                        (Label::ParallelCollapse, 0.55),
-                        (Label::SpuriousCall, 0.03),
-                    ]),
-                    // Often repeats its mistakes; a checklist helps it on arguments (types,
-                    // required and undeclared ones) and not on choosing the tool.
-                    feedback: Some(feedback(
-                        0.4,
-                        &[(Label::WrongTool, 0.15), (Label::ParallelCollapse, 0.25)],
-                        &[
-                            (
-                                "checklist",
-                                Some(0.2),
-                                &[
-                                    (Label::TypeCoercion, 0.7),
-                                    (Label::MissingRequired, 0.65),
-                                    (Label::HallucinatedParam, 0.7),
-                                    (Label::SchemaViolation, 0.55),
-                                    (Label::WrongTool, 0.05),
-                                ],
-                            ),
-                            ("retry", Some(0.15), &[]),
-                        ],
-                    )),
-                    // Under review it fixes some argument errors and talks itself out of a
-                    // correct call now and then: the method's risk, measured.
-                    review: Some(super::feedback::ReviewBehaviour {
-                        keep: 0.85,
-                        fix: 0.3,
-                        labels: labels(&[
-                            (Label::TypeCoercion, 0.6),
-                            (Label::MissingRequired, 0.55),
-                            (Label::HallucinatedParam, 0.6),
-                            (Label::SchemaViolation, 0.5),
-                        ]),
-                    }),
-                    // Served as vLLM serves it: a history with arguments that are not JSON is
-                    // refused, so its as-produced follow-ups after broken calls are refused.
-                    refuse_invalid_json_history: true,
-                    ..MockModel::default()
-                },
-                MockModel {
-                    name: "mock-flaky".into(),
-                    labels: labels(&[
-                        (Label::Truncation, 0.06),
-                        (Label::MalformedJson, 0.03),
-                        (Label::EscapingError, 0.03),
-                        (Label::NoCall, 0.03),
-                    ]),
-                    faults: Faults {
-                        latency: 0.1,
-                        latency_ms: [20, 200],
-                        http_429: 0.03,
-                        http_500: 0.02,
-                        http_503: 0.03,
-                        drop: 0.04,
-                        cut: 0.05,
-                        garbage: 0.02,
-                    },
-                    event_delay_ms: 0,
-                    feedback: Some(feedback(0.75, &[], &[("retry", Some(0.5), &[])])),
-                    ..MockModel::default()
-                },
-            ],
+            models: vec![demo_good(), demo_sloppy(), demo_flaky()],
         }
     }
 
@@ -386,6 +253,160 @@ impl MockConfig {
     /// The config as TOML (for `callcheck mock --print-config`).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Per-label probabilities keyed as a config file writes them.
+fn label_rates(pairs: &[(Label, f64)]) -> BTreeMap<String, f64> {
+    pairs
+        .iter()
+        .map(|(l, p)| (l.as_str().to_string(), *p))
+        .collect::<BTreeMap<_, _>>()
+}
+
+/// A style's name, its own `fix`, and its per-label probabilities.
+type StyleSetting<'a> = (&'a str, Option<f64>, &'a [(Label, f64)]);
+
+/// A demo model's answers to the feedback round: its `fix`, per-label rates, and per style.
+fn feedback_rates(
+    fix: f64,
+    by_label: &[(Label, f64)],
+    styles: &[StyleSetting],
+) -> super::feedback::FeedbackBehaviour {
+    super::feedback::FeedbackBehaviour {
+        fix,
+        labels: label_rates(by_label),
+        styles: styles
+            .iter()
+            .map(|(s, fix, l)| {
+                (
+                    s.to_string(),
+                    super::feedback::StyleBehaviour {
+                        fix: *fix,
+                        labels: label_rates(l),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The demo's near-perfect model, `mock-good`.
+fn demo_good() -> MockModel {
+    MockModel {
+        name: "mock-good".into(),
+        labels: label_rates(&[(Label::TypeCoercion, 0.02), (Label::NoCall, 0.01)]),
+        stream_drops_parallel: true,
+        // vLLM hermes' empty-arguments bug (#28806): the streamed row's
+        // parameterless calls arrive without their {}, which its verdicts name.
+        stream_bugs: vec![StreamBug::DropEmptyArguments],
+        // Fixes almost every error it is told about, most after a checklist (not
+        // a wrong tool: the checklist does not say which tool the user meant),
+        // fewer after a bare "try again". Its streaming path's lost parallel
+        // calls are the server's: no feedback fixes them.
+        feedback: Some(feedback_rates(
+            0.9,
+            &[],
+            &[
+                ("checklist", Some(0.8), &[(Label::WrongTool, 0.2)]),
+                ("retry", Some(0.55), &[]),
+            ],
+        )),
+        // Under review it keeps its correct calls (almost always) and fixes most
+        // of its rare failures.
+        review: Some(super::feedback::ReviewBehaviour {
+            keep: 0.98,
+            fix: 0.8,
+            labels: BTreeMap::new(),
+        }),
+        ..MockModel::default()
+    }
+}
+
+/// The demo's `mock-sloppy`: wrong across every label, `parallel_collapse` most of all.
+fn demo_sloppy() -> MockModel {
+    MockModel {
+        name: "mock-sloppy".into(),
+        labels: label_rates(&[
+            (Label::NoCall, 0.06),
+            (Label::WrongTool, 0.04),
+            (Label::MalformedJson, 0.05),
+            (Label::SchemaViolation, 0.04),
+            (Label::HallucinatedParam, 0.05),
+            (Label::MissingRequired, 0.04),
+            (Label::TypeCoercion, 0.06),
+            (Label::EscapingError, 0.04),
+            (Label::Truncation, 0.04),
+            // Only the parallel tasks can collapse, and this model collapses most
+            // of them (the others fail with another label), as a server whose
+            // parser drops parallel calls does: its `parallel` shape is `broken`
+            // in a k=5 demo, beside shapes that are merely uncertain.
+            (Label::ParallelCollapse, 0.55),
+            (Label::SpuriousCall, 0.03),
+        ]),
+        // Often repeats its mistakes; a checklist helps it on arguments (types,
+        // required and undeclared ones) and not on choosing the tool.
+        feedback: Some(feedback_rates(
+            0.4,
+            &[(Label::WrongTool, 0.15), (Label::ParallelCollapse, 0.25)],
+            &[
+                (
+                    "checklist",
+                    Some(0.2),
+                    &[
+                        (Label::TypeCoercion, 0.7),
+                        (Label::MissingRequired, 0.65),
+                        (Label::HallucinatedParam, 0.7),
+                        (Label::SchemaViolation, 0.55),
+                        (Label::WrongTool, 0.05),
+                    ],
+                ),
+                ("retry", Some(0.15), &[]),
+            ],
+        )),
+        // Under review it fixes some argument errors and talks itself out of a
+        // correct call now and then: the method's risk, measured.
+        review: Some(super::feedback::ReviewBehaviour {
+            keep: 0.85,
+            fix: 0.3,
+            labels: label_rates(&[
+                (Label::TypeCoercion, 0.6),
+                (Label::MissingRequired, 0.55),
+                (Label::HallucinatedParam, 0.6),
+                (Label::SchemaViolation, 0.5),
+            ]),
+        }),
+        // Served as vLLM serves it: a history with arguments that are not JSON is
+        // refused, so its as-produced follow-ups after broken calls are refused.
+        refuse_invalid_json_history: true,
+        ..MockModel::default()
+    }
+}
+
+/// The demo's `mock-flaky`: a few output errors, and flaky on the wire (latency, error
+/// statuses, dropped connections, cut streams, garbage).
+fn demo_flaky() -> MockModel {
+    MockModel {
+        name: "mock-flaky".into(),
+        labels: label_rates(&[
+            (Label::Truncation, 0.06),
+            (Label::MalformedJson, 0.03),
+            (Label::EscapingError, 0.03),
+            (Label::NoCall, 0.03),
+        ]),
+        faults: Faults {
+            latency: 0.1,
+            latency_ms: [20, 200],
+            http_429: 0.03,
+            http_500: 0.02,
+            http_503: 0.03,
+            drop: 0.04,
+            cut: 0.05,
+            garbage: 0.02,
+        },
+        event_delay_ms: 0,
+        feedback: Some(feedback_rates(0.75, &[], &[("retry", Some(0.5), &[])])),
+        ..MockModel::default()
     }
 }
 

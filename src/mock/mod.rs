@@ -264,238 +264,343 @@ async fn chat(
     if !authorized(&state, &headers) {
         return unauthorized();
     }
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return json_response(
-                400,
-                error_body(
-                    &format!("mock: the body is not JSON: {e}"),
-                    "BadRequestError",
-                    400,
-                ),
-            );
-        }
+    let (request, model) = match admit(&state, &body) {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused.response(),
     };
-    let model_name = request.get("model").and_then(Value::as_str).unwrap_or("");
-    let Some(model) = state.config.models.iter().find(|m| m.name == model_name) else {
-        return json_response(
-            404,
-            error_body(
-                &format!("The model `{model_name}` does not exist."),
-                "NotFoundError",
-                404,
-            ),
-        );
-    };
-    if let Some(body) = respond::refusal(model, &request) {
-        return json_response(400, body);
-    }
-    if model.refuse_invalid_json_history
-        && let Some(body) = respond::history_refusal(&request)
-    {
-        return json_response(400, body);
-    }
     // A preflight probe (`collect::preflight`): answered from the request alone, and not
     // logged, since the log records samples.
     if let Some(check) = headers
         .get(crate::request::PREFLIGHT_HEADER)
         .and_then(|v| v.to_str().ok())
     {
-        let check = check.rsplit_once('/').map_or(check, |(c, _)| c).to_string();
-        let (content_type, pieces) = respond::probe_answer(&state.config, model, &request, &check);
-        let mut r = Response::new(if pieces.len() == 1 {
-            Body::from(pieces.concat())
-        } else {
-            Body::from_stream(futures_util::stream::iter(
-                pieces
-                    .into_iter()
-                    .map(|p| Ok::<Bytes, std::io::Error>(Bytes::from(p))),
-            ))
-        });
-        if let Ok(v) = HeaderValue::from_str(content_type) {
-            r.headers_mut().insert(header::CONTENT_TYPE, v);
-        }
-        r.headers_mut()
-            .insert(header::SERVER, HeaderValue::from_static("callcheck-mock"));
-        return r;
+        return probe_response(&state, model, &request, check);
     }
-    let header = parse_sample_header(&headers);
-    // A follow-up of the feedback round: no task's request as a whole, a task's before its
-    // last assistant turn (`mock::feedback`).
-    let follow_up = feedback::read(
-        &request,
-        headers
-            .get(crate::request::FEEDBACK_HEADER)
-            .and_then(|v| v.to_str().ok()),
-    )
-    .filter(|f| {
-        state.index.find(&request, None).is_none() && state.index.find(&f.original, None).is_some()
-    });
-    let found = match &follow_up {
-        Some(f) => state
-            .index
-            .find(&f.original, header.as_ref().map(|h| h.0.as_str())),
-        None => state
-            .index
-            .find(&request, header.as_ref().map(|h| h.0.as_str())),
+    let arrival = match Arrival::place(&state, model, &headers, &request) {
+        Ok(arrival) => arrival,
+        Err(unknown) => return unknown.response(),
     };
-    let Some(ti) = found else {
-        return json_response(
-            400,
-            error_body(
-                "mock: this request matches no task of the mock's corpus (start it with --tasks)",
-                "BadRequestError",
-                400,
-            ),
-        );
-    };
-    let task = &state.tasks[ti];
-    let (sample, attempt) = match &header {
-        Some((t, s, a)) if *t == task.id => (*s, *a),
-        _ => {
-            let mut arrivals = match state.arrivals.lock() {
-                Ok(a) => a,
-                Err(p) => p.into_inner(),
-            };
-            let n = arrivals
-                .entry((model.name.clone(), task.id.clone()))
-                .or_insert(0);
-            let s = *n;
-            *n += 1;
-            (s, 0)
-        }
-    };
+    let task = &state.tasks[arrival.task];
+    let Arrival {
+        sample, attempt, ..
+    } = arrival;
     let key = SampleKey {
         model: model.name.clone(),
         task: task.id.clone(),
-        sample: match &follow_up {
+        sample: match &arrival.follow_up {
             Some(f) => feedback::fault_sample(state.config.seed, sample, f),
             None => sample,
         },
         attempt,
     };
     let mut plan = respond::plan(&state.config, model, task, &key, &request);
-    if let Some(f) = &follow_up {
+    if let Some(f) = &arrival.follow_up {
         answer_follow_up(&state, model, task, sample, f, &request, &mut plan);
     }
     if plan.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
     }
-    let mut rec = SentRecord {
-        model: key.model.clone(),
-        task: key.task.clone(),
-        sample,
-        attempt,
-        status: 200,
-        what: String::new(),
-        sha256: sha_hex(b""),
-        bytes: 0,
+    let sending = Sending {
+        state: state.clone(),
+        killer,
+        rec: SentRecord {
+            model: key.model,
+            task: key.task,
+            sample,
+            attempt,
+            status: 200,
+            what: String::new(),
+            sha256: sha_hex(b""),
+            bytes: 0,
+        },
+        event_delay_ms: plan.event_delay_ms,
     };
-    match plan.answer {
-        Answer::Status { status, body } => {
-            rec.status = status;
-            rec.what = format!("http_{status}");
-            rec.sha256 = sha_hex(&body);
-            rec.bytes = body.len() as u64;
-            state.record(&rec);
-            json_response(status, body)
+    sending.send(plan.answer).await
+}
+
+/// The request read and its model found, or the error response a server gives instead: a body
+/// that is not JSON, a model it does not serve, a request the model's server refuses.
+fn admit<'a>(state: &'a MockState, body: &[u8]) -> Result<(Value, &'a config::MockModel), Refusal> {
+    let request: Value = serde_json::from_slice(body).map_err(|e| {
+        Refusal::new(
+            400,
+            error_body(
+                &format!("mock: the body is not JSON: {e}"),
+                "BadRequestError",
+                400,
+            ),
+        )
+    })?;
+    let model_name = request.get("model").and_then(Value::as_str).unwrap_or("");
+    let Some(model) = state.config.models.iter().find(|m| m.name == model_name) else {
+        return Err(Refusal::new(
+            404,
+            error_body(
+                &format!("The model `{model_name}` does not exist."),
+                "NotFoundError",
+                404,
+            ),
+        ));
+    };
+    if let Some(body) = respond::refusal(model, &request) {
+        return Err(Refusal::new(400, body));
+    }
+    if model.refuse_invalid_json_history
+        && let Some(body) = respond::history_refusal(&request)
+    {
+        return Err(Refusal::new(400, body));
+    }
+    Ok((request, model))
+}
+
+/// The answer to a preflight probe named `check` (the header's `<check>/<n>`).
+fn probe_response(
+    state: &MockState,
+    model: &config::MockModel,
+    request: &Value,
+    check: &str,
+) -> Response<Body> {
+    let check = check.rsplit_once('/').map_or(check, |(c, _)| c).to_string();
+    let (content_type, pieces) = respond::probe_answer(&state.config, model, request, &check);
+    let mut r = Response::new(if pieces.len() == 1 {
+        Body::from(pieces.concat())
+    } else {
+        Body::from_stream(futures_util::stream::iter(
+            pieces
+                .into_iter()
+                .map(|p| Ok::<Bytes, std::io::Error>(Bytes::from(p))),
+        ))
+    });
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r.headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static("callcheck-mock"));
+    r
+}
+
+/// Which sample a request is: its task found by content (a follow-up's by the request it
+/// follows up), its sample and attempt from collect's header, or counted in order of arrival
+/// when the header is absent or names another task.
+struct Arrival {
+    /// Index into the mock's tasks.
+    task: usize,
+    /// The request is a follow-up of the feedback or review round.
+    follow_up: Option<feedback::FollowUp>,
+    sample: u64,
+    attempt: u32,
+}
+
+impl Arrival {
+    fn place(
+        state: &MockState,
+        model: &config::MockModel,
+        headers: &HeaderMap,
+        request: &Value,
+    ) -> Result<Arrival, Refusal> {
+        let header = parse_sample_header(headers);
+        // A follow-up of the feedback round: no task's request as a whole, a task's before its
+        // last assistant turn (`mock::feedback`).
+        let follow_up = feedback::read(
+            request,
+            headers
+                .get(crate::request::FEEDBACK_HEADER)
+                .and_then(|v| v.to_str().ok()),
+        )
+        .filter(|f| {
+            state.index.find(request, None).is_none()
+                && state.index.find(&f.original, None).is_some()
+        });
+        let found = match &follow_up {
+            Some(f) => state
+                .index
+                .find(&f.original, header.as_ref().map(|h| h.0.as_str())),
+            None => state
+                .index
+                .find(request, header.as_ref().map(|h| h.0.as_str())),
+        };
+        let Some(ti) = found else {
+            return Err(Refusal::new(
+                400,
+                error_body(
+                    "mock: this request matches no task of the mock's corpus (start it with --tasks)",
+                    "BadRequestError",
+                    400,
+                ),
+            ));
+        };
+        let task = &state.tasks[ti];
+        let (sample, attempt) = match &header {
+            Some((t, s, a)) if *t == task.id => (*s, *a),
+            _ => {
+                let mut arrivals = match state.arrivals.lock() {
+                    Ok(a) => a,
+                    Err(p) => p.into_inner(),
+                };
+                let n = arrivals
+                    .entry((model.name.clone(), task.id.clone()))
+                    .or_insert(0);
+                let s = *n;
+                *n += 1;
+                (s, 0)
+            }
+        };
+        Ok(Arrival {
+            task: ti,
+            follow_up,
+            sample,
+            attempt,
+        })
+    }
+}
+
+/// An error status with its JSON body: the mock's answer to a request it will not serve.
+struct Refusal {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Refusal {
+    fn new(status: u16, body: Vec<u8>) -> Refusal {
+        Refusal { status, body }
+    }
+
+    fn response(self) -> Response<Body> {
+        json_response(self.status, self.body)
+    }
+}
+
+/// An answer on its way out, with the log line that records what was actually written.
+struct Sending {
+    state: Arc<MockState>,
+    killer: Killer,
+    rec: SentRecord,
+    /// Pause between a streamed body's pieces.
+    event_delay_ms: u64,
+}
+
+impl Sending {
+    async fn send(mut self, answer: Answer) -> Response<Body> {
+        match answer {
+            Answer::Status { status, body } => {
+                self.rec.status = status;
+                self.rec.what = format!("http_{status}");
+                self.rec.sha256 = sha_hex(&body);
+                self.rec.bytes = body.len() as u64;
+                self.state.record(&self.rec);
+                json_response(status, body)
+            }
+            Answer::Drop => {
+                self.rec.status = 0;
+                self.rec.what = "drop".into();
+                self.state.record(&self.rec);
+                self.killer.0.notify_one();
+                std::future::pending::<()>().await;
+                json_response(500, Vec::new())
+            }
+            Answer::Body {
+                content_type,
+                pieces,
+                cut,
+                what,
+            } => {
+                self.rec.what = what;
+                let request_id = self.request_id();
+                let body = if pieces.len() == 1 && cut.is_none() {
+                    // One piece: a plain body with a content-length, as servers send JSON.
+                    let b = pieces.into_iter().next().unwrap_or_default();
+                    self.rec.sha256 = sha_hex(&b);
+                    self.rec.bytes = b.len() as u64;
+                    self.state.record(&self.rec);
+                    Body::from(b)
+                } else {
+                    self.stream(pieces, cut)
+                };
+                let mut r = Response::new(body);
+                let h = r.headers_mut();
+                if let Ok(v) = HeaderValue::from_str(content_type) {
+                    h.insert(header::CONTENT_TYPE, v);
+                }
+                h.insert(header::SERVER, HeaderValue::from_static("callcheck-mock"));
+                if let Ok(v) = HeaderValue::from_str(&request_id) {
+                    h.insert("x-request-id", v);
+                }
+                r
+            }
         }
-        Answer::Drop => {
-            rec.status = 0;
-            rec.what = "drop".into();
-            state.record(&rec);
-            killer.0.notify_one();
-            std::future::pending::<()>().await;
-            json_response(500, Vec::new())
-        }
-        Answer::Body {
-            content_type,
-            pieces,
-            cut,
-            what,
-        } => {
-            rec.what = what;
-            let request_id = format!(
-                "mock-{:016x}",
-                respond::derive_seed(
-                    state.config.seed,
-                    &[
-                        &key.model,
-                        &key.task,
-                        &sample.to_string(),
-                        &attempt.to_string()
-                    ]
-                )
-            );
-            let send = cut.unwrap_or(pieces.len()).min(pieces.len());
-            let single = pieces.len() == 1 && cut.is_none();
-            let body = if single {
-                // One piece: a plain body with a content-length, as servers send JSON.
-                let b = pieces.into_iter().next().unwrap_or_default();
-                rec.sha256 = sha_hex(&b);
-                rec.bytes = b.len() as u64;
-                state.record(&rec);
-                Body::from(b)
-            } else {
-                let event_delay = plan.event_delay_ms;
-                let state2 = state.clone();
-                let stream = futures_util::stream::unfold(
-                    (
-                        pieces.into_iter().take(send),
-                        Sha256::new(),
-                        0u64,
-                        Some(rec),
-                        killer,
-                    ),
-                    move |(mut it, mut sha, mut n, mut rec, killer)| {
-                        let state = state2.clone();
-                        async move {
-                            match it.next() {
-                                Some(p) => {
-                                    if event_delay > 0 && n > 0 {
-                                        tokio::time::sleep(Duration::from_millis(event_delay))
-                                            .await;
-                                    }
-                                    sha.update(&p);
-                                    n += p.len() as u64;
-                                    Some((
-                                        Ok::<Bytes, std::io::Error>(Bytes::from(p)),
-                                        (it, sha, n, rec, killer),
-                                    ))
-                                }
-                                None => {
-                                    if let Some(mut r) = rec.take() {
-                                        r.sha256 = crate::task::hex(&sha.clone().finalize());
-                                        r.bytes = n;
-                                        state.record(&r);
-                                    }
-                                    if cut.is_some() {
-                                        // Let the pieces already written reach the socket, then
-                                        // close it: no finish chunk, no [DONE], no final chunk.
-                                        tokio::time::sleep(Duration::from_millis(30)).await;
-                                        killer.0.notify_one();
-                                        std::future::pending::<()>().await;
-                                    }
-                                    None
-                                }
+    }
+
+    /// The `x-request-id` header: derived from the sample, so a replay sends the same one.
+    fn request_id(&self) -> String {
+        let r = &self.rec;
+        format!(
+            "mock-{:016x}",
+            respond::derive_seed(
+                self.state.config.seed,
+                &[
+                    &r.model,
+                    &r.task,
+                    &r.sample.to_string(),
+                    &r.attempt.to_string()
+                ]
+            )
+        )
+    }
+
+    /// The pieces written one by one (`event_delay_ms` apart), up to `cut` when set; the log
+    /// line is written once the last piece is, with the hash and size of what was sent, and a
+    /// cut body then has its connection closed.
+    fn stream(self, pieces: Vec<Vec<u8>>, cut: Option<usize>) -> Body {
+        let Sending {
+            state,
+            killer,
+            rec,
+            event_delay_ms: event_delay,
+        } = self;
+        let send = cut.unwrap_or(pieces.len()).min(pieces.len());
+        let stream = futures_util::stream::unfold(
+            (
+                pieces.into_iter().take(send),
+                Sha256::new(),
+                0u64,
+                Some(rec),
+                killer,
+            ),
+            move |(mut it, mut sha, mut n, mut rec, killer)| {
+                let state = state.clone();
+                async move {
+                    match it.next() {
+                        Some(p) => {
+                            if event_delay > 0 && n > 0 {
+                                tokio::time::sleep(Duration::from_millis(event_delay)).await;
                             }
+                            sha.update(&p);
+                            n += p.len() as u64;
+                            Some((
+                                Ok::<Bytes, std::io::Error>(Bytes::from(p)),
+                                (it, sha, n, rec, killer),
+                            ))
                         }
-                    },
-                );
-                Body::from_stream(stream)
-            };
-            let mut r = Response::new(body);
-            let h = r.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(content_type) {
-                h.insert(header::CONTENT_TYPE, v);
-            }
-            h.insert(header::SERVER, HeaderValue::from_static("callcheck-mock"));
-            if let Ok(v) = HeaderValue::from_str(&request_id) {
-                h.insert("x-request-id", v);
-            }
-            r
-        }
+                        None => {
+                            if let Some(mut r) = rec.take() {
+                                r.sha256 = crate::task::hex(&sha.clone().finalize());
+                                r.bytes = n;
+                                state.record(&r);
+                            }
+                            if cut.is_some() {
+                                // Let the pieces already written reach the socket, then
+                                // close it: no finish chunk, no [DONE], no final chunk.
+                                tokio::time::sleep(Duration::from_millis(30)).await;
+                                killer.0.notify_one();
+                                std::future::pending::<()>().await;
+                            }
+                            None
+                        }
+                    }
+                }
+            },
+        );
+        Body::from_stream(stream)
     }
 }
 

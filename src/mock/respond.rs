@@ -365,7 +365,9 @@ fn request_max_tokens(request: &Value) -> u64 {
         .unwrap_or(4096)
 }
 
-/// Decides the answer for one request to a known model and task.
+/// Decides the answer for one request to a known model and task: a fault drawn from the
+/// model's fault rates, else its body (replayed or generated), cut short when the fault
+/// drawn is a cut.
 pub fn plan(
     config: &MockConfig,
     model: &MockModel,
@@ -385,9 +387,39 @@ pub fn plan(
     } else {
         0
     };
+    let fault = drawn_fault(f, &mut frng);
+    let answer = |answer| Plan {
+        delay_ms,
+        answer,
+        event_delay_ms: model.event_delay_ms,
+    };
+    if let Some(instead) = fault_answer(fault, &mut frng) {
+        return answer(instead);
+    }
+    let body = match &model.replay {
+        Some(dir) => match replayed(dir, &task.id, key.sample) {
+            Ok(body) => body,
+            Err(unreadable) => return answer(unreadable),
+        },
+        None => generated(config, model, task, key, request),
+    };
+    if fault == "cut" {
+        answer(body.cut_short(&mut frng))
+    } else {
+        answer(Answer::Body {
+            content_type: body.content_type,
+            pieces: body.pieces,
+            cut: None,
+            what: body.what,
+        })
+    }
+}
+
+/// Which fault the model's rates draw for one request (`""`: none): one uniform draw against
+/// the rates stacked in this order.
+fn drawn_fault(f: &super::config::Faults, frng: &mut Xoshiro256PlusPlus) -> &'static str {
     let u: f64 = frng.random();
     let mut acc = 0.0;
-    let mut fault = "";
     for (name, p) in [
         ("429", f.http_429),
         ("500", f.http_500),
@@ -398,150 +430,57 @@ pub fn plan(
     ] {
         acc += p;
         if p > 0.0 && u < acc {
-            fault = name;
-            break;
+            return name;
         }
     }
-    let answer = |answer| Plan {
-        delay_ms,
-        answer,
-        event_delay_ms: model.event_delay_ms,
+    ""
+}
+
+/// What a fault sends in place of the model's answer; `None` for no fault and for a cut,
+/// which cuts the answer itself.
+fn fault_answer(fault: &str, frng: &mut Xoshiro256PlusPlus) -> Option<Answer> {
+    let status = |status, message: &str, kind: &str| Answer::Status {
+        status,
+        body: error_body(message, kind, status),
     };
-    match fault {
-        "429" => {
-            return answer(Answer::Status {
-                status: 429,
-                body: error_body("mock: rate limited, try again", "RateLimitError", 429),
-            });
-        }
-        "500" => {
-            return answer(Answer::Status {
-                status: 500,
-                body: error_body("mock: internal server error", "InternalServerError", 500),
-            });
-        }
-        "503" => {
-            return answer(Answer::Status {
-                status: 503,
-                body: error_body("mock: service unavailable", "ServiceUnavailableError", 503),
-            });
-        }
-        "drop" => return answer(Answer::Drop),
+    Some(match fault {
+        "429" => status(429, "mock: rate limited, try again", "RateLimitError"),
+        "500" => status(500, "mock: internal server error", "InternalServerError"),
+        "503" => status(503, "mock: service unavailable", "ServiceUnavailableError"),
+        "drop" => Answer::Drop,
         "garbage" => {
             let n = frng.random_range(16..256usize);
             let bytes: Vec<u8> = (0..n).map(|_| frng.random::<u8>()).collect();
-            return answer(Answer::Body {
+            Answer::Body {
                 content_type: "application/json",
                 pieces: vec![bytes],
                 cut: None,
                 what: "garbage".into(),
-            });
-        }
-        _ => {}
-    }
-    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let (content_type, pieces, what) = match &model.replay {
-        Some(dir) => {
-            let files = fixtures(dir, &task.id);
-            if files.is_empty() {
-                return answer(Answer::Status {
-                    status: 404,
-                    body: error_body(
-                        &format!(
-                            "mock: no fixtures for task {} under {}",
-                            task.id,
-                            dir.display()
-                        ),
-                        "NotFoundError",
-                        404,
-                    ),
-                });
-            }
-            let file = &files[(key.sample % files.len() as u64) as usize];
-            // Bounded, a regular file only (SPEC §12); one that cannot be read is a 500 saying
-            // why, not an empty answer passed off as the fixture.
-            let bytes = match crate::fsafe::read_bounded(file, super::config::MAX_FIXTURE_FILE) {
-                Ok(b) => b,
-                Err(e) => {
-                    return answer(Answer::Status {
-                        status: 500,
-                        body: error_body(
-                            &format!("mock: cannot read fixture {}: {e}", file.display()),
-                            "InternalServerError",
-                            500,
-                        ),
-                    });
-                }
-            };
-            let what = format!("fixture {}", file.display());
-            if file.extension().is_some_and(|x| x == "sse") {
-                (
-                    "text/event-stream; charset=utf-8",
-                    split_events(&bytes),
-                    what,
-                )
-            } else {
-                ("application/json", vec![bytes], what)
             }
         }
-        None => {
-            let offered_tools = request
-                .get("tools")
-                .and_then(Value::as_array)
-                .is_some_and(|t| !t.is_empty());
-            let (reply, what) = if model.ignore_tools && offered_tools {
-                (
-                    Reply::text(PROSE_WITHOUT_TOOLS),
-                    "tools ignored".to_string(),
-                )
-            } else {
-                injected_reply(config, model, task, key.sample, request_max_tokens(request))
-            };
-            let render_seed = derive_seed(config.seed, &["render", &model.name, &task.id, &s]);
-            let prompt_tokens = crate::reply::estimate_tokens(
-                &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null))
-                    .unwrap_or_default(),
-            );
-            let (reply, what) =
-                if stream && model.stream_drops_parallel && reply.tool_calls.len() > 1 {
-                    let mut r = reply;
-                    r.tool_calls.truncate(1);
-                    (
-                        r,
-                        format!("{what}; the stream dropped every call after the first"),
-                    )
-                } else {
-                    (reply, what)
-                };
-            if stream {
-                let usage = request
-                    .pointer("/stream_options/include_usage")
-                    .and_then(Value::as_bool)
-                    == Some(true);
-                let (reply, mut done) = stream_bugs::reply_as_streamed(&model.stream_bugs, reply);
-                let events =
-                    render_sse_events(&reply, &key.model, prompt_tokens, usage, render_seed);
-                let (events, more) =
-                    stream_bugs::events_as_streamed(&model.stream_bugs, &reply, events);
-                done.extend(more);
-                let what = std::iter::once(what.as_str())
-                    .chain(done)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let events = events.into_iter().map(String::into_bytes).collect();
-                ("text/event-stream; charset=utf-8", events, what)
-            } else {
-                (
-                    "application/json",
-                    vec![render_json(&reply, &key.model, prompt_tokens, render_seed)],
-                    what,
-                )
-            }
-        }
-    };
-    let cut = if fault == "cut" {
+        _ => return None,
+    })
+}
+
+/// A model's answer as it goes on the wire, before any cut.
+struct Rendered {
+    content_type: &'static str,
+    /// Written one by one: one JSON body, or SSE events.
+    pieces: Vec<Vec<u8>>,
+    /// What the answer is, for the log.
+    what: String,
+}
+
+impl Rendered {
+    /// The answer cut short: a stream closed before its finish chunk (keeping the role chunk
+    /// and some of the payload), a single JSON body after some of its bytes.
+    fn cut_short(self, frng: &mut Xoshiro256PlusPlus) -> Answer {
+        let Rendered {
+            content_type,
+            pieces,
+            what,
+        } = self;
         if pieces.len() >= 3 {
-            // Close before the finish chunk: keep the role chunk and some of the payload.
             let finish = pieces
                 .iter()
                 .position(|p| {
@@ -549,35 +488,137 @@ pub fn plan(
                         && !p.windows(21).any(|w| w == b"\"finish_reason\":null")
                 })
                 .unwrap_or(pieces.len() - 1);
-            Some(frng.random_range(1..=finish.max(1)))
-        } else {
-            // A single JSON body: send some of its bytes only.
-            let body = pieces.concat();
-            let n = frng.random_range(1..body.len().max(2));
-            return answer(Answer::Body {
+            let cut = frng.random_range(1..=finish.max(1));
+            return Answer::Body {
                 content_type,
-                pieces: vec![
-                    body[..n.min(body.len())].to_vec(),
-                    body[n.min(body.len())..].to_vec(),
-                ],
-                cut: Some(1),
+                pieces,
+                cut: Some(cut),
                 what: format!("{what} (cut)"),
-            });
+            };
+        }
+        let body = pieces.concat();
+        let n = frng.random_range(1..body.len().max(2));
+        Answer::Body {
+            content_type,
+            pieces: vec![
+                body[..n.min(body.len())].to_vec(),
+                body[n.min(body.len())..].to_vec(),
+            ],
+            cut: Some(1),
+            what: format!("{what} (cut)"),
+        }
+    }
+}
+
+/// A replaying model's answer: the task's fixture picked by sample, or the error status a
+/// missing or unreadable fixture gets.
+fn replayed(dir: &std::path::Path, task_id: &str, sample: u64) -> Result<Rendered, Answer> {
+    let files = fixtures(dir, task_id);
+    if files.is_empty() {
+        return Err(Answer::Status {
+            status: 404,
+            body: error_body(
+                &format!(
+                    "mock: no fixtures for task {} under {}",
+                    task_id,
+                    dir.display()
+                ),
+                "NotFoundError",
+                404,
+            ),
+        });
+    }
+    let file = &files[(sample % files.len() as u64) as usize];
+    // Bounded, a regular file only (SPEC §12); one that cannot be read is a 500 saying
+    // why, not an empty answer passed off as the fixture.
+    let bytes = crate::fsafe::read_bounded(file, super::config::MAX_FIXTURE_FILE).map_err(|e| {
+        Answer::Status {
+            status: 500,
+            body: error_body(
+                &format!("mock: cannot read fixture {}: {e}", file.display()),
+                "InternalServerError",
+                500,
+            ),
+        }
+    })?;
+    let what = format!("fixture {}", file.display());
+    Ok(if file.extension().is_some_and(|x| x == "sse") {
+        Rendered {
+            content_type: "text/event-stream; charset=utf-8",
+            pieces: split_events(&bytes),
+            what,
         }
     } else {
-        None
-    };
-    let what = if cut.is_some() {
-        format!("{what} (cut)")
-    } else {
-        what
-    };
-    answer(Answer::Body {
-        content_type,
-        pieces,
-        cut,
-        what,
+        Rendered {
+            content_type: "application/json",
+            pieces: vec![bytes],
+            what,
+        }
     })
+}
+
+/// A scripted model's answer: the gold reply with what its rates inject (prose when it
+/// ignores the tools offered), rendered as a JSON body or, for a streamed request, as SSE
+/// events carrying the model's stream bugs.
+fn generated(
+    config: &MockConfig,
+    model: &MockModel,
+    task: &Task,
+    key: &SampleKey,
+    request: &Value,
+) -> Rendered {
+    let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let offered_tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let (reply, what) = if model.ignore_tools && offered_tools {
+        (
+            Reply::text(PROSE_WITHOUT_TOOLS),
+            "tools ignored".to_string(),
+        )
+    } else {
+        injected_reply(config, model, task, key.sample, request_max_tokens(request))
+    };
+    let s = key.sample.to_string();
+    let render_seed = derive_seed(config.seed, &["render", &model.name, &task.id, &s]);
+    let prompt_tokens = crate::reply::estimate_tokens(
+        &serde_json::to_string(request.get("messages").unwrap_or(&Value::Null)).unwrap_or_default(),
+    );
+    let (reply, what) = if stream && model.stream_drops_parallel && reply.tool_calls.len() > 1 {
+        let mut r = reply;
+        r.tool_calls.truncate(1);
+        (
+            r,
+            format!("{what}; the stream dropped every call after the first"),
+        )
+    } else {
+        (reply, what)
+    };
+    if !stream {
+        return Rendered {
+            content_type: "application/json",
+            pieces: vec![render_json(&reply, &key.model, prompt_tokens, render_seed)],
+            what,
+        };
+    }
+    let usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let (reply, mut done) = stream_bugs::reply_as_streamed(&model.stream_bugs, reply);
+    let events = render_sse_events(&reply, &key.model, prompt_tokens, usage, render_seed);
+    let (events, more) = stream_bugs::events_as_streamed(&model.stream_bugs, &reply, events);
+    done.extend(more);
+    let what = std::iter::once(what.as_str())
+        .chain(done)
+        .collect::<Vec<_>>()
+        .join("; ");
+    Rendered {
+        content_type: "text/event-stream; charset=utf-8",
+        pieces: events.into_iter().map(String::into_bytes).collect(),
+        what,
+    }
 }
 
 #[cfg(test)]
