@@ -749,89 +749,51 @@ fn convert_entry(
         return Err(format!("its id gives {id:?}, which is not a valid task id"));
     }
     let lang = language(category);
-    let turns = entry
-        .get("question")
-        .and_then(Value::as_array)
-        .ok_or("the entry has no question")?;
-    if turns.len() != 1 {
-        return Err(format!(
-            "its question has {} turns; a single-turn category sends only the first",
-            turns.len()
-        ));
-    }
-    let messages = turns[0]
-        .as_array()
-        .filter(|m| !m.is_empty())
-        .ok_or("the question's turn holds no messages")?
-        .clone();
+    let messages = single_turn(entry)?;
     let functions = entry
         .get("function")
         .and_then(Value::as_array)
         .ok_or("the entry has no function docs")?;
-    let mut tools = Vec::new();
-    for f in functions {
-        tools.push(to_tool(f, lang)?);
-    }
-    let mut names: Vec<&str> = tools
-        .iter()
-        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-        .collect();
-    names.sort();
-    if names.windows(2).any(|w| w[0] == w[1]) {
-        return Err("two function docs share a tool name once dots become underscores".into());
-    }
+    let mut tools = tools_sent(functions, lang)?;
 
     let mut repairs: Vec<String> = Vec::new();
-    let is_irrelevance = category.ends_with("irrelevance");
-    let is_relevance = category == "live_relevance";
-    let expect = if is_irrelevance {
-        json!({"no_call": true})
-    } else if is_relevance {
-        let (tool, gold) = relevance_example(&tools)?;
-        json!({"calls": [{"tool": tool, "gold": gold}], "any_call": true})
-    } else {
-        let answer = answer.ok_or("no possible answer for this entry")?;
-        let truths = answer
-            .get("ground_truth")
-            .and_then(Value::as_array)
-            .filter(|g| !g.is_empty())
-            .ok_or("its possible answer has no ground truth")?;
-        let mut calls = Vec::new();
-        for (i, truth) in truths.iter().enumerate() {
-            calls.push(expected_call(
-                i,
-                truth,
-                functions,
-                &mut tools,
-                lang,
-                &mut repairs,
-            )?);
+    let kind = EntryKind::of(category);
+    let expect = match kind {
+        EntryKind::Irrelevance => json!({"no_call": true}),
+        EntryKind::Relevance => {
+            let (tool, gold) = relevance_example(&tools)?;
+            json!({"calls": [{"tool": tool, "gold": gold}], "any_call": true})
         }
-        json!({"calls": calls, "order": "any"})
+        EntryKind::Calls => {
+            let answer = answer.ok_or("no possible answer for this entry")?;
+            let truths = answer
+                .get("ground_truth")
+                .and_then(Value::as_array)
+                .filter(|g| !g.is_empty())
+                .ok_or("its possible answer has no ground truth")?;
+            let mut calls = Vec::new();
+            for (i, truth) in truths.iter().enumerate() {
+                calls.push(expected_call(
+                    i,
+                    truth,
+                    functions,
+                    &mut tools,
+                    lang,
+                    &mut repairs,
+                )?);
+            }
+            json!({"calls": calls, "order": "any"})
+        }
     };
 
     let user = first_user_text(&messages);
     let title = format!("BFCL {bfcl_id}: {}", clip_words(&user, 60));
     let mut tags = vec!["bfcl".to_string(), category.replace('_', "-")];
     tags.extend(shape_tags(category).iter().map(|s| s.to_string()));
-    let what = if is_irrelevance {
-        "None of the offered functions fits the request: the right answer calls nothing."
-            .to_string()
-    } else if is_relevance {
-        "Some offered function fits the request: any call to an offered tool that passes its schema is right (BFCL's relevance check); the expected call is an example.".to_string()
-    } else {
-        "Value accuracy uses BFCL's possible answers (`accept`) with BFCL's checker rules."
-            .to_string()
-    };
     let mut description = format!(
-        "From the [Berkeley Function Calling Leaderboard](https://gorilla.cs.berkeley.edu/leaderboard.html) (BFCL), category `{category}`, entry `{bfcl_id}`, data {version}. BFCL's data is licensed {LICENCE}. The tools are sent as BFCL's function-calling handler sends them to OpenAI-compatible endpoints. {what}"
+        "From the [Berkeley Function Calling Leaderboard](https://gorilla.cs.berkeley.edu/leaderboard.html) (BFCL), category `{category}`, entry `{bfcl_id}`, data {version}. BFCL's data is licensed {LICENCE}. The tools are sent as BFCL's function-calling handler sends them to OpenAI-compatible endpoints. {}",
+        kind.what()
     );
-    if !repairs.is_empty() {
-        description.push_str("\n\nRepaired on import:\n");
-        for r in &repairs {
-            description.push_str(&format!("\n- {r}"));
-        }
-    }
     let mut source = json!({
         "suite": "bfcl",
         "id": bfcl_id,
@@ -839,6 +801,10 @@ fn convert_entry(
         "version": version,
     });
     if !repairs.is_empty() {
+        description.push_str("\n\nRepaired on import:\n");
+        for r in &repairs {
+            description.push_str(&format!("\n- {r}"));
+        }
         source["repairs"] = json!(repairs);
     }
     let task = json!({
@@ -853,9 +819,95 @@ fn convert_entry(
     });
     let mut bytes = serde_json::to_vec_pretty(&task).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
-    // Every imported task passes `tasks lint`; one that would not is skipped with lint's reason.
+    passes_lint(&id, &bytes)?;
+    Ok(Imported {
+        id,
+        bfcl_id: bfcl_id.to_string(),
+        category: category.to_string(),
+        bytes,
+        repaired: !repairs.is_empty(),
+        renamed,
+    })
+}
+
+/// What a BFCL category's entries expect of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    /// `*irrelevance`: no offered function fits; the right answer calls nothing.
+    Irrelevance,
+    /// `live_relevance`: some offered function fits; any schema-valid call is right.
+    Relevance,
+    /// Every other category: the ground truth's calls, with BFCL's possible answers.
+    Calls,
+}
+
+impl EntryKind {
+    fn of(category: &str) -> EntryKind {
+        if category.ends_with("irrelevance") {
+            EntryKind::Irrelevance
+        } else if category == "live_relevance" {
+            EntryKind::Relevance
+        } else {
+            EntryKind::Calls
+        }
+    }
+
+    /// The task description's sentence on how the answer is judged.
+    fn what(self) -> &'static str {
+        match self {
+            EntryKind::Irrelevance => {
+                "None of the offered functions fits the request: the right answer calls nothing."
+            }
+            EntryKind::Relevance => {
+                "Some offered function fits the request: any call to an offered tool that passes its schema is right (BFCL's relevance check); the expected call is an example."
+            }
+            EntryKind::Calls => {
+                "Value accuracy uses BFCL's possible answers (`accept`) with BFCL's checker rules."
+            }
+        }
+    }
+}
+
+/// The entry's messages: a single-turn category sends its one turn.
+fn single_turn(entry: &Value) -> Result<Vec<Value>, String> {
+    let turns = entry
+        .get("question")
+        .and_then(Value::as_array)
+        .ok_or("the entry has no question")?;
+    if turns.len() != 1 {
+        return Err(format!(
+            "its question has {} turns; a single-turn category sends only the first",
+            turns.len()
+        ));
+    }
+    Ok(turns[0]
+        .as_array()
+        .filter(|m| !m.is_empty())
+        .ok_or("the question's turn holds no messages")?
+        .clone())
+}
+
+/// The entry's function docs as the tools BFCL's handler sends, each name used once.
+fn tools_sent(functions: &[Value], lang: BfclLanguage) -> Result<Vec<Value>, String> {
+    let mut tools = Vec::new();
+    for f in functions {
+        tools.push(to_tool(f, lang)?);
+    }
+    let mut names: Vec<&str> = tools
+        .iter()
+        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+        .collect();
+    names.sort();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err("two function docs share a tool name once dots become underscores".into());
+    }
+    Ok(tools)
+}
+
+/// Every imported task passes `tasks lint`; one that would not is skipped with lint's reason.
+fn passes_lint(id: &str, bytes: &[u8]) -> Result<(), String> {
     let path = std::path::PathBuf::from(format!("{id}.json"));
-    let parsed = crate::task::parse_task(&path, &bytes).map_err(|es| {
+    let parsed = crate::task::parse_task(&path, bytes).map_err(|es| {
         format!(
             "the converted task does not load: {}",
             es.iter()
@@ -867,14 +919,7 @@ fn convert_entry(
     if let Some(p) = crate::lint::lint_task(&parsed).into_iter().next() {
         return Err(format!("the converted task fails lint: {p}"));
     }
-    Ok(Imported {
-        id,
-        bfcl_id: bfcl_id.to_string(),
-        category: category.to_string(),
-        bytes,
-        repaired: !repairs.is_empty(),
-        renamed,
-    })
+    Ok(())
 }
 
 /// One ground-truth entry (`{"func": {"param": [values…]}}`) as an expected call with its gold
@@ -923,161 +968,42 @@ fn expected_call(
         };
         let (t, items) = doc_types(pdoc);
         let (mut kept, omit, first_is_omit) = split_answer(values);
-        let dict_like = matches!(t.as_str(), "dict" | "HashMap")
-            || (matches!(t.as_str(), "array" | "tuple") && items.as_deref() == Some("dict"));
-        if dict_like {
-            let mut changed = false;
-            kept = kept
-                .iter()
-                .map(|v| repair_dict_answer(v, &mut changed))
-                .collect();
-            if changed {
-                repairs.push(format!(
-                    "{fname}.{pname}: BFCL compares the values inside its dictionary literally, but its possible answer nests lists of alternatives there (or a bare value where a list belongs): each replaced by its first alternative (or wrapped in a list)"
-                ));
-            }
-        }
-        let is_required = required.iter().any(|r| r == pname);
-        let prop_pointer = format!(
-            "/function/parameters/properties/{}",
-            crate::json::pointer_token(pname)
-        );
+        let param = GoldParam {
+            fname,
+            pname,
+            tool: &tool,
+            tool_index,
+            t,
+            items,
+            lang,
+            values,
+            omit,
+            required: required.iter().any(|r| r == pname),
+            prop_pointer: format!(
+                "/function/parameters/properties/{}",
+                crate::json::pointer_token(pname)
+            ),
+        };
+        param.repair_dicts(&mut kept, repairs);
         if kept.is_empty() && !omit {
             return Err(format!(
                 "its possible answer for {fname}.{pname} lists no value"
             ));
         }
-        if kept.is_empty() && is_required {
+        if kept.is_empty() && param.required {
             return Err(format!(
                 "its possible answer only allows leaving out {fname}.{pname}, which the schema requires"
             ));
         }
-        let mut chosen: Option<Option<Value>> = None;
-        if first_is_omit && !is_required {
-            chosen = Some(None);
-        }
-        let accept_of = |kept: &[Value]| Accept {
-            values: kept.to_vec(),
-            omit,
-            rule: Rule::Bfcl,
-            bfcl_type: Some(t.clone()),
-            bfcl_items: items.clone(),
-            language: lang,
+        let chosen = if first_is_omit && !param.required {
+            None
+        } else {
+            param.choose(tools, &mut kept, repairs)?
         };
-        let candidates = |kept: &[Value]| -> Vec<Value> {
-            kept.iter()
-                .filter_map(|v| match lang {
-                    BfclLanguage::Python => Some(python_candidate(v, &t, items.as_deref())),
-                    BfclLanguage::Java => {
-                        java_text(&first_of_dict(v), &t, items.as_deref()).map(Value::String)
-                    }
-                    BfclLanguage::Javascript => js_text(&first_of_dict(v), &t).map(Value::String),
-                })
-                .collect()
-        };
-        // The first candidate BFCL's checker accepts and the schema sent allows, and the
-        // first schema error met, for the skip reason.
-        let pick = |tools: &[Value], kept: &[Value]| -> (Option<Value>, bool, Option<String>) {
-            let a = accept_of(kept);
-            let prop = tools[tool_index].pointer(&prop_pointer).cloned();
-            let compiled = prop.as_ref().map(Schema::compile);
-            let mut any_accepted = false;
-            let mut schema_error = None;
-            for c in candidates(kept) {
-                if !param_accepts(&a, &c) {
-                    continue;
-                }
-                any_accepted = true;
-                match &compiled {
-                    Some(Ok(s)) => {
-                        let error = s
-                            .validator
-                            .iter_errors(&c)
-                            .next()
-                            .map(|e| format!("{} at {}", e, e.instance_path()));
-                        match error {
-                            None => return (Some(c), true, None),
-                            Some(e) => {
-                                schema_error.get_or_insert(e);
-                            }
-                        }
-                    }
-                    Some(Err(e)) => {
-                        schema_error
-                            .get_or_insert_with(|| format!("the schema does not compile: {e}"));
-                    }
-                    None => return (Some(c), true, None),
-                }
-            }
-            (None, any_accepted, schema_error)
-        };
-        if chosen.is_none() {
-            let (mut found, mut any_accepted, mut schema_error) = pick(tools, &kept);
-            if found.is_none()
-                && let Some(note) = move_array_enum(&mut tools[tool_index], &prop_pointer, pname)
-            {
-                (found, any_accepted, schema_error) = pick(tools, &kept);
-                if found.is_some() {
-                    repairs.push(format!("{tool}: {note}"));
-                }
-            }
-            if found.is_none()
-                && let Some((spelling, note)) =
-                    enum_spelling(tools[tool_index].pointer(&prop_pointer), &kept)
-            {
-                let mut widened = kept.clone();
-                if !param_accepts(&accept_of(&kept), &spelling) {
-                    widened.push(spelling.clone());
-                }
-                let (f, _, _) = pick(tools, &widened);
-                if f.is_some() {
-                    kept = widened;
-                    found = f;
-                    repairs.push(format!("{fname}.{pname}: {note}"));
-                }
-            }
-            match found {
-                Some(c) => chosen = Some(Some(c)),
-                None if omit && !is_required => chosen = Some(None),
-                None if !any_accepted => {
-                    return Err(format!(
-                        "BFCL's own checker accepts none of its possible answers for {fname}.{pname} ({})",
-                        crate::json::preview(&Value::Array(values.clone()), 80)
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "none of its possible answers for {fname}.{pname} ({}) fits the schema sent: {}",
-                        crate::json::preview(&Value::Array(values.clone()), 80),
-                        schema_error.unwrap_or_default()
-                    ));
-                }
-            }
-        }
-        if let Some(Some(c)) = chosen {
+        if let Some(c) = chosen {
             gold.insert(pname.clone(), c);
         }
-        let mut entry = Map::new();
-        entry.insert("values".into(), Value::Array(kept));
-        if omit {
-            entry.insert("omit".into(), Value::Bool(true));
-        }
-        entry.insert("rule".into(), json!("bfcl"));
-        entry.insert("type".into(), Value::String(t.clone()));
-        if let Some(i) = &items {
-            entry.insert("items".into(), Value::String(i.clone()));
-        }
-        if lang != BfclLanguage::Python {
-            entry.insert(
-                "language".into(),
-                json!(if lang == BfclLanguage::Java {
-                    "java"
-                } else {
-                    "javascript"
-                }),
-            );
-        }
-        accept.insert(pname.clone(), Value::Object(entry));
+        accept.insert(pname.clone(), param.accept_entry(kept));
     }
     let gold = Value::Object(gold);
     let sent = tools[tool_index]
@@ -1093,6 +1019,188 @@ fn expected_call(
         ));
     }
     Ok(json!({"tool": tool, "gold": gold, "accept": accept}))
+}
+
+/// One parameter of a ground-truth call being converted: its possible answers, its type in
+/// BFCL's doc, and where its schema sits in the tool sent.
+struct GoldParam<'a> {
+    /// The function's name in BFCL (dotted), and the tool's as sent.
+    fname: &'a str,
+    pname: &'a str,
+    tool: &'a str,
+    tool_index: usize,
+    /// BFCL's type for it, and its item type.
+    t: String,
+    items: Option<String>,
+    lang: BfclLanguage,
+    /// BFCL's possible answers as given (`""` for "may be left out").
+    values: &'a [Value],
+    omit: bool,
+    required: bool,
+    /// Its property in the tool sent, as a JSON pointer.
+    prop_pointer: String,
+}
+
+/// What [`GoldParam::pick`] found: the candidate chosen, whether BFCL's checker accepted any
+/// candidate, and the first schema error met (for the skip reason).
+type Picked = (Option<Value>, bool, Option<String>);
+
+impl GoldParam<'_> {
+    /// A dictionary's possible answers in the shape BFCL's `dict_checker` can match
+    /// ([`repair_dict_answer`]), the repair recorded.
+    fn repair_dicts(&self, kept: &mut Vec<Value>, repairs: &mut Vec<String>) {
+        let (t, items) = (self.t.as_str(), self.items.as_deref());
+        let dict_like = matches!(t, "dict" | "HashMap")
+            || (matches!(t, "array" | "tuple") && items == Some("dict"));
+        if !dict_like {
+            return;
+        }
+        let mut changed = false;
+        *kept = kept
+            .iter()
+            .map(|v| repair_dict_answer(v, &mut changed))
+            .collect();
+        if changed {
+            repairs.push(format!(
+                "{}.{}: BFCL compares the values inside its dictionary literally, but its possible answer nests lists of alternatives there (or a bare value where a list belongs): each replaced by its first alternative (or wrapped in a list)",
+                self.fname, self.pname
+            ));
+        }
+    }
+
+    fn accept_of(&self, kept: &[Value]) -> Accept {
+        Accept {
+            values: kept.to_vec(),
+            omit: self.omit,
+            rule: Rule::Bfcl,
+            bfcl_type: Some(self.t.clone()),
+            bfcl_items: self.items.clone(),
+            language: self.lang,
+        }
+    }
+
+    /// The possible answers as the model would send them in this language.
+    fn candidates(&self, kept: &[Value]) -> Vec<Value> {
+        let (t, items) = (self.t.as_str(), self.items.as_deref());
+        kept.iter()
+            .filter_map(|v| match self.lang {
+                BfclLanguage::Python => Some(python_candidate(v, t, items)),
+                BfclLanguage::Java => java_text(&first_of_dict(v), t, items).map(Value::String),
+                BfclLanguage::Javascript => js_text(&first_of_dict(v), t).map(Value::String),
+            })
+            .collect()
+    }
+
+    /// The first candidate BFCL's checker accepts and the schema sent allows, and the first
+    /// schema error met, for the skip reason.
+    fn pick(&self, tools: &[Value], kept: &[Value]) -> Picked {
+        let a = self.accept_of(kept);
+        let prop = tools[self.tool_index].pointer(&self.prop_pointer).cloned();
+        let compiled = prop.as_ref().map(Schema::compile);
+        let mut any_accepted = false;
+        let mut schema_error = None;
+        for c in self.candidates(kept) {
+            if !param_accepts(&a, &c) {
+                continue;
+            }
+            any_accepted = true;
+            match &compiled {
+                Some(Ok(s)) => {
+                    let error = s
+                        .validator
+                        .iter_errors(&c)
+                        .next()
+                        .map(|e| format!("{} at {}", e, e.instance_path()));
+                    match error {
+                        None => return (Some(c), true, None),
+                        Some(e) => {
+                            schema_error.get_or_insert(e);
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    schema_error.get_or_insert_with(|| format!("the schema does not compile: {e}"));
+                }
+                None => return (Some(c), true, None),
+            }
+        }
+        (None, any_accepted, schema_error)
+    }
+
+    /// The gold value (`None`: left out), after the repairs that let a possible answer fit
+    /// the schema sent (an array's enum moved to its items, an enum member's spelling), or
+    /// why no possible answer can be the gold.
+    fn choose(
+        &self,
+        tools: &mut [Value],
+        kept: &mut Vec<Value>,
+        repairs: &mut Vec<String>,
+    ) -> Result<Option<Value>, String> {
+        let (fname, pname) = (self.fname, self.pname);
+        let (mut found, mut any_accepted, mut schema_error) = self.pick(tools, kept);
+        if found.is_none()
+            && let Some(note) =
+                move_array_enum(&mut tools[self.tool_index], &self.prop_pointer, pname)
+        {
+            (found, any_accepted, schema_error) = self.pick(tools, kept);
+            if found.is_some() {
+                repairs.push(format!("{}: {note}", self.tool));
+            }
+        }
+        if found.is_none()
+            && let Some((spelling, note)) =
+                enum_spelling(tools[self.tool_index].pointer(&self.prop_pointer), kept)
+        {
+            let mut widened = kept.clone();
+            if !param_accepts(&self.accept_of(kept), &spelling) {
+                widened.push(spelling.clone());
+            }
+            let (f, _, _) = self.pick(tools, &widened);
+            if f.is_some() {
+                *kept = widened;
+                found = f;
+                repairs.push(format!("{fname}.{pname}: {note}"));
+            }
+        }
+        match found {
+            Some(c) => Ok(Some(c)),
+            None if self.omit && !self.required => Ok(None),
+            None if !any_accepted => Err(format!(
+                "BFCL's own checker accepts none of its possible answers for {fname}.{pname} ({})",
+                crate::json::preview(&Value::Array(self.values.to_vec()), 80)
+            )),
+            None => Err(format!(
+                "none of its possible answers for {fname}.{pname} ({}) fits the schema sent: {}",
+                crate::json::preview(&Value::Array(self.values.to_vec()), 80),
+                schema_error.unwrap_or_default()
+            )),
+        }
+    }
+
+    /// The parameter's `accept` entry in the task file.
+    fn accept_entry(&self, kept: Vec<Value>) -> Value {
+        let mut entry = Map::new();
+        entry.insert("values".into(), Value::Array(kept));
+        if self.omit {
+            entry.insert("omit".into(), Value::Bool(true));
+        }
+        entry.insert("rule".into(), json!("bfcl"));
+        entry.insert("type".into(), Value::String(self.t.clone()));
+        if let Some(i) = &self.items {
+            entry.insert("items".into(), Value::String(i.clone()));
+        }
+        if self.lang != BfclLanguage::Python {
+            entry.insert(
+                "language".into(),
+                json!(if self.lang == BfclLanguage::Java {
+                    "java"
+                } else {
+                    "javascript"
+                }),
+            );
+        }
+        Value::Object(entry)
+    }
 }
 
 /// A dictionary possible answer (or a list of them) in the shape BFCL's `dict_checker` can
