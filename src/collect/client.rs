@@ -365,15 +365,15 @@ impl Endpoint {
             what: "timeout_secs",
         };
         let mut ex = self
-            .exchange(
+            .exchange(Outgoing {
                 body,
-                SAMPLE_HEADER,
+                tag_header: SAMPLE_HEADER,
                 tag,
                 feedback,
-                self.stream,
+                stream: self.stream,
                 policy,
                 limits,
-            )
+            })
             .await;
         if let Some(r) = &self.secret {
             r.exchange(&mut ex);
@@ -403,7 +403,15 @@ impl Endpoint {
             what: "the preflight's probe timeout",
         };
         let mut ex = self
-            .exchange(body, PREFLIGHT_HEADER, check, None, stream, policy, limits)
+            .exchange(Outgoing {
+                body,
+                tag_header: PREFLIGHT_HEADER,
+                tag: check,
+                feedback: None,
+                stream,
+                policy,
+                limits,
+            })
             .await;
         if let Some(r) = &self.secret {
             r.exchange(&mut ex);
@@ -411,176 +419,171 @@ impl Endpoint {
         ex
     }
 
-    // Each argument is one fact about the request; a struct for them would be built once, here.
-    #[allow(clippy::too_many_arguments)]
-    async fn exchange(
-        &self,
-        body: &bytes::Bytes,
-        tag_header: &'static str,
-        tag: &str,
-        feedback: Option<&str>,
-        stream: bool,
-        policy: &RetryPolicy,
-        limits: Limits,
-    ) -> Exchange {
+    /// Sends `out`, retrying before the first body byte only, and keeps what came back.
+    async fn exchange(&self, out: Outgoing<'_>) -> Exchange {
         let started = Instant::now();
         let mut meta = Meta {
-            streamed: stream,
+            streamed: out.stream,
             started: Some(crate::collect::clock::rfc3339_now()),
             ..Meta::default()
         };
         let mut retry_after_ms = 0;
         let mut attempt_no = 0u32;
-        // What a sample's error adds when callcheck's own timeout ended it (a probe's says
-        // which timeout fired, and that is all it needs).
-        let kept = if tag_header == SAMPLE_HEADER {
-            ": callcheck's own timeout, kept as the sample's outcome, not asked again"
-        } else {
-            ""
-        };
         loop {
             let mut attempt = Attempt::default();
             if attempt_no > 0 {
-                let wait = policy.backoff_ms(attempt_no, retry_after_ms);
+                let wait = out.policy.backoff_ms(attempt_no, retry_after_ms);
                 attempt.backoff_ms = wait;
                 tokio::time::sleep(Duration::from_millis(wait)).await;
             }
-            let last = attempt_no >= policy.retries;
-            let replica = self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len().max(1);
-            let base = self.urls.get(replica).cloned().unwrap_or_default();
-            meta.endpoint = Some(redact_url(&base));
-            let sent = Instant::now();
-            let deadline = tokio::time::Instant::now() + limits.timeout;
-            let mut headers = self.headers(stream);
-            if let Ok(v) = HeaderValue::from_str(&format!("{tag}/{attempt_no}")) {
-                headers.insert(tag_header, v);
-            }
-            if let Some(v) = feedback.and_then(|f| HeaderValue::from_str(f).ok()) {
-                headers.insert(FEEDBACK_HEADER, v);
-            }
-            let req = self
-                .client
-                .post(crate::endpoint::join(&base, "chat/completions"))
-                .headers(headers)
-                .body(body.clone())
-                .send();
-            let resp = match tokio::time::timeout_at(deadline, req).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    attempt.error = Some(describe(e));
-                    meta.attempts.push(attempt);
-                    if last {
-                        return self.failed(meta, started, stream);
-                    }
+            match self.attempt(&out, &mut meta, attempt, attempt_no).await {
+                Step::Again { retry_after } => {
+                    // A head's `retry-after` holds until another head replaces it.
+                    retry_after_ms = retry_after.unwrap_or(retry_after_ms);
                     attempt_no += 1;
-                    continue;
                 }
-                // callcheck's own budget ran out while the server was (perhaps) generating: an
-                // outcome of the sample, not a reason to draw again (see the module's doc).
-                Err(_) => {
-                    attempt.error = Some(format!(
-                        "timed out after {} s ({}) waiting for the response head{kept}",
-                        limits.timeout.as_secs(),
-                        limits.what
-                    ));
-                    meta.attempts.push(attempt);
-                    return self.failed(meta, started, stream);
-                }
-            };
-            let status = resp.status().as_u16();
-            attempt.status = Some(status);
-            let headers = kept_headers(resp.headers());
-            retry_after_ms = resp
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map_or(0, |s| s.saturating_mul(1000));
-            let sse = match resp.headers().get(CONTENT_TYPE).map(|v| v.as_bytes()) {
-                Some(ct) if ct.starts_with(b"text/event-stream") => true,
-                Some(ct) if ct.windows(4).any(|w| w == b"json") => false,
-                _ => stream,
-            };
-            // A follow-up of the feedback round that the server answers with HTTP 500 was
-            // refused for its content (llama-server and vLLM refuse a history whose call
-            // arguments are not JSON, with 500 or 400): asking again gets the same refusal, four
-            // more times. Gateways' 502–504 and 429 stay transient for follow-ups too.
-            let follow_up = feedback.is_some();
-            let retryable_status =
-                status == 429 || (status >= 500 && !(follow_up && status == 500));
-            let (bytes, end, ttfb) = read_body(resp, deadline, sent, limits.max_body).await;
-            attempt.ttfb_ms = ttfb.map(ms);
-            if retryable_status && !last {
-                // The status came with the head, before any body byte: the server refused this
-                // attempt, so asking again cannot double a sample.
-                // Redacted before it is clipped: a clip could cut an echoed key in two, and a
-                // piece of it would no longer be found in the error text.
-                let mut shown = bytes.clone();
-                if let Some(r) = &self.secret {
-                    r.bytes(&mut shown);
-                }
-                attempt.error = Some(format!(
-                    "HTTP {status}: {}",
-                    crate::json::clip(&String::from_utf8_lossy(&shown), 200)
-                ));
-                meta.attempts.push(attempt);
-                attempt_no += 1;
-                continue;
-            }
-            // A connection lost between the head and the body's first byte: nothing of the
-            // answer arrived, so asking again cannot double a sample. (The budget running out
-            // there is callcheck's own timeout, kept below like one later in the body.)
-            if let BodyEnd::Broken(why) = &end
-                && bytes.is_empty()
-            {
-                attempt.error = Some(format!("{why} before the first byte of the body"));
-                meta.attempts.push(attempt);
-                if last {
-                    meta.status = Some(status);
-                    meta.headers = headers;
-                    return self.failed(meta, started, stream);
-                }
-                attempt_no += 1;
-                continue;
-            }
-            meta.status = Some(status);
-            meta.headers = headers;
-            meta.ttfb_ms = attempt.ttfb_ms;
-            match end {
-                BodyEnd::Complete if retryable_status => {
-                    meta.error = Some(format!(
-                        "HTTP {status} after {} attempts",
-                        meta.attempts.len() + 1
-                    ));
-                }
-                BodyEnd::Complete => {}
-                BodyEnd::TimedOut => {
-                    let e = format!(
-                        "timed out after {} s ({}) with {} bytes of the body received{kept}",
-                        limits.timeout.as_secs(),
-                        limits.what,
-                        bytes.len()
-                    );
-                    attempt.error = Some(e.clone());
-                    meta.error = Some(e);
-                }
-                BodyEnd::Broken(why) => {
-                    let e = format!(
-                        "{why} after {} bytes of the body: kept as received",
-                        bytes.len()
-                    );
-                    attempt.error = Some(e.clone());
-                    meta.error = Some(e);
+                Step::Failed => return self.failed(meta, started, out.stream),
+                Step::Answered { response, sse } => {
+                    meta.total_ms = Some(ms(started.elapsed()));
+                    return Exchange {
+                        response,
+                        sse,
+                        meta,
+                    };
                 }
             }
-            meta.attempts.push(attempt);
-            meta.total_ms = Some(ms(started.elapsed()));
-            return Exchange {
-                response: bytes,
-                sse,
-                meta,
-            };
         }
+    }
+
+    /// One attempt at `out` (number `attempt_no`), recorded in `meta`: what comes next.
+    async fn attempt(
+        &self,
+        out: &Outgoing<'_>,
+        meta: &mut Meta,
+        mut attempt: Attempt,
+        attempt_no: u32,
+    ) -> Step {
+        let last = attempt_no >= out.policy.retries;
+        let sent = Instant::now();
+        let deadline = tokio::time::Instant::now() + out.limits.timeout;
+        let resp = match self.head(out, meta, attempt_no, deadline).await {
+            Ok(r) => r,
+            Err(no_head) => {
+                let again = matches!(no_head, NoHead::Failed(_)) && !last;
+                attempt.error = Some(no_head.into_error());
+                meta.attempts.push(attempt);
+                return if again {
+                    Step::Again { retry_after: None }
+                } else {
+                    Step::Failed
+                };
+            }
+        };
+        let status = resp.status().as_u16();
+        attempt.status = Some(status);
+        let headers = kept_headers(resp.headers());
+        let retry_after = retry_after_ms(resp.headers());
+        let again = Step::Again {
+            retry_after: Some(retry_after),
+        };
+        let sse = answer_is_sse(resp.headers(), out.stream);
+        let retryable_status = out.retryable(status);
+        let (bytes, end, ttfb) = read_body(resp, deadline, sent, out.limits.max_body).await;
+        attempt.ttfb_ms = ttfb.map(ms);
+        if retryable_status && !last {
+            // The status came with the head, before any body byte: the server refused this
+            // attempt, so asking again cannot double a sample.
+            attempt.error = Some(self.refusal(status, &bytes));
+            meta.attempts.push(attempt);
+            return again;
+        }
+        // A connection lost between the head and the body's first byte: nothing of the
+        // answer arrived, so asking again cannot double a sample. (The budget running out
+        // there is callcheck's own timeout, kept below like one later in the body.)
+        if let BodyEnd::Broken(why) = &end
+            && bytes.is_empty()
+        {
+            attempt.error = Some(format!("{why} before the first byte of the body"));
+            meta.attempts.push(attempt);
+            if last {
+                meta.status = Some(status);
+                meta.headers = headers;
+                return Step::Failed;
+            }
+            return again;
+        }
+        meta.status = Some(status);
+        meta.headers = headers;
+        meta.ttfb_ms = attempt.ttfb_ms;
+        match out.body_error(&end, bytes.len()) {
+            Some(e) => {
+                attempt.error = Some(e.clone());
+                meta.error = Some(e);
+            }
+            None if retryable_status => {
+                meta.error = Some(format!(
+                    "HTTP {status} after {} attempts",
+                    meta.attempts.len() + 1
+                ));
+            }
+            None => {}
+        }
+        meta.attempts.push(attempt);
+        Step::Answered {
+            response: bytes,
+            sse,
+        }
+    }
+
+    /// Sends one attempt's request to the next replica and waits for the response head until
+    /// `deadline`.
+    async fn head(
+        &self,
+        out: &Outgoing<'_>,
+        meta: &mut Meta,
+        attempt_no: u32,
+        deadline: tokio::time::Instant,
+    ) -> Result<reqwest::Response, NoHead> {
+        let replica = self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len().max(1);
+        let base = self.urls.get(replica).cloned().unwrap_or_default();
+        meta.endpoint = Some(redact_url(&base));
+        let mut headers = self.headers(out.stream);
+        if let Ok(v) = HeaderValue::from_str(&format!("{}/{attempt_no}", out.tag)) {
+            headers.insert(out.tag_header, v);
+        }
+        if let Some(v) = out.feedback.and_then(|f| HeaderValue::from_str(f).ok()) {
+            headers.insert(FEEDBACK_HEADER, v);
+        }
+        let req = self
+            .client
+            .post(crate::endpoint::join(&base, "chat/completions"))
+            .headers(headers)
+            .body(out.body.clone())
+            .send();
+        match tokio::time::timeout_at(deadline, req).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(NoHead::Failed(describe(e))),
+            Err(_) => Err(NoHead::TimedOut(format!(
+                "timed out after {} s ({}) waiting for the response head{}",
+                out.limits.timeout.as_secs(),
+                out.limits.what,
+                out.kept()
+            ))),
+        }
+    }
+
+    /// A refused attempt's error: the status and the start of its body, the row's key
+    /// redacted before it is clipped (a clip could cut an echoed key in two, and a piece of it
+    /// would no longer be found in the error text).
+    fn refusal(&self, status: u16, body: &[u8]) -> String {
+        let mut shown = body.to_vec();
+        if let Some(r) = &self.secret {
+            r.bytes(&mut shown);
+        }
+        format!(
+            "HTTP {status}: {}",
+            crate::json::clip(&String::from_utf8_lossy(&shown), 200)
+        )
     }
 
     fn failed(&self, mut meta: Meta, started: Instant, stream: bool) -> Exchange {
@@ -717,6 +720,104 @@ impl Endpoint {
         };
         Ok(Bounded { status, body, cut })
     }
+}
+
+/// One chat-completions request to send: the body and how it is tagged, read and retried.
+struct Outgoing<'a> {
+    body: &'a bytes::Bytes,
+    /// [`SAMPLE_HEADER`] or [`PREFLIGHT_HEADER`], carrying `<tag>/<attempt>`.
+    tag_header: &'static str,
+    tag: &'a str,
+    /// `<style>/<label>` of a follow-up, sent in [`FEEDBACK_HEADER`].
+    feedback: Option<&'a str>,
+    stream: bool,
+    policy: &'a RetryPolicy,
+    limits: Limits,
+}
+
+impl Outgoing<'_> {
+    /// What a sample's error adds when callcheck's own timeout ended it (a probe's says
+    /// which timeout fired, and that is all it needs).
+    fn kept(&self) -> &'static str {
+        if self.tag_header == SAMPLE_HEADER {
+            ": callcheck's own timeout, kept as the sample's outcome, not asked again"
+        } else {
+            ""
+        }
+    }
+
+    /// Whether a status is worth asking again. A follow-up of the feedback round that the
+    /// server answers with HTTP 500 was refused for its content (llama-server and vLLM refuse
+    /// a history whose call arguments are not JSON, with 500 or 400): asking again gets the
+    /// same refusal, four more times. Gateways' 502–504 and 429 stay transient for follow-ups
+    /// too.
+    fn retryable(&self, status: u16) -> bool {
+        let follow_up = self.feedback.is_some();
+        status == 429 || (status >= 500 && !(follow_up && status == 500))
+    }
+
+    /// The error a body's end says beside what was received: callcheck's own timeout, or a
+    /// connection lost mid-body (kept as received); `None` for a complete body.
+    fn body_error(&self, end: &BodyEnd, received: usize) -> Option<String> {
+        match end {
+            BodyEnd::Complete => None,
+            BodyEnd::TimedOut => Some(format!(
+                "timed out after {} s ({}) with {received} bytes of the body received{}",
+                self.limits.timeout.as_secs(),
+                self.limits.what,
+                self.kept()
+            )),
+            BodyEnd::Broken(why) => Some(format!(
+                "{why} after {received} bytes of the body: kept as received"
+            )),
+        }
+    }
+}
+
+/// Why an attempt got no response head.
+enum NoHead {
+    /// The request failed (connection refused, reset…): asking again cannot double a sample.
+    Failed(String),
+    /// callcheck's own budget ran out while the server was (perhaps) generating: an outcome
+    /// of the sample, not a reason to draw again (see the module's doc).
+    TimedOut(String),
+}
+
+impl NoHead {
+    fn into_error(self) -> String {
+        match self {
+            NoHead::Failed(e) | NoHead::TimedOut(e) => e,
+        }
+    }
+}
+
+/// A response's `retry-after` (in seconds) as milliseconds; 0 when absent or not a number.
+fn retry_after_ms(headers: &HeaderMap) -> u64 {
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(0, |s| s.saturating_mul(1000))
+}
+
+/// Whether an answer is an SSE stream: as its content type says, else as the request asked.
+fn answer_is_sse(headers: &HeaderMap, asked_stream: bool) -> bool {
+    match headers.get(CONTENT_TYPE).map(|v| v.as_bytes()) {
+        Some(ct) if ct.starts_with(b"text/event-stream") => true,
+        Some(ct) if ct.windows(4).any(|w| w == b"json") => false,
+        _ => asked_stream,
+    }
+}
+
+/// What one attempt leads to.
+enum Step {
+    /// Ask again (the attempt got nothing that could double a sample); `retry_after` is the
+    /// head's `retry-after` in ms when a head arrived.
+    Again { retry_after: Option<u64> },
+    /// Give up: the last attempt failed, or callcheck's own timeout fired before the head.
+    Failed,
+    /// An answer to keep, complete or not.
+    Answered { response: Vec<u8>, sse: bool },
 }
 
 /// How long one exchange may take and how much of its body is kept.

@@ -188,32 +188,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Parses and checks a config's text; `path` is used in messages only.
 pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = path.to_path_buf();
-    let top = |key: &str, problem: String| ConfigError {
+    let entries = model_tables(text).map_err(|(key, problem)| ConfigError {
         file: file.clone(),
         entry: String::new(),
-        key: key.into(),
+        key,
         problem,
-    };
-    let table: toml::Table =
-        toml::from_str(text).map_err(|e| top("", format!("not valid TOML: {e}")))?;
-    for key in table.keys() {
-        if key != "model" {
-            return Err(top(
-                key,
-                "unknown key (a config holds only [[model]] entries)".into(),
-            ));
-        }
-    }
-    let entries = match table.get("model") {
-        None => return Err(top("model", "no [[model]] entry".into())),
-        Some(toml::Value::Array(a)) => a.clone(),
-        Some(_) => {
-            return Err(top(
-                "model",
-                "must be an array of tables, written [[model]]".into(),
-            ));
-        }
-    };
+    })?;
     let mut models: Vec<ModelEntry> = Vec::new();
     for (i, raw) in entries.into_iter().enumerate() {
         let name_hint = raw
@@ -221,11 +201,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             .and_then(toml::Value::as_str)
             .map(|n| format!(" {n:?}"))
             .unwrap_or_default();
-        let entry_name = format!("model[{i}]{name_hint}");
-        let bad = |key: &str, problem: String| ConfigError {
+        let bad = |(key, problem): Problem| ConfigError {
             file: file.clone(),
-            entry: entry_name.clone(),
-            key: key.into(),
+            entry: format!("model[{i}]{name_hint}"),
+            key,
             problem,
         };
         let m: ModelEntry = serde_path_to_error::deserialize(raw).map_err(|e| {
@@ -237,137 +216,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             } else {
                 key
             };
-            bad(&key, inner.trim().to_string())
+            bad((key, inner.trim().to_string()))
         })?;
-        if !is_path_safe(&m.name) || m.name.starts_with('.') {
-            return Err(bad(
-                "name",
-                format!(
-                    "{:?} cannot be used: a name becomes a folder under runs/, so it must match [A-Za-z0-9._-]+ and not start with a dot",
-                    m.name
-                ),
-            ));
-        }
-        if let Some(name) = &m.system_prompt {
-            if m.system.is_some() {
-                return Err(bad(
-                    "system_prompt",
-                    "set either `system` (your own text) or `system_prompt` (a built-in one), not both".into(),
-                ));
-            }
-            if crate::hitec::system_prompt(name).is_none() {
-                return Err(bad(
-                    "system_prompt",
-                    format!(
-                        "{name:?} is not a built-in system prompt (there is {:?}: the HiTEC paper's eight global checks)",
-                        crate::hitec::GLOBAL_PROMPT_NAME
-                    ),
-                ));
-            }
-        }
-        if let Some(why) = crate::names::too_long("row name", &m.name) {
-            return Err(bad("name", format!("{:?}: {why}", m.name)));
-        }
-        if let Some(prev) = models.iter().position(|o| {
-            o.name != m.name && crate::names::case_key(&o.name) == crate::names::case_key(&m.name)
-        }) {
-            return Err(bad(
-                "name",
-                format!(
-                    "{:?} differs only in case from model[{prev}] {:?}: on a case-insensitive file system (macOS, Windows) both would be one folder under runs/; rename one",
-                    m.name, models[prev].name
-                ),
-            ));
-        }
-        if let Some(prev) = models.iter().position(|o| o.name == m.name) {
-            return Err(bad(
-                "name",
-                format!("{:?} is already the name of model[{prev}]", m.name),
-            ));
-        }
-        match (&m.base_url, &m.base_urls) {
-            (Some(_), Some(_)) => {
-                return Err(bad(
-                    "base_urls",
-                    "give either base_url or base_urls, not both".into(),
-                ));
-            }
-            (None, None) => {
-                return Err(bad(
-                    "base_url",
-                    "missing (give base_url, or base_urls for replicas)".into(),
-                ));
-            }
-            (None, Some(us)) if us.is_empty() => {
-                return Err(bad("base_urls", "is empty".into()));
-            }
-            _ => {}
-        }
-        let key = if m.base_url.is_some() {
-            "base_url"
-        } else {
-            "base_urls"
-        };
-        for u in m.urls() {
-            match reqwest::Url::parse(&u) {
-                Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => {}
-                Ok(_) => {
-                    return Err(bad(
-                        key,
-                        format!("{:?} is not an http(s) URL", redact_url(&u)),
-                    ));
-                }
-                Err(e) => return Err(bad(key, format!("{:?} is not a URL: {e}", redact_url(&u)))),
-            }
-        }
-        if m.model.is_empty() {
-            return Err(bad("model", "is empty: give the served model id".into()));
-        }
-        if m.concurrency == 0 {
-            return Err(bad("concurrency", "must be at least 1".into()));
-        }
-        if m.timeout_secs == 0 {
-            return Err(bad("timeout_secs", "must be at least 1".into()));
-        }
-        if let Some(p) = &m.price {
-            for (key, x) in [
-                ("price.input_per_mtok", p.input_per_mtok),
-                ("price.output_per_mtok", p.output_per_mtok),
-            ] {
-                if !x.is_finite() || x < 0.0 {
-                    return Err(bad(
-                        key,
-                        format!("{x} is not a price: give a number ≥ 0 per million tokens"),
-                    ));
-                }
-            }
-        }
-        if let Some(v) = &m.api_key_env
-            && (v.is_empty() || v.contains('=') || v.contains('\0'))
-        {
-            return Err(bad(
-                "api_key_env",
-                format!("{v:?} is not an environment variable name"),
-            ));
-        }
-        for (table, map) in [("params", &m.params), ("extra", &m.extra)] {
-            for k in map.keys() {
-                if RESERVED.contains(&k.as_str()) {
-                    return Err(bad(
-                        &format!("{table}.{k}"),
-                        format!(
-                            "is set by callcheck itself ({}), not by a model entry",
-                            match k.as_str() {
-                                "model" => "use the entry's `model` key",
-                                "stream" => "use the entry's `stream` key",
-                                "messages" => "messages come from the task and `system`",
-                                _ => "tools come from the task",
-                            }
-                        ),
-                    ));
-                }
-            }
-        }
+        check_entry(&m, &models).map_err(bad)?;
         models.push(m);
     }
     // `variant_of` names another row of this file, so a typo is caught before collecting.
@@ -386,6 +237,200 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         }
     }
     Ok(Config { file, models })
+}
+
+/// A problem found in a config: the key at fault (empty for none) and what is wrong with it.
+type Problem = (String, String);
+
+fn problem(key: &str, what: impl Into<String>) -> Problem {
+    (key.to_string(), what.into())
+}
+
+/// The `[[model]]` tables of a config's text: valid TOML holding nothing else.
+fn model_tables(text: &str) -> Result<Vec<toml::Value>, Problem> {
+    let table: toml::Table =
+        toml::from_str(text).map_err(|e| problem("", format!("not valid TOML: {e}")))?;
+    for key in table.keys() {
+        if key != "model" {
+            return Err(problem(
+                key,
+                "unknown key (a config holds only [[model]] entries)",
+            ));
+        }
+    }
+    match table.get("model") {
+        None => Err(problem("model", "no [[model]] entry")),
+        Some(toml::Value::Array(a)) => Ok(a.clone()),
+        Some(_) => Err(problem(
+            "model",
+            "must be an array of tables, written [[model]]",
+        )),
+    }
+}
+
+/// One model entry's rules, in the order its problems are reported; `earlier` are the entries
+/// above it.
+fn check_entry(m: &ModelEntry, earlier: &[ModelEntry]) -> Result<(), Problem> {
+    if !is_path_safe(&m.name) || m.name.starts_with('.') {
+        return Err(problem(
+            "name",
+            format!(
+                "{:?} cannot be used: a name becomes a folder under runs/, so it must match [A-Za-z0-9._-]+ and not start with a dot",
+                m.name
+            ),
+        ));
+    }
+    check_system_prompt(m)?;
+    check_name_unique(m, earlier)?;
+    check_endpoints(m)?;
+    if m.model.is_empty() {
+        return Err(problem("model", "is empty: give the served model id"));
+    }
+    if m.concurrency == 0 {
+        return Err(problem("concurrency", "must be at least 1"));
+    }
+    if m.timeout_secs == 0 {
+        return Err(problem("timeout_secs", "must be at least 1"));
+    }
+    if let Some(p) = &m.price {
+        for (key, x) in [
+            ("price.input_per_mtok", p.input_per_mtok),
+            ("price.output_per_mtok", p.output_per_mtok),
+        ] {
+            if !x.is_finite() || x < 0.0 {
+                return Err(problem(
+                    key,
+                    format!("{x} is not a price: give a number ≥ 0 per million tokens"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = &m.api_key_env
+        && (v.is_empty() || v.contains('=') || v.contains('\0'))
+    {
+        return Err(problem(
+            "api_key_env",
+            format!("{v:?} is not an environment variable name"),
+        ));
+    }
+    check_reserved(m)
+}
+
+/// `system_prompt` names a built-in prompt, and is not given beside `system`.
+fn check_system_prompt(m: &ModelEntry) -> Result<(), Problem> {
+    let Some(name) = &m.system_prompt else {
+        return Ok(());
+    };
+    if m.system.is_some() {
+        return Err(problem(
+            "system_prompt",
+            "set either `system` (your own text) or `system_prompt` (a built-in one), not both",
+        ));
+    }
+    if crate::hitec::system_prompt(name).is_none() {
+        return Err(problem(
+            "system_prompt",
+            format!(
+                "{name:?} is not a built-in system prompt (there is {:?}: the HiTEC paper's eight global checks)",
+                crate::hitec::GLOBAL_PROMPT_NAME
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The row's name fits a path and is its own folder under runs/, even on a case-insensitive
+/// file system.
+fn check_name_unique(m: &ModelEntry, earlier: &[ModelEntry]) -> Result<(), Problem> {
+    if let Some(why) = crate::names::too_long("row name", &m.name) {
+        return Err(problem("name", format!("{:?}: {why}", m.name)));
+    }
+    if let Some(prev) = earlier.iter().position(|o| {
+        o.name != m.name && crate::names::case_key(&o.name) == crate::names::case_key(&m.name)
+    }) {
+        return Err(problem(
+            "name",
+            format!(
+                "{:?} differs only in case from model[{prev}] {:?}: on a case-insensitive file system (macOS, Windows) both would be one folder under runs/; rename one",
+                m.name, earlier[prev].name
+            ),
+        ));
+    }
+    if let Some(prev) = earlier.iter().position(|o| o.name == m.name) {
+        return Err(problem(
+            "name",
+            format!("{:?} is already the name of model[{prev}]", m.name),
+        ));
+    }
+    Ok(())
+}
+
+/// Exactly one of `base_url` and `base_urls`, each URL http(s) with a host.
+fn check_endpoints(m: &ModelEntry) -> Result<(), Problem> {
+    match (&m.base_url, &m.base_urls) {
+        (Some(_), Some(_)) => {
+            return Err(problem(
+                "base_urls",
+                "give either base_url or base_urls, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(problem(
+                "base_url",
+                "missing (give base_url, or base_urls for replicas)",
+            ));
+        }
+        (None, Some(us)) if us.is_empty() => {
+            return Err(problem("base_urls", "is empty"));
+        }
+        _ => {}
+    }
+    let key = if m.base_url.is_some() {
+        "base_url"
+    } else {
+        "base_urls"
+    };
+    for u in m.urls() {
+        match reqwest::Url::parse(&u) {
+            Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => {}
+            Ok(_) => {
+                return Err(problem(
+                    key,
+                    format!("{:?} is not an http(s) URL", redact_url(&u)),
+                ));
+            }
+            Err(e) => {
+                return Err(problem(
+                    key,
+                    format!("{:?} is not a URL: {e}", redact_url(&u)),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `params` and `extra` leave the fields collect writes itself alone.
+fn check_reserved(m: &ModelEntry) -> Result<(), Problem> {
+    for (table, map) in [("params", &m.params), ("extra", &m.extra)] {
+        for k in map.keys() {
+            if RESERVED.contains(&k.as_str()) {
+                return Err(problem(
+                    &format!("{table}.{k}"),
+                    format!(
+                        "is set by callcheck itself ({}), not by a model entry",
+                        match k.as_str() {
+                            "model" => "use the entry's `model` key",
+                            "stream" => "use the entry's `stream` key",
+                            "messages" => "messages come from the task and `system`",
+                            _ => "tools come from the task",
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Pulls the field name out of serde's "unknown field `x`" / "missing field `x`" messages.

@@ -495,7 +495,6 @@ pub fn round_name(asks: &[Ask]) -> &'static str {
 /// The summary of a follow-up round: what it sent per ask, not how the follow-ups scored
 /// (scoring is build's: collect never scores its own answers).
 pub(super) fn render(report: &super::Report, asks: &[Ask], history: History) -> String {
-    let mut out = String::new();
     let name = round_name(asks);
     let round = |m: &super::ModelSummary| m.feedback.clone().unwrap_or_default();
     let planned: u64 = report
@@ -504,61 +503,38 @@ pub(super) fn render(report: &super::Report, asks: &[Ask], history: History) -> 
         .map(|m| round(m).planned.values().sum::<u64>())
         .sum();
     if planned == 0 && report.fatal.is_none() && !report.interrupted {
-        out.push_str(&format!(
+        let mut out = format!(
             "{name}: nothing to send: every first-round sample it applies to has its follow-ups ({}; history {})\n",
             ask_names(asks),
             history.as_str()
-        ));
+        );
         for m in &report.models {
             let r = round(m);
-            match &m.failure {
-                Some(f) => out.push_str(&format!(
-                    "  {}: not collected: {}\n",
-                    m.name,
-                    crate::term::escape_controls(f)
-                )),
-                None => out.push_str(&format!(
+            out.push_str(&m.failure_line().unwrap_or_else(|| {
+                format!(
                     "  {}: {} in {} cells; {} follow-ups on disk\n",
                     m.name,
                     r.parents_text(asks),
                     r.cells,
                     r.done
-                )),
-            }
+                )
+            }));
         }
         return out;
     }
     let sent: u64 = report.models.iter().map(|m| m.samples).sum();
-    out.push_str(&format!(
-        "{name} {}: {sent} follow-ups ({} history) in {:.1} s ({}/s){}\n",
-        report.run_id,
-        history.as_str(),
-        report.seconds,
-        super::per_second(sent as f64 / report.seconds.max(1e-9)),
-        if report.interrupted {
-            " — interrupted"
-        } else {
-            ""
-        }
-    ));
+    let mut out = report.headline(
+        name,
+        &format!("{sent} follow-ups ({} history)", history.as_str()),
+        sent,
+    );
     for m in &report.models {
-        for w in &m.warnings {
-            out.push_str(&format!(
-                "  {}: WARNING {}\n",
-                m.name,
-                crate::term::escape_controls(w)
-            ));
-        }
-        if let Some(f) = &m.failure {
-            out.push_str(&format!(
-                "  {}: not collected: {}\n",
-                m.name,
-                crate::term::escape_controls(f)
-            ));
+        out.push_str(&m.warning_lines());
+        if let Some(line) = m.failure_line() {
+            out.push_str(&line);
             continue;
         }
         let r = round(m);
-        let kinds = super::kinds_text(&m.error_kinds);
         let more = match m.not_completions {
             0 => String::new(),
             n => format!(
@@ -566,15 +542,12 @@ pub(super) fn render(report: &super::Report, asks: &[Ask], history: History) -> 
             ),
         };
         out.push_str(&format!(
-            "  {}: follow-ups sent: {}, for {} ({} already on disk); {} kept as transport errors{kinds}{more}; {} HTTP attempts ({} retries, on {} follow-ups); follow-up runs {}/{} written; {:.1} s\n",
+            "  {}: follow-ups sent: {}, for {} ({} already on disk); {}; follow-up runs {}/{} written; {:.1} s\n",
             m.name,
             r.sent_line(asks),
             r.parents_text(asks),
             r.done,
-            m.errors,
-            m.attempts,
-            m.attempts.saturating_sub(m.samples),
-            m.retried,
+            m.exchange_counts(&more, "follow-ups"),
             m.cells_done,
             m.cells_planned,
             m.seconds

@@ -430,92 +430,126 @@ fn per_second(rate: f64) -> String {
 impl Report {
     /// The summary as text, one line per model.
     pub fn render(&self) -> String {
-        let mut out = String::new();
         if self.preflight_interrupted {
-            out.push_str("collect: interrupted during the preflight; no cell was started\n");
-            return out;
+            return "collect: interrupted during the preflight; no cell was started\n".to_string();
         }
         if let Some((asks, history)) = &self.follow_ups {
             return feedback::render(self, asks, *history);
         }
-        let total: u64 = self.models.iter().map(|m| m.samples).sum();
         let planned: u64 = self.models.iter().map(|m| m.cells_planned).sum();
-        let complete: u64 = self.models.iter().map(|m| m.cells_skipped).sum();
         if planned == 0 && self.fatal.is_none() && !self.interrupted {
-            out.push_str(&format!(
-                "collect: nothing to collect: all {complete} cells complete\n"
-            ));
-            for m in &self.models {
-                if let Some(f) = &m.failure {
-                    out.push_str(&format!(
-                        "  {}: not collected: {}\n",
-                        m.name,
-                        crate::term::escape_controls(f)
-                    ));
-                }
-                out.push_str(&error_only_note(m));
-                if m.never_scored() {
-                    out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
-                }
-            }
-            return out;
+            return self.render_nothing_to_collect();
         }
-        out.push_str(&format!(
-            "collect {}: {} samples in {:.1} s ({}/s){}\n",
+        let total: u64 = self.models.iter().map(|m| m.samples).sum();
+        let mut out = self.headline("collect", &format!("{total} samples"), total);
+        for m in &self.models {
+            out.push_str(&m.warning_lines());
+            match m.failure_line() {
+                Some(line) => out.push_str(&line),
+                None => out.push_str(&m.first_round_line()),
+            }
+        }
+        out
+    }
+
+    /// The summary when every cell was already complete.
+    fn render_nothing_to_collect(&self) -> String {
+        let complete: u64 = self.models.iter().map(|m| m.cells_skipped).sum();
+        let mut out = format!("collect: nothing to collect: all {complete} cells complete\n");
+        for m in &self.models {
+            if let Some(line) = m.failure_line() {
+                out.push_str(&line);
+            }
+            out.push_str(&error_only_note(m));
+            if m.never_scored() {
+                out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
+            }
+        }
+        out
+    }
+
+    /// A round's first line, the same for every round: `<command> <run id>: <what> in <s> s
+    /// (<rate>/s)`, with `count` the requests the rate counts, and whether it was interrupted.
+    fn headline(&self, command: &str, what: &str, count: u64) -> String {
+        format!(
+            "{command} {}: {what} in {:.1} s ({}/s){}\n",
             self.run_id,
-            total,
             self.seconds,
-            per_second(total as f64 / self.seconds.max(1e-9)),
+            per_second(count as f64 / self.seconds.max(1e-9)),
             if self.interrupted {
                 " — interrupted"
             } else {
                 ""
             }
-        ));
-        for m in &self.models {
-            for w in &m.warnings {
-                out.push_str(&format!(
+        )
+    }
+}
+
+impl ModelSummary {
+    /// The row's warnings, a line each.
+    fn warning_lines(&self) -> String {
+        self.warnings
+            .iter()
+            .map(|w| {
+                format!(
                     "  {}: WARNING {}\n",
-                    m.name,
+                    self.name,
                     crate::term::escape_controls(w)
-                ));
-            }
-            match &m.failure {
-                Some(f) => out.push_str(&format!(
-                    "  {}: not collected: {}\n",
-                    m.name,
-                    crate::term::escape_controls(f)
-                )),
-                None => {
-                    let kinds = kinds_text(&m.error_kinds);
-                    // An exchange that succeeded with a body that is no chat completion is a
-                    // sample here and a transport error to build: said, so the counts agree.
-                    let more = match m.not_completions {
-                        0 => String::new(),
-                        n => format!(
-                            " and {n} answered but not a chat completion (not JSON, or a stream with no end), which build also counts as transport errors ({} in all)",
-                            m.errors + n
-                        ),
-                    };
-                    out.push_str(&format!(
-                        "  {}: {} samples written, {} kept as transport errors{kinds}{more}; {} HTTP attempts ({} retries, on {} samples); cells {}/{} written, {} already complete; {:.1} s\n",
-                        m.name,
-                        m.samples,
-                        m.errors,
-                        m.attempts,
-                        m.attempts.saturating_sub(m.samples),
-                        m.retried,
-                        m.cells_done,
-                        m.cells_planned,
-                        m.cells_skipped,
-                        m.seconds
-                    ));
-                    out.push_str(&error_only_note(m));
-                    if m.never_scored() {
-                        out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
-                    }
-                }
-            }
+                )
+            })
+            .collect()
+    }
+
+    /// The line of a row that was not collected, saying why; `None` for a row that was.
+    fn failure_line(&self) -> Option<String> {
+        self.failure.as_ref().map(|f| {
+            format!(
+                "  {}: not collected: {}\n",
+                self.name,
+                crate::term::escape_controls(f)
+            )
+        })
+    }
+
+    /// What a round's requests met on the wire, the same words in every round's summary:
+    /// `<n> kept as transport errors (<kinds>)<more>; <n> HTTP attempts (<n> retries, on <n>
+    /// <requests>)`.
+    pub(super) fn exchange_counts(&self, more: &str, requests: &str) -> String {
+        format!(
+            "{} kept as transport errors{}{more}; {} HTTP attempts ({} retries, on {} {requests})",
+            self.errors,
+            kinds_text(&self.error_kinds),
+            self.attempts,
+            self.attempts.saturating_sub(self.samples),
+            self.retried
+        )
+    }
+
+    /// A collected row's line in the first round's summary, with its notes.
+    fn first_round_line(&self) -> String {
+        let m = self;
+        // An exchange that succeeded with a body that is no chat completion is a sample here
+        // and a transport error to build: said, so the counts agree.
+        let more = match m.not_completions {
+            0 => String::new(),
+            n => format!(
+                " and {n} answered but not a chat completion (not JSON, or a stream with no end), which build also counts as transport errors ({} in all)",
+                m.errors + n
+            ),
+        };
+        let mut out = format!(
+            "  {}: {} samples written, {}; cells {}/{} written, {} already complete; {:.1} s\n",
+            m.name,
+            m.samples,
+            m.exchange_counts(&more, "samples"),
+            m.cells_done,
+            m.cells_planned,
+            m.cells_skipped,
+            m.seconds
+        );
+        out.push_str(&error_only_note(m));
+        if m.never_scored() {
+            out.push_str(&format!("  {}: {}\n", m.name, m.diagnosis()));
         }
         out
     }
@@ -1128,94 +1162,14 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
         if *stop.borrow() {
             break;
         }
-        let task = &shared.tasks[plan.task];
-        let built = {
-            let (m, shared, plan) = (m.clone(), shared.clone(), plan.clone());
-            tokio::task::spawn_blocking(move || {
-                work_items(&shared, &m.entry.name, &m.entry.asking(), &plan)
-            })
-            .await
-        };
-        let bodies = match built {
-            Ok(Ok((items, not_sent))) => {
-                if let Ok(mut lines) = m.tally.not_sent.lock() {
-                    lines.extend(not_sent.into_iter().map(|l| format!("{}: {l}", task.id)));
-                }
-                items
-            }
-            Ok(Err(e)) => {
-                shared.fail(
-                    format!("cannot encode the request for {}: {e}", task.id),
-                    stop_tx,
-                );
-                break;
-            }
-            Err(e) => {
-                shared.fail(format!("request task failed: {e}"), stop_tx);
+        let (bodies, cell) = match open_cell(m, shared, plan).await {
+            Ok(Some(opened)) => opened,
+            Ok(None) => continue,
+            Err(why) => {
+                shared.fail(why, stop_tx);
                 break;
             }
         };
-        if bodies.is_empty() {
-            continue;
-        }
-        // A follow-up whose parent changed since the plan is left out of its run.
-        let need = bodies.len() as u32;
-        let dir = match runs::cell_dir(&shared.root, &m.entry.name, &task.id) {
-            Ok(d) => d,
-            Err(e) => {
-                shared.fail(e.to_string(), stop_tx);
-                break;
-            }
-        };
-        let run_id = plan_run_id(&shared.run_id, plan);
-        // The writer makes the cell's folders itself, refusing a symlink among them.
-        let created =
-            tokio::task::spawn_blocking(move || RunWriter::create(&dir, &run_id, need)).await;
-        let writer = match created {
-            Ok(Ok(w)) => w,
-            Ok(Err(e)) => {
-                shared.fail(
-                    format!(
-                        "cannot create a run folder for {} / {}: {e}",
-                        m.entry.name, task.id
-                    ),
-                    stop_tx,
-                );
-                break;
-            }
-            Err(e) => {
-                shared.fail(format!("writer task failed: {e}"), stop_tx);
-                break;
-            }
-        };
-        let info = CellInfo {
-            format_version: runs::FORMAT_VERSION,
-            callcheck_version: env!("CARGO_PKG_VERSION").to_string(),
-            model: m.redacted.clone().into(),
-            task: TaskRef {
-                id: task.id.clone(),
-                sha256: task.sha256.clone(),
-            },
-            k: need,
-            run_id: plan_run_id(&shared.run_id, plan),
-            server: m.server.clone().into(),
-            started: clock::rfc3339_now(),
-            ended: String::new(),
-            kind: plan
-                .feedback
-                .as_ref()
-                .map_or(RunKind::Samples, |f| f.ask.kind()),
-            feedback: plan.feedback.as_ref().map(|f| FeedbackInfo {
-                style: f.ask.style(),
-                history: f.history,
-            }),
-        };
-        let cell = Arc::new(OpenCell {
-            writer: Mutex::new(Some(writer)),
-            remaining: AtomicU32::new(need),
-            info: Mutex::new(Some(info)),
-            style: plan.feedback.as_ref().map(|f| f.ask),
-        });
         for (i, item) in (0u32..).zip(&bodies) {
             // Wait for room under both limits, or for a stop.
             let permits = tokio::select! {
@@ -1261,6 +1215,86 @@ async fn launch_model(m: &Arc<ModelRun>, shared: &Arc<Shared>, stop_tx: &Arc<wat
     let _ = m.limit.acquire_many(m.entry.concurrency as u32).await;
 }
 
+/// One planned run made ready to send: its requests, and its run folder open for writing.
+/// `None` when it has nothing to send; an error is the collection's end, said.
+async fn open_cell(
+    m: &Arc<ModelRun>,
+    shared: &Arc<Shared>,
+    plan: &CellPlan,
+) -> Result<Option<(Vec<WorkItem>, Arc<OpenCell>)>, String> {
+    let task = &shared.tasks[plan.task];
+    let built = {
+        let (m, shared, plan) = (m.clone(), shared.clone(), plan.clone());
+        tokio::task::spawn_blocking(move || {
+            work_items(&shared, &m.entry.name, &m.entry.asking(), &plan)
+        })
+        .await
+    };
+    let bodies = match built {
+        Ok(Ok((items, not_sent))) => {
+            if let Ok(mut lines) = m.tally.not_sent.lock() {
+                lines.extend(not_sent.into_iter().map(|l| format!("{}: {l}", task.id)));
+            }
+            items
+        }
+        Ok(Err(e)) => return Err(format!("cannot encode the request for {}: {e}", task.id)),
+        Err(e) => return Err(format!("request task failed: {e}")),
+    };
+    if bodies.is_empty() {
+        return Ok(None);
+    }
+    // A follow-up whose parent changed since the plan is left out of its run.
+    let need = bodies.len() as u32;
+    let dir = runs::cell_dir(&shared.root, &m.entry.name, &task.id).map_err(|e| e.to_string())?;
+    let run_id = plan_run_id(&shared.run_id, plan);
+    // The writer makes the cell's folders itself, refusing a symlink among them.
+    let created = tokio::task::spawn_blocking(move || RunWriter::create(&dir, &run_id, need)).await;
+    let writer = match created {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) => {
+            return Err(format!(
+                "cannot create a run folder for {} / {}: {e}",
+                m.entry.name, task.id
+            ));
+        }
+        Err(e) => return Err(format!("writer task failed: {e}")),
+    };
+    let cell = Arc::new(OpenCell {
+        writer: Mutex::new(Some(writer)),
+        remaining: AtomicU32::new(need),
+        info: Mutex::new(Some(cell_record(m, shared, plan, need))),
+        style: plan.feedback.as_ref().map(|f| f.ask),
+    });
+    Ok(Some((bodies, cell)))
+}
+
+/// The run's `cell.json` as it starts (its end time is written when its last sample is).
+fn cell_record(m: &ModelRun, shared: &Shared, plan: &CellPlan, need: u32) -> CellInfo {
+    let task = &shared.tasks[plan.task];
+    CellInfo {
+        format_version: runs::FORMAT_VERSION,
+        callcheck_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: m.redacted.clone().into(),
+        task: TaskRef {
+            id: task.id.clone(),
+            sha256: task.sha256.clone(),
+        },
+        k: need,
+        run_id: plan_run_id(&shared.run_id, plan),
+        server: m.server.clone().into(),
+        started: clock::rfc3339_now(),
+        ended: String::new(),
+        kind: plan
+            .feedback
+            .as_ref()
+            .map_or(RunKind::Samples, |f| f.ask.kind()),
+        feedback: plan.feedback.as_ref().map(|f| FeedbackInfo {
+            style: f.ask.style(),
+            history: f.history,
+        }),
+    }
+}
+
 /// Writes one sample and, when it is the cell's last, finishes the run.
 async fn sample_done(
     m: &Arc<ModelRun>,
@@ -1271,23 +1305,98 @@ async fn sample_done(
     body: bytes::Bytes,
     ex: Exchange,
 ) {
-    let is_error = ex.is_error();
-    let retried = ex.meta.attempts.len() > 1;
-    let attempts = ex.meta.attempts.len().max(1) as u64;
-    let kind = is_error.then(|| error_kind(&ex.meta));
-    // Read as build reads it, so the summary can say what build will count as an error.
-    let not_completion = !is_error
-        && if ex.sse {
-            crate::score::wire::parse_stream(&ex.response).is_err()
-        } else {
-            crate::score::wire::parse_body(&ex.response).is_err()
-        };
+    let counted = Counted::of(&ex);
     let out = SampleOut {
         request: body.to_vec(),
         response: ex.response,
         sse: ex.sse,
         meta: ex.meta,
     };
+    match write_sample(cell, i, out).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(why) => {
+            shared.fail(why, stop_tx);
+            return;
+        }
+    }
+    counted.add_to(m, shared, cell.style);
+    shared.tick();
+    if cell.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+        return;
+    }
+    // The last sample of the cell: finish the run, unless a stop came first (an interrupted
+    // collection leaves no new finished run but the ones already renamed).
+    if *shared.stop.borrow() {
+        return;
+    }
+    match finish_cell(cell).await {
+        Ok(()) => {
+            m.tally.cells.fetch_add(1, Ordering::Relaxed);
+            shared.cells_done.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(why) => shared.fail(why, stop_tx),
+    }
+}
+
+/// What one sample adds to its row's tally, read from its exchange before it is written.
+struct Counted {
+    is_error: bool,
+    retried: bool,
+    attempts: u64,
+    /// What a transport error ended with ([`error_kind`]).
+    kind: Option<String>,
+    /// An answer that is no completion (read as build reads it, so the summary can say what
+    /// build will count as an error).
+    not_completion: bool,
+}
+
+impl Counted {
+    fn of(ex: &Exchange) -> Counted {
+        let is_error = ex.is_error();
+        Counted {
+            is_error,
+            retried: ex.meta.attempts.len() > 1,
+            attempts: ex.meta.attempts.len().max(1) as u64,
+            kind: is_error.then(|| error_kind(&ex.meta)),
+            not_completion: !is_error
+                && if ex.sse {
+                    crate::score::wire::parse_stream(&ex.response).is_err()
+                } else {
+                    crate::score::wire::parse_body(&ex.response).is_err()
+                },
+        }
+    }
+
+    fn add_to(self, m: &ModelRun, shared: &Shared, style: Option<Ask>) {
+        m.tally.samples.fetch_add(1, Ordering::Relaxed);
+        m.tally.attempts.fetch_add(self.attempts, Ordering::Relaxed);
+        if let Some(kind) = self.kind
+            && let Ok(mut kinds) = m.tally.error_kinds.lock()
+        {
+            *kinds.entry(kind).or_default() += 1;
+        }
+        if self.is_error {
+            m.tally.errors.fetch_add(1, Ordering::Relaxed);
+            shared.total_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.not_completion {
+            m.tally.not_completions.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.retried {
+            m.tally.retried.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(style) = style
+            && let Ok(mut sent) = m.tally.follow_ups.lock()
+        {
+            *sent.entry(style).or_default() += 1;
+        }
+    }
+}
+
+/// Writes sample `i` into the cell's run (off the async threads); `false` when the run was
+/// already closed.
+async fn write_sample(cell: &Arc<OpenCell>, i: u32, out: SampleOut) -> Result<bool, String> {
     let c = cell.clone();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
         let guard = c
@@ -1301,48 +1410,14 @@ async fn sample_done(
         Ok(true)
     });
     match written.await {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => return,
-        Ok(Err(e)) => {
-            shared.fail(format!("cannot write a sample: {e}"), stop_tx);
-            return;
-        }
-        Err(e) => {
-            shared.fail(format!("writer task failed: {e}"), stop_tx);
-            return;
-        }
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(format!("cannot write a sample: {e}")),
+        Err(e) => Err(format!("writer task failed: {e}")),
     }
-    m.tally.samples.fetch_add(1, Ordering::Relaxed);
-    m.tally.attempts.fetch_add(attempts, Ordering::Relaxed);
-    if let Some(kind) = kind
-        && let Ok(mut kinds) = m.tally.error_kinds.lock()
-    {
-        *kinds.entry(kind).or_default() += 1;
-    }
-    if is_error {
-        m.tally.errors.fetch_add(1, Ordering::Relaxed);
-        shared.total_errors.fetch_add(1, Ordering::Relaxed);
-    }
-    if not_completion {
-        m.tally.not_completions.fetch_add(1, Ordering::Relaxed);
-    }
-    if retried {
-        m.tally.retried.fetch_add(1, Ordering::Relaxed);
-    }
-    if let Some(style) = cell.style
-        && let Ok(mut sent) = m.tally.follow_ups.lock()
-    {
-        *sent.entry(style).or_default() += 1;
-    }
-    shared.tick();
-    if cell.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
-        return;
-    }
-    // The last sample of the cell: finish the run, unless a stop came first (an interrupted
-    // collection leaves no new finished run but the ones already renamed).
-    if *shared.stop.borrow() {
-        return;
-    }
+}
+
+/// Finishes the cell's run: its end time in `cell.json`, the folder renamed into place.
+async fn finish_cell(cell: &Arc<OpenCell>) -> Result<(), String> {
     let c = cell.clone();
     let finished = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let w = c
@@ -1362,12 +1437,9 @@ async fn sample_done(
         Ok(())
     });
     match finished.await {
-        Ok(Ok(())) => {
-            m.tally.cells.fetch_add(1, Ordering::Relaxed);
-            shared.cells_done.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(Err(e)) => shared.fail(format!("cannot finish a run: {e}"), stop_tx),
-        Err(e) => shared.fail(format!("writer task failed: {e}"), stop_tx),
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot finish a run: {e}")),
+        Err(e) => Err(format!("writer task failed: {e}")),
     }
 }
 

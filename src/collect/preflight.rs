@@ -315,107 +315,143 @@ pub fn probe_body(
 /// The `models` and `model_id` checks from what `Endpoint::server_info` gathered, and the
 /// reason to stop when a model list that could be read does not hold the served id.
 pub fn models_checks(server: &Value, model_id: &str) -> (Check, Check, Option<String>) {
-    let replicas = server
-        .get("endpoints")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut lists = 0usize;
-    let mut missing_from: Vec<(String, Vec<String>)> = Vec::new();
-    let mut unreadable = Vec::new();
-    let mut cut_lists: Vec<String> = Vec::new();
-    let mut status = None;
-    for r in &replicas {
-        let url = r.get("base_url").and_then(Value::as_str).unwrap_or("?");
-        let s = r
-            .get("models_status")
-            .and_then(Value::as_u64)
-            .and_then(|s| u16::try_from(s).ok());
-        status = status.or(s);
-        if let Some(e) = r.get("models_error").and_then(Value::as_str) {
-            unreadable.push(format!("{url}: {e}"));
-            continue;
-        }
-        let ids = listed_model_ids(r);
-        let cut = r
-            .pointer("/models/truncated")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        match (s, ids) {
-            (Some(200), Some(ids)) => {
-                lists += 1;
-                if !ids.iter().any(|i| i == model_id) {
-                    if cut {
-                        // Not among the ids before the cut: it may be after it.
-                        cut_lists.push(url.to_string());
-                    } else {
-                        missing_from.push((url.to_string(), ids));
+    let read = ModelLists::read(server, model_id);
+    let (id_check, stop) = read.model_id_check(model_id);
+    (read.models_check(), id_check, stop)
+}
+
+/// What the replicas' `GET /models` answers said of the served model id.
+struct ModelLists {
+    /// Replicas whose model list was read.
+    lists: usize,
+    /// Replicas whose whole list was read and lacks the id, with the ids they list.
+    missing_from: Vec<(String, Vec<String>)>,
+    /// Replicas whose list could not be read, each with why.
+    unreadable: Vec<String>,
+    /// Replicas whose list was cut before the id showed.
+    cut_lists: Vec<String>,
+    /// The first status a replica answered with.
+    status: Option<u16>,
+}
+
+impl ModelLists {
+    fn read(server: &Value, model_id: &str) -> ModelLists {
+        let replicas = server
+            .get("endpoints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut read = ModelLists {
+            lists: 0,
+            missing_from: Vec::new(),
+            unreadable: Vec::new(),
+            cut_lists: Vec::new(),
+            status: None,
+        };
+        for r in &replicas {
+            let url = r.get("base_url").and_then(Value::as_str).unwrap_or("?");
+            let s = r
+                .get("models_status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok());
+            read.status = read.status.or(s);
+            if let Some(e) = r.get("models_error").and_then(Value::as_str) {
+                read.unreadable.push(format!("{url}: {e}"));
+                continue;
+            }
+            let ids = listed_model_ids(r);
+            let cut = r
+                .pointer("/models/truncated")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            match (s, ids) {
+                (Some(200), Some(ids)) => {
+                    read.lists += 1;
+                    if !ids.iter().any(|i| i == model_id) {
+                        if cut {
+                            // Not among the ids before the cut: it may be after it.
+                            read.cut_lists.push(url.to_string());
+                        } else {
+                            read.missing_from.push((url.to_string(), ids));
+                        }
                     }
                 }
+                (s, _) => read.unreadable.push(format!(
+                    "{url}: HTTP {} without a model list ({})",
+                    s.map_or("?".to_string(), |s| s.to_string()),
+                    match r.pointer("/models/excerpt").and_then(Value::as_str) {
+                        Some(e) => e.to_string(),
+                        None => {
+                            crate::json::preview(r.get("models").unwrap_or(&Value::Null), EXCERPT)
+                        }
+                    }
+                )),
             }
-            (s, _) => unreadable.push(format!(
-                "{url}: HTTP {} without a model list ({})",
-                s.map_or("?".to_string(), |s| s.to_string()),
-                match r.pointer("/models/excerpt").and_then(Value::as_str) {
-                    Some(e) => e.to_string(),
-                    None => crate::json::preview(r.get("models").unwrap_or(&Value::Null), EXCERPT),
-                }
-            )),
         }
+        read
     }
-    let models = if unreadable.is_empty() && lists > 0 {
-        Check::new(
-            true,
-            status,
-            format!(
-                "GET /models answered with a model list ({lists} endpoint{})",
-                if lists == 1 { "" } else { "s" }
-            ),
-        )
-    } else if unreadable.is_empty() {
-        Check::new(false, status, "no endpoint was asked")
-    } else {
-        Check::new(false, status, unreadable.join("; "))
-    };
-    let (model_id, stop) = if let Some((url, ids)) = missing_from.first() {
-        let detail = format!(
-            "the served model id {model_id:?} is not among the models {url} serves ({})",
-            if ids.is_empty() {
-                "none listed".to_string()
-            } else {
-                ids.join(", ")
-            }
-        );
-        (Check::new(false, status, detail.clone()), Some(detail))
-    } else if let Some(url) = cut_lists.first() {
-        (
+
+    /// The `models` check: every replica answered with a model list.
+    fn models_check(&self) -> Check {
+        let (lists, status) = (self.lists, self.status);
+        if self.unreadable.is_empty() && lists > 0 {
             Check::new(
-                false,
+                true,
                 status,
                 format!(
-                    "cannot tell whether {model_id:?} is served: {url}/models listed more than \
-                     the preflight reads ({} bytes) and the ids before the cut do not include it",
-                    crate::collect::client::PREFLIGHT_MAX_BODY
+                    "GET /models answered with a model list ({lists} endpoint{})",
+                    if lists == 1 { "" } else { "s" }
                 ),
-            ),
-            None,
-        )
-    } else if lists > 0 {
-        (
-            Check::new(true, status, format!("{model_id:?} is listed by /models")),
-            None,
-        )
-    } else {
-        (
-            Check::new(
-                false,
-                status,
-                format!("cannot tell whether {model_id:?} is served: no model list was read"),
-            ),
-            None,
-        )
-    };
-    (models, model_id, stop)
+            )
+        } else if self.unreadable.is_empty() {
+            Check::new(false, status, "no endpoint was asked")
+        } else {
+            Check::new(false, status, self.unreadable.join("; "))
+        }
+    }
+
+    /// The `model_id` check, and the reason to stop when a whole list lacks the id.
+    fn model_id_check(&self, model_id: &str) -> (Check, Option<String>) {
+        let status = self.status;
+        if let Some((url, ids)) = self.missing_from.first() {
+            let detail = format!(
+                "the served model id {model_id:?} is not among the models {url} serves ({})",
+                if ids.is_empty() {
+                    "none listed".to_string()
+                } else {
+                    ids.join(", ")
+                }
+            );
+            (Check::new(false, status, detail.clone()), Some(detail))
+        } else if let Some(url) = self.cut_lists.first() {
+            (
+                Check::new(
+                    false,
+                    status,
+                    format!(
+                        "cannot tell whether {model_id:?} is served: {url}/models listed more than \
+                         the preflight reads ({} bytes) and the ids before the cut do not include it",
+                        crate::collect::client::PREFLIGHT_MAX_BODY
+                    ),
+                ),
+                None,
+            )
+        } else if self.lists > 0 {
+            (
+                Check::new(true, status, format!("{model_id:?} is listed by /models")),
+                None,
+            )
+        } else {
+            (
+                Check::new(
+                    false,
+                    status,
+                    format!("cannot tell whether {model_id:?} is served: no model list was read"),
+                ),
+                None,
+            )
+        }
+    }
 }
 
 /// The message of an error body, or the start of the body itself.
@@ -603,52 +639,28 @@ pub async fn run(
     if p.stop.is_some() {
         return p;
     }
-    let policy = probe_retry(retry);
-    let timeout = endpoint.probe_timeout(PROBE_TIMEOUT);
-    let probe = |name: &'static str, body: Value, stream: bool| async move {
-        let t0 = Instant::now();
-        let ex = endpoint
-            .probe(&encode(&body), name, stream, &policy, timeout)
-            .await;
-        let how = match (ex.meta.status, &ex.meta.error) {
-            (_, Some(e)) => e.clone(),
-            (Some(s), None) => format!("HTTP {s}"),
-            (None, None) => "no answer".into(),
-        };
-        progress(format!(
-            "probe {name}: {how} in {:.1} s",
-            t0.elapsed().as_secs_f64()
-        ));
-        ex
+    let prober = Prober {
+        endpoint,
+        policy: probe_retry(retry),
+        timeout: endpoint.probe_timeout(PROBE_TIMEOUT),
+        progress,
     };
     // Sequential on purpose: the probes are few, and a small server (llama-server with two
     // slots on a CPU) should not see a burst before the collection proper. A probe that got no
     // answer in time means a stalled server: the rest are not sent, so a stalled row costs one
     // probe's timeouts, not seven.
-    let timed_out = |ex: &Exchange| {
-        ex.meta.status.is_none()
-            && ex
-                .meta
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("timed out"))
-    };
-    let stalled = |name: &str| {
-        Check::new(
-            false,
-            None,
-            format!(
-                "not probed: an earlier probe got no answer within {} s, so the server looks stalled ({name} skipped)",
-                timeout.as_secs()
-            ),
-        )
-    };
-    let with = probe("tools", probe_body(entry, true, None, false), false).await;
+    let with = prober
+        .send("tools", probe_body(entry, true, None, false), false)
+        .await;
     let mut is_stalled = timed_out(&with);
     let without = if is_stalled {
         None
     } else {
-        Some(probe("no-tools", probe_body(entry, false, None, false), false).await)
+        Some(
+            prober
+                .send("no-tools", probe_body(entry, false, None, false), false)
+                .await,
+        )
     };
     is_stalled |= without.as_ref().is_some_and(timed_out);
     // With the first request failed, tools_check reports that failure and never reads the
@@ -670,14 +682,68 @@ pub async fn run(
         ("stream", json!("auto"), None, true),
     ] {
         if is_stalled {
-            p.checks.push((name, stalled(name)));
+            p.checks.push((name, prober.stalled(name)));
             continue;
         }
-        let ex = probe(name, probe_body(entry, true, Some(tc), stream), stream).await;
+        let ex = prober
+            .send(name, probe_body(entry, true, Some(tc), stream), stream)
+            .await;
         is_stalled |= timed_out(&ex);
         p.checks.push((name, acceptance_check(&ex, forced)));
     }
     p
+}
+
+/// How one row's probes are sent: its endpoint, the probes' own retries and timeout, and who
+/// hears a line per probe.
+struct Prober<'a> {
+    endpoint: &'a Endpoint,
+    policy: RetryPolicy,
+    timeout: Duration,
+    progress: &'a (dyn Fn(String) + Sync),
+}
+
+impl Prober<'_> {
+    /// Sends the probe `name`, and says what came back and how long it took.
+    async fn send(&self, name: &'static str, body: Value, stream: bool) -> Exchange {
+        let t0 = Instant::now();
+        let ex = self
+            .endpoint
+            .probe(&encode(&body), name, stream, &self.policy, self.timeout)
+            .await;
+        let how = match (ex.meta.status, &ex.meta.error) {
+            (_, Some(e)) => e.clone(),
+            (Some(s), None) => format!("HTTP {s}"),
+            (None, None) => "no answer".into(),
+        };
+        (self.progress)(format!(
+            "probe {name}: {how} in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ));
+        ex
+    }
+
+    /// The check of a probe not sent because an earlier one got no answer in time.
+    fn stalled(&self, name: &str) -> Check {
+        Check::new(
+            false,
+            None,
+            format!(
+                "not probed: an earlier probe got no answer within {} s, so the server looks stalled ({name} skipped)",
+                self.timeout.as_secs()
+            ),
+        )
+    }
+}
+
+/// A probe that got no response head within its timeout.
+fn timed_out(ex: &Exchange) -> bool {
+    ex.meta.status.is_none()
+        && ex
+            .meta
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out"))
 }
 
 #[cfg(test)]
