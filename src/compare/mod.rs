@@ -457,22 +457,95 @@ pub fn compare(
     settings: Option<Vec<SettingDiff>>,
     memo: &crate::stats::compare::Memo,
 ) -> Comparison {
-    let mut cells = Vec::new();
-    // Per pooled row: each task's counts and the samples collected on each side.
-    let mut by_tag: BTreeMap<&str, Vec<Compared>> = BTreeMap::new();
-    let mut all = Vec::new();
-    let mut labels: BTreeMap<Label, (u64, u64)> = BTreeMap::new();
-    let (mut unmeasured, mut missing) = (Vec::new(), Vec::new());
-    // Per tag: tasks A scored, of those the ones B scored, and the ones B has no sample of.
-    let mut tag_cover: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
-    // Transport: per task, samples that got an answer (scored) over all samples.
-    let mut transport = Vec::new();
-    let mut any_error = false;
+    let mut g = Gathered::default();
     for t in tasks {
+        g.add(&a, &b, t);
+    }
+    Comparison {
+        page,
+        a: a.row.to_string(),
+        b: b.row.to_string(),
+        a_row: a.row.to_string(),
+        b_row: b.row.to_string(),
+        a_linked: a.linked,
+        b_linked: b.linked,
+        why: why.to_string(),
+        settings_known: settings.is_some(),
+        settings: settings.unwrap_or_default(),
+        overall: pooled_row("overall", &g.all, memo),
+        tags: g
+            .by_tag
+            .iter()
+            .filter_map(|(tag, pairs)| pooled_row(tag, pairs, memo))
+            // A rise in transport errors is a regression of its own (SPEC §9): the same test
+            // with "the request got an answer" as the event. Only shown when either side had
+            // an error, so comparisons without any keep their family.
+            .chain(
+                g.any_error
+                    .then(|| pooled_row("errors", &g.transport, memo))
+                    .flatten(),
+            )
+            .collect(),
+        labels: g
+            .labels
+            .iter()
+            .filter(|(_, (x, y))| x != y)
+            .map(|(label, (a, b))| LabelChange {
+                label: *label,
+                a: *a,
+                b: *b,
+            })
+            .collect(),
+        unmeasured_tags: g
+            .tag_cover
+            .iter()
+            .filter(|(_, (scored_a, scored_b, absent))| {
+                *scored_a > 0 && *scored_b == 0 && absent < scored_a
+            })
+            .map(|(tag, _)| tag.to_string())
+            .collect(),
+        missing_tags: g
+            .tag_cover
+            .iter()
+            .filter(|(_, (scored_a, _, absent))| *scored_a > 0 && absent == scored_a)
+            .map(|(tag, _)| tag.to_string())
+            .collect(),
+        cells: g.cells,
+        unmeasured: g.unmeasured,
+        missing: g.missing,
+        family: Family::default(),
+    }
+}
+
+/// What comparing two rows task by task gathers: a row per task, the tasks each pooled row
+/// pools, the label counts, and which tasks and tags one side could not measure.
+#[derive(Default)]
+struct Gathered<'t> {
+    cells: Vec<CellDiff>,
+    /// Per tag: each task's counts and the samples collected on each side.
+    by_tag: BTreeMap<&'t str, Vec<Compared>>,
+    /// Every task both sides scored, for the overall row.
+    all: Vec<Compared>,
+    /// Per label: A's count, B's count, over the tasks both scored.
+    labels: BTreeMap<Label, (u64, u64)>,
+    /// Tasks A scored and B has samples of, none scored.
+    unmeasured: Vec<String>,
+    /// Tasks A scored and B has no sample of.
+    missing: Vec<String>,
+    /// Per tag: tasks A scored, of those the ones B scored, and the ones B has no sample of.
+    tag_cover: BTreeMap<&'t str, (usize, usize, usize)>,
+    /// Transport: per task, samples that got an answer (scored) over all samples.
+    transport: Vec<Compared>,
+    any_error: bool,
+}
+
+impl<'t> Gathered<'t> {
+    /// Task `t` on both sides (nothing when neither has a cell of it).
+    fn add(&mut self, a: &Side, b: &Side, t: &'t TaskInfo) {
         let ca = a.matrix.cell(a.row, &t.id);
         let cb = b.matrix.cell(b.row, &t.id);
         if ca.is_none() && cb.is_none() {
-            continue;
+            return;
         }
         let (ap, an) = ca.map_or((0, 0), |c| (c.passes, c.scored));
         let (bp, bn) = cb.map_or((0, 0), |c| (c.passes, c.scored));
@@ -481,8 +554,8 @@ pub fn compare(
             cb.map_or(0, |c| c.scored + c.errors),
         );
         if let (Some(x), Some(y)) = (ca, cb) {
-            any_error |= x.errors > 0 || y.errors > 0;
-            transport.push((
+            self.any_error |= x.errors > 0 || y.errors > 0;
+            self.transport.push((
                 TaskPair {
                     a_passes: x.scored,
                     a_scored: samples.0,
@@ -494,12 +567,12 @@ pub fn compare(
         }
         if an > 0 {
             match cb {
-                None => missing.push(t.id.clone()),
-                Some(_) if bn == 0 => unmeasured.push(t.id.clone()),
+                None => self.missing.push(t.id.clone()),
+                Some(_) if bn == 0 => self.unmeasured.push(t.id.clone()),
                 Some(_) => {}
             }
             for tag in &t.tags {
-                let e = tag_cover.entry(tag.as_str()).or_default();
+                let e = self.tag_cover.entry(tag.as_str()).or_default();
                 e.0 += 1;
                 e.1 += usize::from(bn > 0);
                 e.2 += usize::from(cb.is_none());
@@ -513,21 +586,21 @@ pub fn compare(
             b_scored: bn,
         };
         if an > 0 && bn > 0 {
-            all.push((pair, samples));
+            self.all.push((pair, samples));
             for tag in &t.tags {
-                by_tag
+                self.by_tag
                     .entry(tag.as_str())
                     .or_default()
                     .push((pair, samples));
             }
             for (l, n) in ca.map(|c| &c.labels).into_iter().flatten() {
-                labels.entry(*l).or_default().0 += n;
+                self.labels.entry(*l).or_default().0 += n;
             }
             for (l, n) in cb.map(|c| &c.labels).into_iter().flatten() {
-                labels.entry(*l).or_default().1 += n;
+                self.labels.entry(*l).or_default().1 += n;
             }
         }
-        cells.push(CellDiff {
+        self.cells.push(CellDiff {
             task: t.id.clone(),
             a_passes: ap,
             a_scored: an,
@@ -545,52 +618,6 @@ pub fn compare(
             p_value: crate::stats::compare::drop_p_value(&[pair]),
             gate: Decision::default(),
         });
-    }
-    Comparison {
-        page,
-        a: a.row.to_string(),
-        b: b.row.to_string(),
-        a_row: a.row.to_string(),
-        b_row: b.row.to_string(),
-        a_linked: a.linked,
-        b_linked: b.linked,
-        why: why.to_string(),
-        settings_known: settings.is_some(),
-        settings: settings.unwrap_or_default(),
-        overall: pooled_row("overall", &all, memo),
-        tags: by_tag
-            .iter()
-            .filter_map(|(tag, pairs)| pooled_row(tag, pairs, memo))
-            // A rise in transport errors is a regression of its own (SPEC §9): the same test
-            // with "the request got an answer" as the event. Only shown when either side had
-            // an error, so comparisons without any keep their family.
-            .chain(
-                any_error
-                    .then(|| pooled_row("errors", &transport, memo))
-                    .flatten(),
-            )
-            .collect(),
-        cells,
-        labels: labels
-            .into_iter()
-            .filter(|(_, (x, y))| x != y)
-            .map(|(label, (a, b))| LabelChange { label, a, b })
-            .collect(),
-        unmeasured_tags: tag_cover
-            .iter()
-            .filter(|(_, (scored_a, scored_b, absent))| {
-                *scored_a > 0 && *scored_b == 0 && absent < scored_a
-            })
-            .map(|(tag, _)| tag.to_string())
-            .collect(),
-        missing_tags: tag_cover
-            .iter()
-            .filter(|(_, (scored_a, _, absent))| *scored_a > 0 && absent == scored_a)
-            .map(|(tag, _)| tag.to_string())
-            .collect(),
-        unmeasured,
-        missing,
-        family: Family::default(),
     }
 }
 
@@ -702,22 +729,7 @@ pub fn comparisons(
     tasks: &[TaskInfo],
     memo: &crate::stats::compare::Memo,
 ) -> Result<Vec<Comparison>> {
-    let known = |r: &str| current.models.iter().any(|m| m.name == r);
-    for (a, b) in explicit {
-        for r in [a, b] {
-            if !known(r) {
-                bail!(
-                    "{a}:{b}: no row named {r:?} in this collection (rows: {})",
-                    current
-                        .models
-                        .iter()
-                        .map(|m| m.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-    }
+    check_explicit(current, explicit)?;
     // Rows with samples only: `model_info` and the matrix agree on that.
     let rows: BTreeMap<String, RowSettings> = current
         .models
@@ -753,57 +765,7 @@ pub fn comparisons(
         })
         .collect();
     if let Some(base) = baseline {
-        for m in &current.models {
-            if !base.matrix.models.iter().any(|b| b.name == m.name) {
-                continue;
-            }
-            let mut c = compare(
-                Side {
-                    matrix: &base.matrix,
-                    row: &m.name,
-                    linked: false,
-                },
-                Side {
-                    matrix: current,
-                    row: &m.name,
-                    linked: true,
-                },
-                tasks,
-                format!("compare/baseline/{}.html", m.name),
-                "baseline",
-                settings_diff(base.rows.get(&m.name), rows.get(&m.name)),
-                memo,
-            );
-            c.a = format!("{} (baseline)", m.name);
-            out.push(c);
-        }
-        let paired: Vec<&Comparison> = out.iter().filter(|c| c.why == "baseline").collect();
-        let names = |m: &Matrix| {
-            m.models
-                .iter()
-                .map(|r| r.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if paired.is_empty() {
-            bail!(
-                "the baseline {} pairs no row: it has rows {} and this collection {} (a baseline is compared row by row, by name)",
-                base.source,
-                names(&base.matrix),
-                names(current)
-            );
-        }
-        if paired.iter().all(|c| c.overall.is_none()) {
-            bail!(
-                "the baseline {} shares no scored task with this collection (rows {}): nothing to compare; is it a collection of the same task corpus?",
-                base.source,
-                paired
-                    .iter()
-                    .map(|c| c.b_row.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+        out.extend(against_baseline(current, &rows, base, tasks, memo)?);
     }
     // One family per pair of rows (its page, and `callcheck compare A B`), one for every row
     // against the baseline together (`callcheck compare --baseline`): the pages and the
@@ -820,4 +782,88 @@ pub fn comparisons(
         correct(base, memo);
     }
     Ok(out)
+}
+
+/// Every row a `--compare` pair names is a row of the collection.
+fn check_explicit(current: &Matrix, explicit: &[(String, String)]) -> Result<()> {
+    let known = |r: &str| current.models.iter().any(|m| m.name == r);
+    for (a, b) in explicit {
+        for r in [a, b] {
+            if !known(r) {
+                bail!(
+                    "{a}:{b}: no row named {r:?} in this collection (rows: {})",
+                    current
+                        .models
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every row of the collection against the baseline's row of the same name, or why the
+/// baseline cannot be compared (it pairs no row, or shares no scored task).
+fn against_baseline(
+    current: &Matrix,
+    rows: &BTreeMap<String, RowSettings>,
+    base: &Collection,
+    tasks: &[TaskInfo],
+    memo: &crate::stats::compare::Memo,
+) -> Result<Vec<Comparison>> {
+    let mut paired = Vec::new();
+    for m in &current.models {
+        if !base.matrix.models.iter().any(|b| b.name == m.name) {
+            continue;
+        }
+        let mut c = compare(
+            Side {
+                matrix: &base.matrix,
+                row: &m.name,
+                linked: false,
+            },
+            Side {
+                matrix: current,
+                row: &m.name,
+                linked: true,
+            },
+            tasks,
+            format!("compare/baseline/{}.html", m.name),
+            "baseline",
+            settings_diff(base.rows.get(&m.name), rows.get(&m.name)),
+            memo,
+        );
+        c.a = format!("{} (baseline)", m.name);
+        paired.push(c);
+    }
+    let names = |m: &Matrix| {
+        m.models
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if paired.is_empty() {
+        bail!(
+            "the baseline {} pairs no row: it has rows {} and this collection {} (a baseline is compared row by row, by name)",
+            base.source,
+            names(&base.matrix),
+            names(current)
+        );
+    }
+    if paired.iter().all(|c| c.overall.is_none()) {
+        bail!(
+            "the baseline {} shares no scored task with this collection (rows {}): nothing to compare; is it a collection of the same task corpus?",
+            base.source,
+            paired
+                .iter()
+                .map(|c| c.b_row.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(paired)
 }

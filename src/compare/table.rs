@@ -24,6 +24,22 @@ pub fn table(c: &Comparison) -> String {
             &c.why
         },
     );
+    out.push_str(&settings_lines(c));
+    out.push_str(&pooled_table(c));
+    out.push_str(&label_lines(c));
+    out.push_str(&coverage_lines(c));
+    out.push_str(&format!(
+        "  detects: the smallest drop from {:.0} % on each of these tasks that the gate catches with 80 % power at these sample counts and this row's level in the family (simulated for the test run; a row passing everything shows smaller drops); `nothing`: not even a fall to 0 could be; Holm p `–`: the row cannot reach significance at its share, whatever its outcome\n",
+        100.0 * crate::stats::gate::REFERENCE_RATE
+    ));
+    out.push_str(&per_task_lines(c));
+    out.push_str(&format!("  {}\n", c.family.single_task(c.k())));
+    out
+}
+
+/// The settings that differ between the two rows, as far as they were recorded.
+fn settings_lines(c: &Comparison) -> String {
+    let mut out = String::new();
     if !c.settings_known {
         out.push_str(
             "  settings that differ: not recorded (a samples.csv baseline holds outcomes only)\n",
@@ -48,6 +64,12 @@ pub fn table(c: &Comparison) -> String {
             ));
         }
     }
+    out
+}
+
+/// The pooled rows (overall, each tag, transport errors), a line each under their heading.
+fn pooled_table(c: &Comparison) -> String {
+    let mut out = String::new();
     let width = c
         .pooled_rows()
         .map(|r| r.scope.chars().count())
@@ -83,6 +105,12 @@ pub fn table(c: &Comparison) -> String {
             if r.regression() { "  REGRESSION" } else { "" }
         ));
     }
+    out
+}
+
+/// The labels B gained and lost against A.
+fn label_lines(c: &Comparison) -> String {
+    let mut out = String::new();
     if !c.labels.is_empty() {
         let gained: Vec<String> = c
             .labels
@@ -103,6 +131,12 @@ pub fn table(c: &Comparison) -> String {
             out.push_str(&format!("  B lost: {}\n", lost.join(", ")));
         }
     }
+    out
+}
+
+/// The tasks and tags one side could not measure, and so are not compared.
+fn coverage_lines(c: &Comparison) -> String {
+    let mut out = String::new();
     if !c.unmeasured.is_empty() {
         out.push_str(&format!(
             "  unmeasured (B could not score: every sample a transport error): {}\n",
@@ -121,10 +155,12 @@ pub fn table(c: &Comparison) -> String {
             c.missing_tags.join(", ")
         ));
     }
-    out.push_str(&format!(
-        "  detects: the smallest drop from {:.0} % on each of these tasks that the gate catches with 80 % power at these sample counts and this row's level in the family (simulated for the test run; a row passing everything shows smaller drops); `nothing`: not even a fall to 0 could be; Holm p `–`: the row cannot reach significance at its share, whatever its outcome\n",
-        100.0 * crate::stats::gate::REFERENCE_RATE
-    ));
+    out
+}
+
+/// The per-task count of worse and better, then each task the gate calls a regression.
+fn per_task_lines(c: &Comparison) -> String {
+    let mut out = String::new();
     let worse_cells = c
         .cells
         .iter()
@@ -151,6 +187,5 @@ pub fn table(c: &Comparison) -> String {
             x.gate.adjusted
         ));
     }
-    out.push_str(&format!("  {}\n", c.family.single_task(c.k())));
     out
 }
