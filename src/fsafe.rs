@@ -189,14 +189,22 @@ pub struct DirAt {
     fd: std::os::fd::OwnedFd,
 }
 
-/// What [`DirAt::lstat`] says of an entry.
+/// What [`DirAt::lstat`] says of an entry: its kind, and its stat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryStat {
     pub is_dir: bool,
     pub is_file: bool,
+    pub stat: FileStat,
+}
+
+/// A file's size, modification and change times and inode, as `stat` gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct FileStat {
     pub size: u64,
     pub mtime: i64,
     pub mtime_nsec: i64,
+    /// The change time: set by the kernel whenever the file (or a folder's listing) changes,
+    /// never by a program (`touch`, `rsync -a` and `tar -x` set the modification time only).
     pub ctime: i64,
     pub ctime_nsec: i64,
     pub ino: u64,
@@ -237,12 +245,14 @@ impl DirAt {
         Ok(EntryStat {
             is_dir: kind == libc::S_IFDIR,
             is_file: kind == libc::S_IFREG,
-            size: st.st_size as u64,
-            mtime: st.st_mtime,
-            mtime_nsec: st.st_mtime_nsec,
-            ctime: st.st_ctime,
-            ctime_nsec: st.st_ctime_nsec,
-            ino: st.st_ino,
+            stat: FileStat {
+                size: st.st_size as u64,
+                mtime: st.st_mtime,
+                mtime_nsec: st.st_mtime_nsec,
+                ctime: st.st_ctime,
+                ctime_nsec: st.st_ctime_nsec,
+                ino: st.st_ino,
+            },
         })
     }
 }

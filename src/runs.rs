@@ -306,14 +306,14 @@ impl SampleLook {
         let mut path = String::with_capacity(name.len() + 16);
         path.push_str(name);
         let dir = samples.lstat(&path).ok().filter(|s| s.is_dir)?;
-        stats[n] = FileStat::of_entry(&dir);
+        stats[n] = dir.stat;
         n += 1;
         for file in Self::names(streamed, meta) {
             path.truncate(name.len());
             path.push('/');
             path.push_str(file);
             let s = samples.lstat(&path).ok().filter(|s| s.is_file)?;
-            stats[n] = FileStat::of_entry(&s);
+            stats[n] = s.stat;
             n += 1;
         }
         Some(SampleLook {
@@ -468,24 +468,57 @@ pub fn scan(root: &Path) -> Scan {
 /// or read again.
 pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
     use rayon::prelude::*;
-    enum Found {
-        Skipped(Skipped),
-        Task(String, String, PathBuf),
-    }
-    let skip = |path: PathBuf, reason: String| Found::Skipped(Skipped { path, reason });
-    let mut found = Vec::new();
-    let models = match sorted_dirs(root) {
-        Ok(m) => m,
-        Err(e) => {
+    let found = match task_folders(root) {
+        Ok(found) => found,
+        Err(unreadable) => {
             let mut scan = Scan::default();
-            scan.skipped.push(Skipped {
-                path: root.to_path_buf(),
-                reason: format!("cannot read: {e}"),
-            });
+            scan.skipped.push(unreadable);
             return scan;
         }
     };
-    found.extend(models.skipped_links().map(Found::Skipped));
+    // Each task folder's runs are listed and read on all cores (a BFCL-sized `runs/` has tens
+    // of thousands of task folders); the results keep the folders' order.
+    let read: Vec<(Vec<RunRead>, Option<Listing>)> = found
+        .into_par_iter()
+        .map(|f| match f {
+            Found::Skipped(s) => (vec![(None, vec![s])], None),
+            Found::Task(folder) => folder.read(known),
+        })
+        .collect();
+    let mut scan = Scan::default();
+    // Sized once: grown by doubling, a list of 35,000 runs is copied a dozen times, into fresh
+    // memory each time.
+    scan.runs
+        .reserve(read.iter().map(|(runs, _)| runs.len()).sum());
+    scan.listings.reserve(read.len());
+    for (runs, listing) in read {
+        scan.listings.extend(listing);
+        for (run, skipped) in runs {
+            scan.runs.extend(run);
+            scan.skipped.extend(skipped);
+        }
+    }
+    scan
+}
+
+/// What the listing of `runs/` and its model folders finds, in order.
+enum Found {
+    Skipped(Skipped),
+    Task(TaskFolder),
+}
+
+/// A run read, or not, and what was skipped in reading it.
+type RunRead = (Option<RunDir>, Vec<Skipped>);
+
+/// The task folders under `root` (`<model>/<task>`), in sorted order, with what was skipped on
+/// the way; an error when `root` itself cannot be read.
+fn task_folders(root: &Path) -> Result<Vec<Found>, Skipped> {
+    let skip = |path: PathBuf, reason: String| Found::Skipped(Skipped { path, reason });
+    let models = sorted_dirs(root).map_err(|e| Skipped {
+        path: root.to_path_buf(),
+        reason: format!("cannot read: {e}"),
+    })?;
+    let mut found: Vec<Found> = models.skipped_links().map(Found::Skipped).collect();
     for (model, mdir) in models.dirs {
         if model.starts_with('.') {
             continue;
@@ -506,103 +539,112 @@ pub fn scan_with(root: &Path, known: &dyn Known) -> Scan {
             if task_id.starts_with('.') {
                 continue;
             }
-            found.push(Found::Task(model.clone(), task_id, tdir));
+            found.push(Found::Task(TaskFolder {
+                rel: format!("{model}/{task_id}"),
+                model: model.clone(),
+                task_id,
+                dir: tdir,
+            }));
         }
     }
-    // Each task folder's runs are listed and read on all cores (a BFCL-sized `runs/` has tens
-    // of thousands of task folders); the results keep the folders' order.
-    type Read = (Option<RunDir>, Vec<Skipped>);
-    let read: Vec<(Vec<Read>, Option<Listing>)> = found
-        .into_par_iter()
-        .map(|f| match f {
-            Found::Skipped(s) => (vec![(None, vec![s])], None),
-            Found::Task(model, task_id, tdir) => {
-                let rel = format!("{model}/{task_id}");
-                // How the folder looks before it is listed: a change made meanwhile shows at
-                // the next build.
-                let look = FileStat::look(&tdir);
-                // A listing with a link in it is not kept for the next build: each build
-                // lists the folder again and says what it skipped.
-                let mut links = Vec::new();
-                let runs = match look.and_then(|l| known.listing(&rel, &l)) {
-                    Some(names) => names,
-                    None => match sorted_dirs(&tdir) {
-                        Ok(r) => {
-                            links.extend(r.skipped_links());
-                            r.names()
-                        }
-                        Err(e) => {
-                            let reason = format!("cannot read: {e}");
-                            return (vec![(None, vec![Skipped { path: tdir, reason }])], None);
-                        }
-                    },
-                };
-                let listing = look.filter(|_| links.is_empty()).map(|look| Listing {
-                    rel: rel.clone(),
-                    look,
-                    names: runs.clone(),
-                });
-                let mut out = Vec::with_capacity(runs.len() + 1);
-                if !links.is_empty() {
-                    out.push((None, links));
+    Ok(found)
+}
+
+/// One `<model>/<task>` folder of `runs/`.
+struct TaskFolder {
+    model: String,
+    task_id: String,
+    /// `<model>/<task>`, as `known` and the listings name it.
+    rel: String,
+    dir: PathBuf,
+}
+
+impl TaskFolder {
+    /// Its runs, each read (or taken from `known` when it looks the same), and its listing to
+    /// keep for the next build.
+    fn read(self, known: &dyn Known) -> (Vec<RunRead>, Option<Listing>) {
+        // How the folder looks before it is listed: a change made meanwhile shows at
+        // the next build.
+        let look = FileStat::look(&self.dir);
+        // A listing with a link in it is not kept for the next build: each build
+        // lists the folder again and says what it skipped.
+        let mut links = Vec::new();
+        let runs = match look.and_then(|l| known.listing(&self.rel, &l)) {
+            Some(names) => names,
+            None => match sorted_dirs(&self.dir) {
+                Ok(r) => {
+                    links.extend(r.skipped_links());
+                    r.names()
                 }
-                for run_id in runs {
-                    let rdir = tdir.join(&run_id);
-                    if run_id.starts_with('.') {
-                        continue;
-                    }
-                    // A run id becomes a path segment of every permalink
-                    // (t/<model>/<task>/<run>/): a hand-made folder named otherwise would
-                    // become an unencoded href.
-                    if !is_path_safe(&run_id) {
-                        let reason =
-                            "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+";
-                        out.push((
+                Err(e) => {
+                    let reason = format!("cannot read: {e}");
+                    return (
+                        vec![(
                             None,
                             vec![Skipped {
-                                path: rdir,
-                                reason: reason.into(),
+                                path: self.dir,
+                                reason,
                             }],
-                        ));
-                        continue;
-                    }
-                    let mut skipped = Vec::new();
-                    let look = RunLook::of(&rdir);
-                    // What is known is taken only as a listing would have been: sample folder
-                    // names that can be a permalink's last segment.
-                    let seen = look
-                        .and_then(|l| known.run(&format!("{rel}/{run_id}"), &l))
-                        .filter(|s| {
-                            s.samples
-                                .iter()
-                                .all(|n| !n.starts_with('.') && is_path_safe(n))
-                        });
-                    match read_run(&model, &task_id, &run_id, &rdir, look, seen, &mut skipped) {
-                        Ok(r) => out.push((Some(r), skipped)),
-                        Err(reason) => {
-                            skipped.push(Skipped { path: rdir, reason });
-                            out.push((None, skipped));
-                        }
-                    }
+                        )],
+                        None,
+                    );
                 }
-                (out, listing)
-            }
-        })
-        .collect();
-    let mut scan = Scan::default();
-    // Sized once: grown by doubling, a list of 35,000 runs is copied a dozen times, into fresh
-    // memory each time.
-    scan.runs
-        .reserve(read.iter().map(|(runs, _)| runs.len()).sum());
-    scan.listings.reserve(read.len());
-    for (runs, listing) in read {
-        scan.listings.extend(listing);
-        for (run, skipped) in runs {
-            scan.runs.extend(run);
-            scan.skipped.extend(skipped);
+            },
+        };
+        let listing = look.filter(|_| links.is_empty()).map(|look| Listing {
+            rel: self.rel.clone(),
+            look,
+            names: runs.clone(),
+        });
+        let mut out = Vec::with_capacity(runs.len() + 1);
+        if !links.is_empty() {
+            out.push((None, links));
         }
+        out.extend(runs.iter().filter_map(|run_id| self.run(known, run_id)));
+        (out, listing)
     }
-    scan
+
+    /// The run `run_id` of this folder; `None` for an unfinished write (a dot-name).
+    fn run(&self, known: &dyn Known, run_id: &str) -> Option<RunRead> {
+        let rdir = self.dir.join(run_id);
+        if run_id.starts_with('.') {
+            return None;
+        }
+        // A run id becomes a path segment of every permalink
+        // (t/<model>/<task>/<run>/): a hand-made folder named otherwise would
+        // become an unencoded href.
+        if !is_path_safe(run_id) {
+            let reason = "not a valid run id: a run folder's name must match [A-Za-z0-9._-]+";
+            return Some((
+                None,
+                vec![Skipped {
+                    path: rdir,
+                    reason: reason.into(),
+                }],
+            ));
+        }
+        let mut skipped = Vec::new();
+        let look = RunLook::of(&rdir);
+        // What is known is taken only as a listing would have been: sample folder
+        // names that can be a permalink's last segment.
+        let seen = look
+            .and_then(|l| known.run(&format!("{}/{run_id}", self.rel), &l))
+            .filter(|s| {
+                s.samples
+                    .iter()
+                    .all(|n| !n.starts_with('.') && is_path_safe(n))
+            });
+        let (model, task_id) = (&self.model, &self.task_id);
+        Some(
+            match read_run(model, task_id, run_id, &rdir, look, seen, &mut skipped) {
+                Ok(r) => (Some(r), skipped),
+                Err(reason) => {
+                    skipped.push(Skipped { path: rdir, reason });
+                    (None, skipped)
+                }
+            },
+        )
+    }
 }
 
 /// A run folder; its sample folders whose names cannot be a permalink's last segment are
@@ -725,18 +767,7 @@ pub const MAX_SAMPLE_FILE: u64 = 64 << 20;
 /// The most bytes read of a `cell.json`.
 pub const MAX_CELL_FILE: u64 = 16 << 20;
 
-/// A file's size, modification and change times and inode, as `stat` gives them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct FileStat {
-    pub size: u64,
-    pub mtime: i64,
-    pub mtime_nsec: i64,
-    /// The change time: set by the kernel whenever the file (or a folder's listing) changes,
-    /// never by a program (`touch`, `rsync -a` and `tar -x` set the modification time only).
-    pub ctime: i64,
-    pub ctime_nsec: i64,
-    pub ino: u64,
-}
+pub use crate::fsafe::FileStat;
 
 impl FileStat {
     /// Whether a later build may take this stat as proof that the file did not change: its
@@ -754,18 +785,6 @@ impl FileStat {
         std::fs::symlink_metadata(path)
             .ok()
             .map(|m| FileStat::of(&m))
-    }
-
-    /// What [`crate::fsafe::DirAt::lstat`] said, as a stat.
-    pub fn of_entry(s: &crate::fsafe::EntryStat) -> FileStat {
-        FileStat {
-            size: s.size,
-            mtime: s.mtime,
-            mtime_nsec: s.mtime_nsec,
-            ctime: s.ctime,
-            ctime_nsec: s.ctime_nsec,
-            ino: s.ino,
-        }
     }
 
     pub fn of(m: &std::fs::Metadata) -> FileStat {

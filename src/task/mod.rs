@@ -974,10 +974,48 @@ fn predicate_source(r: &RawPredicate) -> Value {
 /// Loads one file, or every `*.json` file under a folder (sorted by path), checking that ids are
 /// unique. All problems are returned together.
 pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
-    // Each file with whether it was named (a link the user names is followed; one found inside
-    // a task folder is not: SPEC §12, turn 5).
-    let mut files: Vec<(PathBuf, bool)> = Vec::new();
     let mut errors = Vec::new();
+    let files = task_files(path, &mut errors);
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut ids = Ids::default();
+    for (f, named) in files {
+        let read = if named {
+            crate::fsafe::read_bounded(&f, MAX_TASK_FILE)
+        } else {
+            crate::fsafe::read_own(&f, MAX_TASK_FILE)
+        };
+        let bytes = match read {
+            Ok(b) => b,
+            Err(e) => {
+                errors.push(TaskError {
+                    file: f,
+                    path: String::new(),
+                    problem: format!("cannot read: {e}"),
+                });
+                continue;
+            }
+        };
+        match parse_task(&f, &bytes) {
+            Ok(t) => match ids.claim(&t.id, f) {
+                Ok(()) => tasks.push(t),
+                Err(e) => errors.push(e),
+            },
+            Err(mut es) => errors.append(&mut es),
+        }
+    }
+    if errors.is_empty() {
+        tasks.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(tasks)
+    } else {
+        Err(TaskErrors(errors))
+    }
+}
+
+/// The task files `path` names: itself, or the `*.json` files under it in sorted order, each
+/// with whether it was named (a link the user names is followed; one found inside a task
+/// folder is not: SPEC §12, turn 5). What cannot be read is said in `errors`.
+fn task_files(path: &Path, errors: &mut Vec<TaskError>) -> Vec<(PathBuf, bool)> {
+    let mut files = Vec::new();
     if path.is_file() {
         files.push((path.to_path_buf(), true));
     } else if path.is_dir() {
@@ -989,25 +1027,8 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
                 {
                     files.push((e.into_path(), false))
                 }
-                // What is not a file nor a folder is said, never skipped silently: a link (to a
-                // task or a folder of tasks) is not followed, and a `.json` that is a FIFO, a
-                // device or a socket is not read.
                 Ok(e) if e.depth() > 0 && !e.file_type().is_dir() && !e.file_type().is_file() => {
-                    let json = e.path().extension().is_some_and(|x| x == "json");
-                    let problem = if e.path_is_symlink() {
-                        Some(match crate::fsafe::not_file_or_folder(e.path()) {
-                            Some(what @ ("is a symlink loop" | "is a symlink to nothing")) => {
-                                format!("not read: it {what}")
-                            }
-                            _ => format!("not read: it {}", crate::fsafe::IS_SYMLINK),
-                        })
-                    } else if json {
-                        crate::fsafe::not_regular(&e.file_type())
-                            .map(|what| format!("not read: it {what}, not a regular file"))
-                    } else {
-                        None
-                    };
-                    if let Some(problem) = problem {
+                    if let Some(problem) = not_read(&e) {
                         errors.push(TaskError {
                             file: e.into_path(),
                             path: String::new(),
@@ -1037,66 +1058,59 @@ pub fn load(path: &Path) -> Result<Vec<Task>, TaskErrors> {
             problem,
         });
     }
+    files
+}
 
-    let mut tasks: Vec<Task> = Vec::new();
-    // Keyed by the id in lower case: ids differing only in case collide on case-insensitive
-    // file systems (macOS and Windows checkouts, some Pages clones).
-    let mut seen: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
-    for (f, named) in files {
-        let read = if named {
-            crate::fsafe::read_bounded(&f, MAX_TASK_FILE)
-        } else {
-            crate::fsafe::read_own(&f, MAX_TASK_FILE)
-        };
-        let bytes = match read {
-            Ok(b) => b,
-            Err(e) => {
-                errors.push(TaskError {
-                    file: f,
-                    path: String::new(),
-                    problem: format!("cannot read: {e}"),
-                });
-                continue;
+/// Why an entry of a task folder that is neither a file nor a folder is not read. It is said,
+/// never skipped silently: a link (to a task or a folder of tasks) is not followed, and a
+/// `.json` that is a FIFO, a device or a socket is not read.
+fn not_read(e: &walkdir::DirEntry) -> Option<String> {
+    let json = e.path().extension().is_some_and(|x| x == "json");
+    if e.path_is_symlink() {
+        Some(match crate::fsafe::not_file_or_folder(e.path()) {
+            Some(what @ ("is a symlink loop" | "is a symlink to nothing")) => {
+                format!("not read: it {what}")
             }
-        };
-        match parse_task(&f, &bytes) {
-            Ok(t) => {
-                if let Some(why) = crate::names::too_long("task id", &t.id) {
-                    errors.push(TaskError {
-                        file: f.clone(),
-                        path: "id".into(),
-                        problem: format!("{:?}: {why}", t.id),
-                    });
-                    continue;
-                }
-                if let Some((id, other)) = seen.get(&crate::names::case_key(&t.id)) {
-                    let problem = if *id == t.id {
-                        format!("id {:?} is already used by {}", t.id, other.display())
-                    } else {
-                        format!(
-                            "id {:?} differs only in case from {id:?} in {}: on a case-insensitive file system both would be one folder; rename one",
-                            t.id,
-                            other.display()
-                        )
-                    };
-                    errors.push(TaskError {
-                        file: f.clone(),
-                        path: "id".into(),
-                        problem,
-                    });
-                    continue;
-                }
-                seen.insert(crate::names::case_key(&t.id), (t.id.clone(), f));
-                tasks.push(t);
-            }
-            Err(mut es) => errors.append(&mut es),
-        }
-    }
-    if errors.is_empty() {
-        tasks.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(tasks)
+            _ => format!("not read: it {}", crate::fsafe::IS_SYMLINK),
+        })
+    } else if json {
+        crate::fsafe::not_regular(&e.file_type())
+            .map(|what| format!("not read: it {what}, not a regular file"))
     } else {
-        Err(TaskErrors(errors))
+        None
+    }
+}
+
+/// The task ids loaded so far, keyed by the id in lower case: ids differing only in case
+/// collide on case-insensitive file systems (macOS and Windows checkouts, some Pages clones).
+#[derive(Default)]
+struct Ids(BTreeMap<String, (String, PathBuf)>);
+
+impl Ids {
+    /// Takes `id` for the task of `file`, unless it is too long or already taken.
+    fn claim(&mut self, id: &str, file: PathBuf) -> Result<(), TaskError> {
+        let refused = |problem: String| TaskError {
+            file: file.clone(),
+            path: "id".into(),
+            problem,
+        };
+        if let Some(why) = crate::names::too_long("task id", id) {
+            return Err(refused(format!("{id:?}: {why}")));
+        }
+        if let Some((taken, other)) = self.0.get(&crate::names::case_key(id)) {
+            let problem = if taken == id {
+                format!("id {id:?} is already used by {}", other.display())
+            } else {
+                format!(
+                    "id {id:?} differs only in case from {taken:?} in {}: on a case-insensitive file system both would be one folder; rename one",
+                    other.display()
+                )
+            };
+            return Err(refused(problem));
+        }
+        self.0
+            .insert(crate::names::case_key(id), (id.to_string(), file));
+        Ok(())
     }
 }
 
