@@ -67,25 +67,7 @@ seed = 1
 }
 
 pub fn run(o: &DemoOpts) -> Result<()> {
-    // Installed without a checkout (a wheel, a container): the corpus built into the binary is
-    // written to ./tasks, where the build after the collection reads it too.
-    if o.corpus.tasks == Path::new("tasks")
-        && std::fs::symlink_metadata(&o.corpus.tasks)
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-    {
-        let n = super::builtin_tasks::extract(&o.corpus.tasks)?;
-        eprintln!("demo: no tasks/ here: wrote callcheck's own corpus ({n} tasks) to tasks/");
-    }
-    // The demo is nothing without the corpus: say so before starting anything.
-    let tasks = crate::task::load(&o.corpus.tasks).map_err(|e| {
-        anyhow::anyhow!(
-            "{e}\nthe demo collects the task corpus at {}: run it from the repository's root, or pass --tasks DIR",
-            o.corpus.tasks.display()
-        )
-    })?;
-    if tasks.is_empty() {
-        bail!("no tasks in {}: pass --tasks DIR", o.corpus.tasks.display());
-    }
+    let tasks = load_corpus(o)?;
     // What the build at the end would refuse is refused before anything is collected: runs/
     // inside the site, or a --out that is not a site a build wrote (SPEC §12).
     if crate::pipeline::owned::within(&o.corpus.runs, &o.out) {
@@ -96,64 +78,7 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         );
     }
     crate::pipeline::owned::inspect(&o.out)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let report = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .context("cannot listen on 127.0.0.1")?;
-        let handle = mock::serve(MockState::new(MockConfig::builtin(), tasks), listener)?;
-        eprintln!("demo: mock server on {}", handle.base_url());
-        let opts = Options {
-            config: "demo.toml (in memory)".into(),
-            config_text: Some(demo_config(&handle.base_url())),
-            tasks: o.corpus.tasks.clone(),
-            runs: o.corpus.runs.clone(),
-            k: o.k,
-            allow_anecdote: false,
-            models: None,
-            only: None,
-            shard: None,
-            jobs: None,
-            retry: RetryPolicy {
-                base_ms: 20,
-                ..RetryPolicy::default()
-            },
-            retry_errors: false,
-            preflight: true,
-            verbose: false,
-            quiet: o.quiet,
-            feedback: None,
-            review: false,
-            history: crate::runs::History::AsProduced,
-        };
-        let (tx, _rx) = tokio::sync::watch::channel(false);
-        let signal_tx = tx.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                let _ = signal_tx.send(true);
-            }
-        });
-        let report = collect::collect(&opts, tx.clone()).await;
-        // Then the follow-up rounds (SPEC §11), one after the other while nothing stopped.
-        let mut rounds = Vec::new();
-        if matches!(&report, Ok(r) if !r.interrupted && r.fatal.is_none()) {
-            for (what, round) in follow_up_rounds(&opts) {
-                let r = collect::collect(&round, tx.clone()).await?;
-                let stopped = r.interrupted || r.fatal.is_some();
-                rounds.push((what, r));
-                if stopped {
-                    break;
-                }
-            }
-        }
-        handle.shutdown().await;
-        report.map(|r| (r, rounds))
-    })?;
-    let (report, rounds) = report;
-    rt.shutdown_background();
+    let (report, rounds) = collect_on_mock(o, tasks)?;
     let all = std::iter::once(("", &report)).chain(rounds.iter().map(|(w, r)| (*w, r)));
     for (what, report) in all {
         if !o.quiet {
@@ -191,6 +116,101 @@ pub fn run(o: &DemoOpts) -> Result<()> {
         display(&o.out)
     );
     Ok(())
+}
+
+/// The task corpus the demo collects; written to ./tasks first when callcheck was installed
+/// without a checkout (a wheel, a container), where the build after the collection reads it
+/// too.
+fn load_corpus(o: &DemoOpts) -> Result<Vec<crate::task::Task>> {
+    if o.corpus.tasks == Path::new("tasks")
+        && std::fs::symlink_metadata(&o.corpus.tasks)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        let n = super::builtin_tasks::extract(&o.corpus.tasks)?;
+        eprintln!("demo: no tasks/ here: wrote callcheck's own corpus ({n} tasks) to tasks/");
+    }
+    // The demo is nothing without the corpus: say so before starting anything.
+    let tasks = crate::task::load(&o.corpus.tasks).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}\nthe demo collects the task corpus at {}: run it from the repository's root, or pass --tasks DIR",
+            o.corpus.tasks.display()
+        )
+    })?;
+    if tasks.is_empty() {
+        bail!("no tasks in {}: pass --tasks DIR", o.corpus.tasks.display());
+    }
+    Ok(tasks)
+}
+
+/// The first round and the follow-up rounds after it (each with the words that introduce its
+/// summary), collected from the mock on an ephemeral loopback port, stopped by Ctrl-C.
+fn collect_on_mock(
+    o: &DemoOpts,
+    tasks: Vec<crate::task::Task>,
+) -> Result<(collect::Report, Vec<(&'static str, collect::Report)>)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let collected = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context("cannot listen on 127.0.0.1")?;
+        let handle = mock::serve(MockState::new(MockConfig::builtin(), tasks), listener)?;
+        eprintln!("demo: mock server on {}", handle.base_url());
+        let opts = first_round(o, &handle.base_url());
+        let (tx, _rx) = tokio::sync::watch::channel(false);
+        let signal_tx = tx.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = signal_tx.send(true);
+            }
+        });
+        let report = collect::collect(&opts, tx.clone()).await;
+        // Then the follow-up rounds (SPEC §11), one after the other while nothing stopped.
+        let mut rounds = Vec::new();
+        if matches!(&report, Ok(r) if !r.interrupted && r.fatal.is_none()) {
+            for (what, round) in follow_up_rounds(&opts) {
+                let r = collect::collect(&round, tx.clone()).await?;
+                let stopped = r.interrupted || r.fatal.is_some();
+                rounds.push((what, r));
+                if stopped {
+                    break;
+                }
+            }
+        }
+        handle.shutdown().await;
+        report.map(|r| (r, rounds))
+    })?;
+    rt.shutdown_background();
+    Ok(collected)
+}
+
+/// The demo's first round: the corpus from the demo's rows on the mock at `base_url`.
+fn first_round(o: &DemoOpts, base_url: &str) -> Options {
+    Options {
+        config: "demo.toml (in memory)".into(),
+        config_text: Some(demo_config(base_url)),
+        tasks: o.corpus.tasks.clone(),
+        runs: o.corpus.runs.clone(),
+        k: o.k,
+        allow_anecdote: false,
+        models: None,
+        only: None,
+        shard: None,
+        jobs: None,
+        retry: RetryPolicy {
+            base_ms: 20,
+            ..RetryPolicy::default()
+        },
+        retry_errors: false,
+        preflight: true,
+        verbose: false,
+        quiet: o.quiet,
+        feedback: None,
+        review: false,
+        history: crate::runs::History::AsProduced,
+    }
 }
 
 /// The demo's follow-up rounds after the first (SPEC §11), each with the words that introduce
