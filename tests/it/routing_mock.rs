@@ -546,7 +546,7 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             .map(|c| c.split_once('>').unwrap().1.split("</td>").next().unwrap())
             .collect();
         let repair_text = if l["repair"].is_null() {
-            "no mechanical repair".to_string()
+            "none".to_string()
         } else {
             page_text(&l["repair"])
         };
@@ -688,8 +688,8 @@ fn routing_on_the_scripted_mock_measures_the_truth_and_simulates_the_router() {
             text.push_str(" → steady");
         }
         assert!(
-            policies_row.contains(&format!(r#"<td data-l="{name}">{text}<br>"#))
-                || policies_row.contains(&format!(r#"<td data-l="{name}"><b>{text}</b><br>"#)),
+            policies_row.contains(&format!(r#"<td data-l="{name}">{text}<small>"#))
+                || policies_row.contains(&format!(r#"<td data-l="{name}"><b>{text}</b><small>"#)),
             "routing.html's policy row lacks {name}: {text}\n{policies_row}"
         );
     }

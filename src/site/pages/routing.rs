@@ -464,7 +464,7 @@ fn label_view(model: &str, l: &LabelRouting, columns: &[(FeedbackStyle, History)
         repair: l
             .repair
             .as_ref()
-            .map_or_else(|| "no mechanical repair".into(), measure_text),
+            .map_or_else(|| "none".into(), measure_text),
         feedback: columns
             .iter()
             .map(|c| l.feedback.get(c).map_or("–".into(), feedback_text))
