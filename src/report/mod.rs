@@ -6,6 +6,7 @@ pub mod after_failure;
 pub mod distinct;
 pub mod latency;
 pub mod pooled;
+pub mod review;
 pub mod routing;
 
 use crate::hitec::{self, HitecError, Metrics};
