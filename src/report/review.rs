@@ -219,8 +219,14 @@ impl CostSums {
         };
         known(calls.iter().map(|c| c.0).collect(), &mut self.requests);
         known(calls.iter().filter_map(|c| c.1).collect(), &mut self.prompt);
-        known(calls.iter().filter_map(|c| c.2).collect(), &mut self.completion);
-        known(calls.iter().filter_map(|c| c.3).collect(), &mut self.latency);
+        known(
+            calls.iter().filter_map(|c| c.2).collect(),
+            &mut self.completion,
+        );
+        known(
+            calls.iter().filter_map(|c| c.3).collect(),
+            &mut self.latency,
+        );
     }
 
     fn cost(&self) -> CallCost {
@@ -521,7 +527,9 @@ mod tests {
         let mut rng = SplitMix64::new(43);
         let reps = 2000;
         let mut worst = (1.0f64, String::new());
-        println!("k  tasks  p  keep  fix  true_final  true_diff  cover_final  cover_diff  cover_wald");
+        println!(
+            "k  tasks  p  keep  fix  true_final  true_diff  cover_final  cover_diff  cover_wald"
+        );
         for k in [3usize, 5, 10] {
             for tasks in [10usize, 40] {
                 for p in [0.3, 0.7, 0.95] {
@@ -553,7 +561,9 @@ mod tests {
                                 if cov < worst.0 {
                                     worst = (
                                         cov,
-                                        format!("{what}: k {k}, tasks {tasks}, p {p}, keep {keep}, fix {fix}"),
+                                        format!(
+                                            "{what}: k {k}, tasks {tasks}, p {p}, keep {keep}, fix {fix}"
+                                        ),
                                     );
                                 }
                             }

@@ -8,6 +8,7 @@ use crate::compare::Comparison;
 use crate::evidence::{SkippedInput, samples_csv};
 use crate::hitec::{F1, HitecError};
 use crate::report::pooled::Pooled;
+use crate::report::review::{CallCost, ReviewMeasure, ReviewRow};
 use crate::report::routing::{
     Action, Chain, Chosen, Decision, Measure, PolicyResult, Routing, Trigger,
 };
@@ -633,8 +634,78 @@ fn label_routing_json(l: &crate::report::routing::LabelRouting) -> Value {
     })
 }
 
-/// `data/routing.json` (docs/data.md).
-pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
+/// One call's expected cost (a review round's, or the first round's alone).
+fn call_cost_json(c: &CallCost) -> Value {
+    json!({
+        "requests": num(c.requests),
+        "prompt_tokens": opt_num(c.prompt_tokens),
+        "completion_tokens": opt_num(c.completion_tokens),
+        "latency_ms": opt_num(c.latency_ms),
+    })
+}
+
+/// The review round over a set of a row's tasks (docs/data.md); with `pairs`, every broken
+/// pair's permalinks.
+fn review_measure_json(x: &ReviewMeasure, pairs: bool) -> Value {
+    let refused: serde_json::Map<String, Value> = x
+        .refused
+        .iter()
+        .map(|(status, n)| (refusal_key(*status), json!(n)))
+        .collect();
+    let mut o = json!({
+        "tasks": x.tasks,
+        "parents": x.parents,
+        "reviewed": x.reviewed,
+        "first": {"rate": opt_num(x.first), "interval": bounds(x.first_interval.as_ref())},
+        "final": {"rate": opt_num(x.rate), "interval": bounds(x.interval.as_ref())},
+        "fixed": x.fixed,
+        "broken": x.broken,
+        "refused": refused,
+        "difference": {
+            "estimate": opt_num(x.difference),
+            "interval": bounds(x.difference_interval.as_ref()),
+            "verdict": x.verdict.map(|v| v.as_str()),
+        },
+        "cost": {
+            "single": call_cost_json(&x.single),
+            "review": call_cost_json(&x.with_review),
+        },
+    });
+    if let (true, Some(map)) = (pairs, o.as_object_mut()) {
+        let list: Vec<Value> = x
+            .broken_pairs
+            .iter()
+            .map(|p| json!({"first": p.first.permalink(), "review": p.review.permalink()}))
+            .collect();
+        map.insert("broken_pairs".into(), Value::Array(list));
+    }
+    o
+}
+
+/// A reviewed row's `review` (docs/data.md): over all its tasks, with the broken pairs, and
+/// per tag.
+fn review_json(row: &ReviewRow) -> Value {
+    let mut o = review_measure_json(&row.overall, true);
+    let tags: Vec<Value> = row
+        .by_tag
+        .iter()
+        .map(|(tag, x)| {
+            let mut v = review_measure_json(x, false);
+            if let Some(map) = v.as_object_mut() {
+                map.insert("tag".into(), Value::String(tag.clone()));
+            }
+            v
+        })
+        .collect();
+    if let Some(map) = o.as_object_mut() {
+        map.insert("orphans".into(), json!(row.orphans));
+        map.insert("tags".into(), Value::Array(tags));
+    }
+    o
+}
+
+/// `data/routing.json` (docs/data.md); `reviews`, the review round of each reviewed row.
+pub(crate) fn routing_json(m: &Matrix, r: &Routing, reviews: &[ReviewRow]) -> Vec<u8> {
     // Each row's part is made on its own core (a row of many labels holds a fallback measure
     // per label and other row), and they are taken in the rows' order.
     let models: Vec<Value> = r
@@ -653,7 +724,7 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                     })
                 })
                 .collect();
-            json!({
+            let mut row = json!({
                 "model": mr.model,
                 "feedback_samples": mr.feedback_samples,
                 "parent_passes": mr.parent_passes,
@@ -672,7 +743,15 @@ pub(crate) fn routing_json(m: &Matrix, r: &Routing) -> Vec<u8> {
                     "completion_tokens": opt_num(o.completion_tokens),
                 })),
                 "tags": tags,
-            })
+            });
+            // Only a row with a review round has a `review`.
+            if let (Some(rv), Some(map)) = (
+                reviews.iter().find(|x| x.model == mr.model),
+                row.as_object_mut(),
+            ) {
+                map.insert("review".into(), review_json(rv));
+            }
+            row
         })
         .collect();
     let doc = json!({

@@ -161,10 +161,17 @@ fn routed_files(
         ))
     };
     let routing = || {
-        sink(("data/routing.json".into(), data::routing_json(m, r)))?;
+        // The review round (SPEC §11) is measured here, where only its page and export read it.
+        let reviews = crate::report::review::review(m);
+        sink((
+            "data/routing.json".into(),
+            data::routing_json(m, r, &reviews),
+        ))?;
         sink(("data/router.json".into(), data::router_json(m, r)))?;
         let names: Vec<&str> = m.models.iter().map(|mv| mv.name.as_str()).collect();
-        routing::page(r, &names)?.into_iter().try_for_each(sink)
+        routing::page(r, &names, &reviews)?
+            .into_iter()
+            .try_for_each(sink)
     };
     let pages = || {
         m.models.par_iter().try_for_each(|mv| {

@@ -7,6 +7,7 @@ pub(crate) mod label;
 pub(crate) mod model;
 pub(crate) mod not_found;
 pub(crate) mod routing;
+pub(crate) mod routing_review;
 pub mod run;
 pub(crate) mod samples;
 pub(crate) mod tag;

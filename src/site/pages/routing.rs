@@ -3,6 +3,7 @@
 //! page shows. Pure: a [`Routing`] in, bytes out. Its numbers are `data/routing.json`
 //! ([`crate::site::data::routing_json`]).
 
+use crate::report::review::ReviewRow;
 use crate::report::routing::{
     Action, Decision, FeedbackMeasure, LabelRouting, Measure, ModelRouting, Policy, PolicyResult,
     Routing, Trigger,
@@ -204,6 +205,8 @@ struct RoutingPage {
     policies: Vec<(&'static str, &'static str)>,
     rows: Vec<RowView>,
     parent_passes: u64,
+    /// The review section, drawn by [`super::routing_review`]; empty without a review round.
+    review: String,
 }
 
 /// A decision in words: the winner, clearly ahead of the runner-up, or "no clear winner".
@@ -361,8 +364,12 @@ pub(crate) fn anchor(model: &str) -> String {
 }
 
 /// `routing.html` and its cost–quality planes. `names` are the matrix's rows in order (what a
-/// fallback's index points at).
-pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> {
+/// fallback's index points at); `reviews`, the review round of each reviewed row.
+pub(crate) fn page(
+    r: &Routing,
+    names: &[&str],
+    reviews: &[ReviewRow],
+) -> Result<Vec<File>, SiteError> {
     let mut files = Vec::new();
     let rows = r
         .models
@@ -426,6 +433,7 @@ pub(crate) fn page(r: &Routing, names: &[&str]) -> Result<Vec<File>, SiteError> 
             .collect(),
         rows,
         parent_passes: r.parent_passes(),
+        review: super::routing_review::section(reviews)?,
     };
     let html = super::carded(
         "routing page",
