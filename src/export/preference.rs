@@ -151,6 +151,9 @@ pub struct Counts {
     /// Samples of feedback rounds read (never examples of their own: their prompt holds the
     /// failure fed back); the passing ones are corrections.
     pub feedback_samples: usize,
+    /// Samples of review rounds read (SPEC §11): a passing one corrects a failed parent, a
+    /// failing one of a passing parent is a broken call ([`Harvest::broken`]).
+    pub review_samples: usize,
 }
 
 /// The examples of an export and what was left out on the way.
@@ -165,6 +168,22 @@ pub struct Harvest {
     /// The sample folders whose files could not be read (a symlink, a FIFO, too large), with
     /// why: named on stderr, as build names them.
     pub unreadable: Vec<(std::path::PathBuf, String)>,
+    /// Correct calls a review talked the model out of (SPEC §11), by the review's permalink.
+    pub broken: Vec<Broken>,
+}
+
+/// A correct first answer and the failing answer its review gave instead: a real rejected
+/// answer with the model's own correct one as chosen. The rejected example carries the first
+/// round's prompt (as a feedback correction's pair does), so chosen and rejected answer the
+/// same request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Broken {
+    /// The review's answer, its failure and permalink; the parent's prompt and tools.
+    pub rejected: Example,
+    /// The parent's assistant message, which passed.
+    pub chosen: Value,
+    /// The parent's permalink.
+    pub chosen_permalink: String,
 }
 
 /// A model's own corrected answer: a feedback sample that passed.
@@ -176,6 +195,9 @@ pub struct Correction {
     pub permalink: String,
     /// How the failure was fed back.
     pub style: crate::runs::FeedbackStyle,
+    /// A review round's answer (every answer reviewed, SPEC §11) rather than a feedback
+    /// round's; `style` is then the review's (`checklist`).
+    pub review: bool,
 }
 
 // ---- the assistant message ----
@@ -437,6 +459,7 @@ fn identity(e: &Example) -> String {
 pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Harvest) {
     let by_id: BTreeMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let mut reviews: Vec<(&Task, &RunDir)> = Vec::new();
     for r in runs {
         if let Some(models) = &opts.models
             && !models.contains(&r.model)
@@ -451,9 +474,11 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
             harvest_corrections(task, r, h);
             continue;
         }
-        // Review rounds (SPEC §11) pair with their parents once `export preference` reads
-        // them; until then they are no first-round samples.
+        // A review round (SPEC §11): its passing answers correct failed parents, as feedback
+        // does; its failing answers to passing parents are read once every first round is.
         if r.cell.kind == crate::runs::RunKind::Review {
+            harvest_corrections(task, r, h);
+            reviews.push((task, r));
             continue;
         }
         for s in &r.samples {
@@ -503,17 +528,117 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
             }
         }
     }
+    for (task, r) in reviews {
+        harvest_broken(task, r, runs, opts, h);
+    }
 }
 
-/// The passing samples of a feedback run, as corrections of their parents. When several
-/// follow-ups of one failure passed, the first by style (error, checklist, retry), then by
-/// permalink, is kept, so the choice does not depend on the order runs are read.
+/// The failing answers of a review run whose parent passed: each a real rejected answer, the
+/// parent's own as chosen. The parent is read from its run (same row and task) and scored
+/// again, so a relabel that fails the parent drops the pair.
+fn harvest_broken(task: &Task, r: &RunDir, runs: &[RunDir], opts: &Options, h: &mut Harvest) {
+    let key_of = |run: &str, sample: &str| SampleKey {
+        model: r.model.clone(),
+        task: r.task_id.clone(),
+        run: run.to_string(),
+        sample: sample.to_string(),
+    };
+    for s in &r.samples {
+        let Ok(files) = r.read_sample(s) else {
+            continue;
+        };
+        let t = files.transcript();
+        let Some(parent) = t.meta.as_ref().and_then(|m| m.parent.clone()) else {
+            continue;
+        };
+        let Reading::Example(review) = sample_reading(task, &key_of(&r.run_id, s), &t) else {
+            continue;
+        };
+        let Some(label) = review.failure.as_ref().map(|f| f.label) else {
+            continue;
+        };
+        if opts.labels.as_ref().is_some_and(|l| !l.contains(&label)) {
+            continue;
+        }
+        let Some(parent_run) = runs.iter().find(|p| {
+            p.model == r.model
+                && p.task_id == r.task_id
+                && p.run_id == parent.run
+                && p.cell.kind == crate::runs::RunKind::Samples
+        }) else {
+            continue;
+        };
+        let Ok(parent_files) = parent_run.read_sample(&parent.sample) else {
+            continue;
+        };
+        let parent_key = key_of(&parent.run, &parent.sample);
+        let first = match sample_reading(task, &parent_key, &parent_files.transcript()) {
+            Reading::Example(e) if e.failure.is_none() => *e,
+            // A pass whose arguments differ from the gold is still a correct call.
+            Reading::PassNotGold => match passing_message(&parent_files.transcript()) {
+                Some(e) => e,
+                None => continue,
+            },
+            _ => continue,
+        };
+        let mut rejected = *review;
+        rejected.prompt = first.prompt.clone();
+        rejected.tools = first.tools.clone();
+        h.broken.push(Broken {
+            rejected,
+            chosen: first.completion,
+            chosen_permalink: parent_key.permalink(),
+        });
+    }
+}
+
+/// A passing sample's prompt, tools and assistant message (the parts a broken pair's chosen
+/// side needs), for a pass that [`sample_reading`] does not make a positive.
+fn passing_message(t: &Transcript) -> Option<Example> {
+    let request = t.request.as_ref()?;
+    let prompt = request.get("messages")?.as_array()?.clone();
+    let tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let completion = if t.streamed {
+        wire::parse_stream(&t.body)
+    } else {
+        wire::parse_body(&t.body)
+    }
+    .ok()?;
+    Some(Example {
+        task: String::new(),
+        model: None,
+        permalink: None,
+        origin: Origin::Real,
+        variant: None,
+        failure: None,
+        prompt,
+        tools,
+        completion: message_of_completion(&completion),
+        finish_reason: completion.finish_reason.clone(),
+        completion_tokens: completion.completion_tokens,
+    })
+}
+
+/// The passing samples of a feedback or review run, as corrections of their parents (a review's
+/// pass corrects only a parent that failed: the others are never looked up). When several
+/// follow-ups of one failure passed, a feedback round's first, then the first by style (error,
+/// checklist, retry), then by permalink, is kept, so the choice does not depend on the order
+/// runs are read.
 fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
     let Some(style) = r.cell.feedback.as_ref().map(|f| f.style) else {
         return;
     };
+    let review = r.cell.kind == crate::runs::RunKind::Review;
     for s in &r.samples {
-        h.counts.feedback_samples += 1;
+        if review {
+            h.counts.review_samples += 1;
+        } else {
+            h.counts.feedback_samples += 1;
+        }
         let Ok(files) = r.read_sample(s) else {
             continue;
         };
@@ -548,6 +673,7 @@ fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
             }
             .permalink(),
             style,
+            review,
         };
         let slot = h.corrections.entry(key.permalink());
         match slot {
@@ -556,7 +682,10 @@ fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
             }
             std::collections::btree_map::Entry::Occupied(mut o) => {
                 let old = o.get();
-                if (correction.style, &correction.permalink) < (old.style, &old.permalink) {
+                // A feedback round's correction before a review's, then by style and permalink.
+                if (correction.review, correction.style, &correction.permalink)
+                    < (old.review, old.style, &old.permalink)
+                {
                     o.insert(correction);
                 }
             }
@@ -606,6 +735,7 @@ pub fn harvest(tasks: &[Task], runs: &[RunDir], opts: &Options) -> Harvest {
     };
     h.positives.sort_by_cached_key(order);
     h.negatives.sort_by_cached_key(order);
+    h.broken.sort_by_cached_key(|b| order(&b.rejected));
     h
 }
 
@@ -673,14 +803,21 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
             all.sort_by(|a, b| {
                 (a.task.as_str(), a.failure.is_some()).cmp(&(b.task.as_str(), b.failure.is_some()))
             });
+            let broken = h.broken.iter().map(|b| (&b.rejected, Some(b)));
             all.into_iter()
-                .map(|e| {
+                .map(|e| (e, None))
+                .chain(broken)
+                .map(|(e, b)| {
+                    let mut meta = metadata(e);
+                    if let (Some(b), Some(m)) = (b, meta.as_object_mut()) {
+                        m.insert("rejected".into(), broken_source(b));
+                    }
                     json!({
                         "prompt": e.prompt,
                         "completion": [e.completion],
                         "label": e.failure.is_none(),
                         "tools": e.tools,
-                        "callcheck": metadata(e),
+                        "callcheck": meta,
                     })
                 })
                 .collect()
@@ -699,6 +836,10 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
                     // with that answer (real on both sides); any other with the gold reply.
                     let fixed = e.permalink.as_ref().and_then(|p| h.corrections.get(p));
                     let (chosen, how) = match fixed {
+                        Some(c) if c.review => (
+                            &c.completion,
+                            json!({"source": "review", "permalink": c.permalink}),
+                        ),
                         Some(c) => (
                             &c.completion,
                             json!({"source": "feedback", "style": c.style.as_str(), "permalink": c.permalink}),
@@ -717,9 +858,33 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
                         "callcheck": meta,
                     }))
                 })
+                .chain(h.broken.iter().map(|b| {
+                    // A correct call a review broke: the model's own first answer chosen.
+                    let e = &b.rejected;
+                    let mut meta = metadata(e);
+                    if let Some(m) = meta.as_object_mut() {
+                        m.insert(
+                            "chosen".into(),
+                            json!({"source": "first", "permalink": b.chosen_permalink}),
+                        );
+                        m.insert("rejected".into(), broken_source(b));
+                    }
+                    json!({
+                        "prompt": e.prompt,
+                        "chosen": [b.chosen],
+                        "rejected": [e.completion],
+                        "tools": e.tools,
+                        "callcheck": meta,
+                    })
+                }))
                 .collect()
         }
     }
+}
+
+/// Where a broken pair's rejected answer comes from: a review of a first answer that passed.
+fn broken_source(b: &Broken) -> Value {
+    json!({"source": "review", "first": b.chosen_permalink})
 }
 
 /// Replaces every occurrence of each secret in the strings (and keys) of `v`.
@@ -788,7 +953,14 @@ pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<S
         Format::Kto => h.positives.iter().collect(),
         Format::Dpo => Vec::new(),
     };
-    for e in negatives {
+    let negatives = negatives
+        .map(|e| (e, format!("{} negative", e.origin.as_str())))
+        .chain(
+            h.broken
+                .iter()
+                .map(|b| (&b.rejected, "review negative".to_string())),
+        );
+    for (e, source) in negatives {
         let label = e.failure.as_ref().map(|f| f.label.as_str()).unwrap_or("?");
         *t.entry("label")
             .or_default()
@@ -798,10 +970,7 @@ pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<S
             .or_default()
             .entry(e.model.clone().unwrap_or_else(|| "(gold/synthetic)".into()))
             .or_default() += 1;
-        *t.entry("source")
-            .or_default()
-            .entry(format!("{} negative", e.origin.as_str()))
-            .or_default() += 1;
+        *t.entry("source").or_default().entry(source).or_default() += 1;
     }
     for e in positives {
         *t.entry("label")

@@ -41,6 +41,7 @@ mod mock_stream_bugs;
 mod mutation;
 mod real_captures;
 mod real_server;
+mod review_measured;
 mod robustness;
 mod routing;
 mod routing_mock;
