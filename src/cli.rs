@@ -129,8 +129,9 @@ pub struct PreferenceOpts {
     #[command(flatten)]
     pub corpus: CorpusArgs,
     /// kto: one line per example (prompt, completion, label); dpo: one line per negative, paired
-    /// with the same model's passing answer to its feedback round when there is one, else with
-    /// the task's gold reply (prompt, chosen, rejected; `callcheck.chosen` says which). Both
+    /// with the same model's passing answer to its feedback or review round when there is one,
+    /// else with the task's gold reply, and one per correct call a review broke, paired with
+    /// that correct answer (prompt, chosen, rejected; `callcheck.chosen` says which). Both
     /// carry `tools` and `callcheck`.
     #[arg(long, value_enum)]
     pub format: PreferenceFormat,

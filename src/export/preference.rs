@@ -791,10 +791,12 @@ fn metadata(e: &Example) -> Value {
     })
 }
 
-/// The lines of the file, in order: KTO lists each task's positives then its negatives; DPO
-/// pairs every negative with the same model's passing answer to its feedback round when there
-/// is one, else with its task's gold reply (tasks without a passing gold reply give no such
-/// pairs); `callcheck.chosen.source` says which (`feedback` or `gold`).
+/// The lines of the file, in order: KTO lists each task's positives then its negatives, then
+/// the answers reviews broke; DPO pairs every negative with the same model's passing answer to
+/// its feedback or review round when there is one, else with its task's gold reply (tasks
+/// without a passing gold reply give no such pairs), then each answer a review broke with the
+/// correct first answer it replaced; `callcheck.chosen.source` says which (`feedback`,
+/// `review`, `gold` or `first`), and `callcheck.rejected` marks a review's broken answer.
 pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
     match format {
         Format::Kto => {
