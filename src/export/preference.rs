@@ -770,6 +770,28 @@ fn cap(h: &mut Harvest, max: usize) {
         }
         h.negatives.extend(list.into_iter().map(|(_, e)| e));
     }
+    // The answers reviews broke take what the label's budget leaves, in permalink order.
+    let mut kept: BTreeMap<Label, usize> = BTreeMap::new();
+    for e in &h.negatives {
+        if let Some(f) = &e.failure {
+            *kept.entry(f.label).or_default() += 1;
+        }
+    }
+    h.broken
+        .sort_by(|a, b| a.rejected.permalink.cmp(&b.rejected.permalink));
+    h.broken.retain(|b| {
+        let Some(label) = b.rejected.failure.as_ref().map(|f| f.label) else {
+            return false;
+        };
+        let n = kept.entry(label).or_default();
+        if *n < max {
+            *n += 1;
+            true
+        } else {
+            *h.counts.capped.entry(label).or_default() += 1;
+            false
+        }
+    });
 }
 
 // ---- the lines ----
@@ -791,8 +813,7 @@ fn metadata(e: &Example) -> Value {
     })
 }
 
-/// The lines of the file, in order: KTO lists each task's positives then its negatives, then
-/// the answers reviews broke; DPO pairs every negative with the same model's passing answer to
+/// The lines of the file, in order: KTO lists each task's positives then its negatives; DPO pairs every negative with the same model's passing answer to
 /// its feedback or review round when there is one, else with its task's gold reply (tasks
 /// without a passing gold reply give no such pairs), then each answer a review broke with the
 /// correct first answer it replaced; `callcheck.chosen.source` says which (`feedback`,
@@ -805,21 +826,16 @@ pub fn lines(h: &Harvest, format: Format) -> Vec<Value> {
             all.sort_by(|a, b| {
                 (a.task.as_str(), a.failure.is_some()).cmp(&(b.task.as_str(), b.failure.is_some()))
             });
-            let broken = h.broken.iter().map(|b| (&b.rejected, Some(b)));
+            // A review's broken answer is a pair's rejected side (DPO), not an unpaired
+            // negative: its lesson is the correct answer it replaced.
             all.into_iter()
-                .map(|e| (e, None))
-                .chain(broken)
-                .map(|(e, b)| {
-                    let mut meta = metadata(e);
-                    if let (Some(b), Some(m)) = (b, meta.as_object_mut()) {
-                        m.insert("rejected".into(), broken_source(b));
-                    }
+                .map(|e| {
                     json!({
                         "prompt": e.prompt,
                         "completion": [e.completion],
                         "label": e.failure.is_none(),
                         "tools": e.tools,
-                        "callcheck": meta,
+                        "callcheck": metadata(e),
                     })
                 })
                 .collect()
@@ -955,10 +971,14 @@ pub fn tallies(h: &Harvest, format: Format) -> BTreeMap<&'static str, BTreeMap<S
         Format::Kto => h.positives.iter().collect(),
         Format::Dpo => Vec::new(),
     };
+    let broken: &[Broken] = match format {
+        Format::Dpo => &h.broken,
+        Format::Kto => &[],
+    };
     let negatives = negatives
         .map(|e| (e, format!("{} negative", e.origin.as_str())))
         .chain(
-            h.broken
+            broken
                 .iter()
                 .map(|b| (&b.rejected, "review negative".to_string())),
         );
