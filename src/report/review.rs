@@ -489,13 +489,17 @@ mod tests {
         }
     }
 
+    /// Per task: the final successes as [`these_tasks`] reads them, the (up, down, n) pairs as
+    /// [`paired_difference`] reads them, and each pair's final − first.
+    type Simulated = (Vec<(f64, u64, f64)>, Vec<(u64, u64, u64)>, Vec<Vec<i8>>);
+
     /// One simulated collection: per task, `k` first answers passing with `p`, each reviewed:
     /// a pass kept with `keep`, a failure fixed with `fix`. The final success's per-task counts
     /// and the pairs' differences.
     fn simulate(
         rng: &mut SplitMix64,
         (k, tasks, p, keep, fix): (usize, usize, f64, f64, f64),
-    ) -> (Vec<(f64, u64, f64)>, Vec<(u64, u64, u64)>, Vec<Vec<i8>>) {
+    ) -> Simulated {
         let (mut finals, mut pairs, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..tasks {
             let (mut x, mut up, mut down) = (0u64, 0u64, 0u64);

@@ -55,7 +55,7 @@ fn recount(runs: &Path) -> Recount {
         }
     }
     let mut out = Recount::new();
-    for (key, _) in &first {
+    for key in first.keys() {
         (out.entry(key.0.clone()).or_default().0).0 += 1;
     }
     for r in scan.iter().filter(|r| r.cell.kind == RunKind::Review) {
