@@ -187,6 +187,7 @@ one() { # name, dir (holding tasks/ and runs/), samples
       printf "  rebuild, no change   wall %7.2f s = %.1f %% of the last full build    (median; %.2f-%.2f s)\n", uw, 100 * uw / bw, umin, umax
       printf "  against --no-cache   %s; cache files in the site: %d    goal: byte-identical, 0\n", same, cached
       printf "  site (file bytes)    %7.1f MB = %.2f KB/sample         goal <= 3.3 KB/sample\n", bytes / 1e6, bytes / n / 1000
+      printf "  at 300k samples      %7.1f MB (this rate)              goal <= 1 GB (bench/site-size.sh measures one)\n", bytes / n * 300000 / 1e6
       printf "  site (du, with dirs) %7.1f MB = %.2f KB/sample\n", dirbytes / 1e6, dirbytes / n / 1000
       printf "  files                %7d = %.3f per sample\n", files, files / n
       split(biggest, b, " ")

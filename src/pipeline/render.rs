@@ -47,6 +47,8 @@ pub fn sample_section(
     completion: Option<&crate::score::wire::Completion>,
     site_url: Option<&str>,
     left_off: Option<String>,
+    shared_meta: &[(String, String)],
+    shared_marks: Option<&(String, String)>,
 ) -> Result<(String, (String, String))> {
     let section = run::render(&run::SampleContext {
         key: &sample.key,
@@ -59,6 +61,8 @@ pub fn sample_section(
         task_changed,
         completion,
         left_off,
+        shared_meta,
+        shared_marks,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
     let stub = run::render_stub(&sample.key, verdict, site_url)
@@ -87,6 +91,8 @@ pub fn run_page(
     request: Option<&RunRequest>,
     cells: usize,
     site_url: Option<&str>,
+    shared_meta: &[(String, String)],
+    shared_marks: Option<&(String, String)>,
 ) -> Result<(String, String)> {
     let html = run::render_run(&run::RunContext {
         task,
@@ -98,6 +104,8 @@ pub fn run_page(
         reference: request.map(|r| (r.sample.as_str(), r.bytes.as_slice(), r.streamed)),
         cells,
         site_url,
+        shared_meta,
+        shared_marks,
     })
     .with_context(|| format!("rendering the page of run {}", run.dir.display()))?;
     Ok((run_page_path(run), html))

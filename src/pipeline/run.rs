@@ -293,6 +293,12 @@ impl Job<'_> {
         let mut page = RunPage {
             sections: String::new(),
             marks: Vec::with_capacity(samples.len()),
+            shared_meta: crate::site::pages::run::shared_meta(
+                samples.iter().map(|(s, _)| s.transcript.meta.as_ref()),
+            ),
+            shared_marks: crate::site::pages::run::shared_marks(
+                samples.iter().map(|(s, _)| &s.transcript),
+            ),
         };
         if let Some(p) = prior.as_ref().filter(|_| self.reuse.in_place) {
             out.stale = self.stale_pages(p, &samples);
@@ -320,6 +326,8 @@ impl Job<'_> {
                 reference.as_ref(),
                 self.reuse.cells,
                 self.reuse.site_url,
+                &page.shared_meta,
+                page.shared_marks.as_ref(),
             )?;
             out.cached.run_page = Some(html.len() as u64);
             out.pages.0 += 1;
@@ -387,6 +395,8 @@ impl Job<'_> {
                 parsed.as_ref().ok(),
                 self.reuse.site_url,
                 left_off,
+                &page.shared_meta,
+                page.shared_marks.as_ref(),
             )
         };
         let (mut html, (path, stub)) = section(None)?;
@@ -417,6 +427,10 @@ impl Job<'_> {
 struct RunPage {
     sections: String,
     marks: Vec<crate::site::pages::run::SampleMark>,
+    /// The response rows every sample shares, shown once above the sections.
+    shared_meta: Vec<(String, String)>,
+    /// The ‹ and › every stream of the run shares, said once above the sections.
+    shared_marks: Option<(String, String)>,
 }
 
 impl RunOutcome {

@@ -64,7 +64,11 @@ pub(crate) fn render(card: &Card, base: Option<&str>) -> String {
         &crate::json::clip(card.description, MAX_DESCRIPTION),
     );
     tag("property=\"og:type\"", card.kind);
-    tag("property=\"og:site_name\"", "callcheck");
+    // The site's name only on the summary pages: a sample's or a run's card names its model and
+    // task, and its permalink is written a hundred thousand times.
+    if card.kind == "website" {
+        tag("property=\"og:site_name\"", "callcheck");
+    }
     if let Some(b) = base {
         tag("property=\"og:url\"", &format!("{b}{}", card.path));
     }
@@ -90,7 +94,6 @@ mod tests {
             "<meta property=\"og:title\" content=\"m · t · wrong_type\">\n\
              <meta name=\"description\" property=\"og:description\" content=\"argument &quot;a&quot; &lt;b&gt;is&lt;/b&gt; &#39;x&#39; &amp; more\">\n\
              <meta property=\"og:type\" content=\"article\">\n\
-             <meta property=\"og:site_name\" content=\"callcheck\">\n\
              <meta property=\"og:url\" content=\"https://you.github.io/conformance/t/m/t/r/001.html\">\n\
              <meta name=\"twitter:card\" content=\"summary\">\n"
         );

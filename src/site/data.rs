@@ -297,7 +297,9 @@ pub(crate) fn matrix_json(m: &Matrix, routing: &Routing, skipped: &[SkippedInput
     // 34 MB document passed through a 32 MB copy into a 64 MB buffer. Room not written to
     // costs no memory.
     let mut out = Vec::with_capacity((m.cells.len() + m.models.len() * 8) * 1536 + (1 << 20));
-    if serde_json::to_writer_pretty(&mut out, &doc).is_err() {
+    // Compact: a notebook or a router reads it, and the indentation of a pretty print was 40 %
+    // of its bytes (a browser's JSON viewer lays it out for a person).
+    if serde_json::to_writer(&mut out, &doc).is_err() {
         out.clear();
     }
     out.push(b'\n');

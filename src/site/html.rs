@@ -206,9 +206,12 @@ fn nearest_existing(v: &Value, pointer: &str) -> String {
     }
 }
 
+/// One tab per level, shown two columns wide (`tab-size` in style.css): a byte a level where two
+/// spaces took two, in every laid-out body of every sample. A JSON text holds no raw tab (a
+/// string escapes it), so a tab in a laid-out value is always indentation.
 fn indent(out: &mut String, n: usize) {
     for _ in 0..n {
-        out.push_str("  ");
+        out.push('\t');
     }
 }
 
@@ -428,7 +431,15 @@ mod tests {
     #[test]
     fn pretty_json_matches_serde_layout_when_nothing_is_marked() {
         let v = json!({"a": [1, {"b": "x<y"}], "c": {}, "d": []});
-        let plain = serde_json::to_string_pretty(&v).unwrap();
+        // serde's layout, a tab a level (shown two columns wide).
+        let mut plain = Vec::new();
+        let tabs = serde_json::ser::PrettyFormatter::with_indent(b"\t");
+        serde::Serialize::serialize(
+            &v,
+            &mut serde_json::Serializer::with_formatter(&mut plain, tabs),
+        )
+        .unwrap();
+        let plain = String::from_utf8(plain).unwrap();
         assert_eq!(json_html(&v, None), text(&plain));
         assert!(json_html(&v, None).contains("x&lt;y"));
     }
@@ -471,15 +482,20 @@ mod tests {
     fn reindented_json_is_serdes_layout_with_every_token_kept() {
         let compact = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[]},"finish_reason":"tool_calls"}],"usage":{},"n":1.50,"s":"a, b: {c}\"\\"}"#;
         let v: Value = serde_json::from_str(compact).unwrap();
-        assert_eq!(
-            json_reindent(compact),
-            serde_json::to_string_pretty(&v).unwrap()
-        );
+        // serde's layout with a tab a level (what `indent` writes).
+        let mut pretty = Vec::new();
+        let tabs = serde_json::ser::PrettyFormatter::with_indent(b"\t");
+        serde::Serialize::serialize(
+            &v,
+            &mut serde_json::Serializer::with_formatter(&mut pretty, tabs),
+        )
+        .unwrap();
+        assert_eq!(json_reindent(compact), String::from_utf8(pretty).unwrap());
         // Whitespace already there is replaced, not added to; what serde would rewrite is kept.
         let odd = "{ \"k\" : \"\\u00e9\" ,\n \"k\": 1e2 , \"e\":[ ] }";
         assert_eq!(
             json_reindent(odd),
-            "{\n  \"k\": \"\\u00e9\",\n  \"k\": 1e2,\n  \"e\": []\n}"
+            "{\n\t\"k\": \"\\u00e9\",\n\t\"k\": 1e2,\n\t\"e\": []\n}"
         );
     }
 

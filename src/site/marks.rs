@@ -69,13 +69,19 @@ pub(crate) fn dots(m: &Matrix, c: &Cell, root: &str, links: bool, out: &mut Stri
         out.push_str("\" href=\"");
         out.push_str(root);
         section_into(out, &s.key, s.outcome != Outcome::Pass);
-        out.push_str("\" title=\"");
-        html::escape_into(out, &s.key.run);
-        out.push('/');
-        html::escape_into(out, &s.key.sample);
-        out.push_str(": ");
-        out.push_str(s.outcome.name());
-        out.push_str("\">");
+        out.push('"');
+        // A failure's mark names its sample and label on hover; a pass's ✓ says all there is
+        // (as in the compact marks), and a title on every pass cost each a couple dozen bytes.
+        if s.outcome != Outcome::Pass {
+            out.push_str(" title=\"");
+            html::escape_into(out, &s.key.run);
+            out.push('/');
+            html::escape_into(out, &s.key.sample);
+            out.push_str(": ");
+            out.push_str(s.outcome.name());
+            out.push('"');
+        }
+        out.push('>');
         out.push_str(glyph(s.outcome));
         out.push_str("</a>");
     }

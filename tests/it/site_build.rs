@@ -292,14 +292,16 @@ fn exports_are_complete_and_csv_is_quoted() {
         if row[8].contains(',') || row[8].contains('"') {
             details_with_commas += 1;
         }
-        // The permalink sends the reader to the sample's section of its run's page, where a
-        // failed or errored sample has exactly one fail anchor, and a pass none.
+        // The permalink sends the reader to the sample's section of its run's page (a failed or
+        // errored sample's to its head, its one fail anchor; a pass has none), without a script.
         let stub = read(&out, &row[0]);
+        let anchor = if &row[5] == "pass" { "s" } else { "fail" };
         assert!(
-            stub.contains(&format!("url=index.html#s-{}\"", &row[4])),
+            stub.contains(&format!("url=index.html#{anchor}-{}\"", &row[4])),
             "{}: {stub}",
             &row[0]
         );
+        assert!(!stub.contains("<script"), "{}: {stub}", &row[0]);
         let run_page = read(
             &out,
             &format!("t/{}/{}/{}/index.html", &row[1], &row[2], &row[3]),

@@ -71,7 +71,6 @@ fn a_permalink_a_run_page_and_the_index_unfurl_with_their_own_card() {
             "call 1 (convert_currency): required argument /amount is absent",
         ),
         ("og:type", "article"),
-        ("og:site_name", "callcheck"),
         (
             "og:url",
             "https://you.github.io/conformance/t/beta/convert-currency/r0001/001.html",

@@ -116,12 +116,11 @@ fn a_run_page_reads_in_conversation_order_and_warns_only_of_real_differences() {
     let s001 = &page[at(&page, "id=\"s-001\"")..at(&page, "id=\"s-002\"")];
     assert!(s001.contains("seed <b>22</b>"), "{s001}");
 
-    // A non-streamed JSON body is laid out for reading, its tokens as received.
-    assert!(
-        page.contains("Response body, laid out for reading (every token as received"),
-        "{page}"
-    );
-    assert!(page.contains("\n  \"id\": \"chatcmpl-1\",\n  \"object\": \"chat.completion\",\n"));
+    // A failure's JSON body is laid out for reading, its tokens as received, a tab a level
+    // (the run's page says once where the bytes are).
+    assert!(page.contains("Response body, laid out:\n{\n"), "{page}");
+    assert!(page.contains("\n\t\"id\": \"chatcmpl-1\",\n\t\"object\": \"chat.completion\",\n"));
+    assert!(page.contains("the bytes are in runs/"), "{page}");
 }
 
 /// Bytes a browser draws as nothing: C0 controls but newline and tab, DEL, and C1 controls

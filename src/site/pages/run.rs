@@ -46,6 +46,11 @@ pub(crate) struct SampleContext<'a> {
     /// Why the sample's transcript is left off its run's page (the page would pass its bound):
     /// the section then says so and shows only its verdict.
     pub(crate) left_off: Option<String>,
+    /// The response's status and headers every sample of the run shares ([`shared_meta`]): the
+    /// run's page shows them once, above the answers, and a section only its own.
+    pub(crate) shared_meta: &'a [(String, String)],
+    /// The ‹ and › most streams of the run share ([`shared_marks`]), said on the run's page.
+    pub(crate) shared_marks: Option<&'a (String, String)>,
 }
 
 struct StageRow {
@@ -129,7 +134,11 @@ struct Section<'a> {
 #[template(path = "stub.html")]
 struct Stub<'a> {
     title: String,
-    key: &'a SampleKey,
+    /// The section's anchor on the run's page: `fail-NNN` (its head) for a sample that did not
+    /// pass, so that `NNN.html` and `NNN.html#fail` both land on the failure, `s-NNN` otherwise.
+    /// A refresh needs no script (a script cost each permalink a hundred bytes).
+    anchor: String,
+    sample: &'a str,
     /// Escaped HTML: the link card's tags ([`crate::site::card`]).
     card: String,
 }
@@ -247,6 +256,10 @@ fn calls_view(task: &Task, v: &Verdict) -> (Vec<CallView>, bool) {
                 name = text(&name);
             }
             let matched = match c.matched.and_then(|i| task.expected_calls().get(i)) {
+                // The expected tool is named only where it is not the call's own (named above).
+                Some(e) if c.name.as_deref() == Some(e.tool.as_str()) => {
+                    format!("expected call {}", c.matched.map(|i| i + 1).unwrap_or(0))
+                }
                 Some(e) => format!(
                     "expected call {} ({})",
                     c.matched.map(|i| i + 1).unwrap_or(0),
@@ -463,10 +476,10 @@ fn meta_rows(meta: Option<&Meta>) -> Vec<(String, String)> {
         rows.push(("HTTP status".into(), s.to_string()));
     }
     if let Some(t) = m.ttfb_ms {
-        rows.push(("time to first byte".into(), format!("{t:.0} ms")));
+        rows.push(("first byte".into(), format!("{t:.0} ms")));
     }
     if let Some(t) = m.total_ms {
-        rows.push(("total time".into(), format!("{t:.0} ms")));
+        rows.push(("total".into(), format!("{t:.0} ms")));
     }
     if m.attempts.len() > 1 {
         rows.push(("attempts".into(), m.attempts.len().to_string()));
@@ -480,9 +493,53 @@ fn meta_rows(meta: Option<&Meta>) -> Vec<(String, String)> {
     rows
 }
 
+/// The rows of [`meta_rows`] that are the response's status or a header, with the same value in
+/// every sample of a run of two or more (`content-type`, `server`, `HTTP status` 200, as a rule):
+/// said once on the run's page instead of in each of its samples' sections. A row that differs in
+/// one sample stays in every section; a sample without a meta.json shares nothing.
+pub(crate) fn shared_meta<'m>(
+    mut metas: impl Iterator<Item = Option<&'m Meta>>,
+) -> Vec<(String, String)> {
+    let Some(Some(first)) = metas.next() else {
+        return Vec::new();
+    };
+    let per_sample = |m: &Meta| -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String)> = m
+            .status
+            .map(|s| ("HTTP status".into(), s.to_string()))
+            .into_iter()
+            .collect();
+        rows.extend(m.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        rows
+    };
+    let mut shared = per_sample(first);
+    let mut others = 0;
+    for m in metas {
+        let Some(m) = m else { return Vec::new() };
+        let rows = per_sample(m);
+        shared.retain(|r| rows.contains(r));
+        others += 1;
+    }
+    if others == 0 {
+        return Vec::new();
+    }
+    shared
+}
+
 /// The response as a page shows it: its HTML, a note on what was left out, and whether a JSON
 /// body was laid out for reading ([`json_reindent`]).
-fn response_view(t: &Transcript) -> (String, Option<String>, bool) {
+///
+/// `lay_out`: lay a JSON body out (a failure's, which a reader studies); a passing sample's says
+/// nothing the output or calls above it do not, and is shown as received (most servers send
+/// compact JSON: the layout doubled its lines' whitespace on every pass).
+///
+/// `shared`: the ‹ and › the run's page says once ([`shared_marks`]); a stream with the same
+/// leaves them out of its legend.
+fn response_view(
+    t: &Transcript,
+    lay_out: bool,
+    shared: Option<&(String, String)>,
+) -> (String, Option<String>, bool) {
     let body = &t.body;
     let shown = &body[..body.len().min(MAX_SHOWN)];
     let cut_note = (body.len() > MAX_SHOWN).then(|| {
@@ -494,51 +551,38 @@ fn response_view(t: &Transcript) -> (String, Option<String>, bool) {
     });
     if t.streamed {
         let (events, partial) = sse_events(shown);
-        // vLLM repeats the same envelope (id, object, created, model, `"choices":[`) in every
-        // chunk; it is shown once and elided from each line, which keeps every byte of
-        // information and halves the page.
-        let prefix = common_prefix(
-            events
-                .iter()
-                .map(|e| e.data.as_str())
-                .filter(|d| d.starts_with('{')),
-        );
-        // Past the envelope, most chunks of a call also share how they begin (the delta's path
-        // down to `"arguments":`) and end (`"finish_reason":null}]}`): each is shown once and
-        // marked by ‹ and › in the lines that carry it, unless the stream itself uses those
-        // marks (then nothing more is elided, so no line is ambiguous).
-        let rests: Vec<&str> = events
-            .iter()
-            .filter_map(|e| e.data.strip_prefix(prefix).filter(|_| !prefix.is_empty()))
-            .collect();
-        let (head, tail) = if rests.iter().any(|r| r.contains(['‹', '›'])) {
-            ("", "")
-        } else {
-            (frequent_affix(&rests, false), frequent_affix(&rests, true))
-        };
+        let (prefix, head, tail) = stream_affixes(&events);
         let mut s = String::with_capacity(shown.len() / 2);
         if !prefix.is_empty() {
-            s.push_str("every JSON event's data begins with: ");
+            // The legend's words are on the run's page, once ("… = " the envelope).
+            s.push_str("… = ");
             text_into(&mut s, prefix);
-            if !head.is_empty() {
-                s.push_str("\n‹ stands for: ");
+            let said = shared.is_some_and(|(h, t)| h == head && t == tail);
+            if !head.is_empty() && !said {
+                s.push_str("\n‹ = …");
                 text_into(&mut s, head);
             }
-            if !tail.is_empty() {
-                s.push_str("\n› stands for: ");
+            if !tail.is_empty() && !said {
+                s.push_str("\n› = ");
                 text_into(&mut s, tail);
             }
-            s.push_str("\n\n offset  data\n");
+            s.push_str("\n\n");
         }
+        // Each line starts with its event's byte offset ("SSE events, by byte offset"), as wide
+        // as the largest: a column head and a fixed width cost every streamed sample ~50 bytes.
+        let width = events.last().map_or(1, |e| e.offset.to_string().len());
         for e in &events {
-            let _ = write!(s, "{:>7}  ", e.offset);
+            let _ = write!(s, "{:>width$}  ", e.offset);
             match e.data.strip_prefix(prefix) {
                 Some(rest) if !prefix.is_empty() => {
-                    s.push('…');
+                    // ‹ stands for the shared start and the frequent head together ("‹ = …{head}").
                     let (rest, h) = match rest.strip_prefix(head) {
                         Some(r) if !head.is_empty() => (r, true),
                         _ => (rest, false),
                     };
+                    if !h {
+                        s.push('…');
+                    }
                     let (rest, t) = match rest.strip_suffix(tail) {
                         Some(r) if !tail.is_empty() => (r, true),
                         _ => (rest, false),
@@ -572,13 +616,71 @@ fn response_view(t: &Transcript) -> (String, Option<String>, bool) {
         // an HTML error page, bytes that are not UTF-8) is shown exactly as received.
         match std::str::from_utf8(shown)
             .ok()
-            .filter(|_| cut_note.is_none())
+            .filter(|_| cut_note.is_none() && lay_out)
             .filter(|b| serde_json::from_str::<serde::de::IgnoredAny>(b).is_ok())
         {
             Some(json) => (text(&json_reindent(json)), None, true),
             None => (text(&String::from_utf8_lossy(shown)), cut_note, false),
         }
     }
+}
+
+/// What a stream's view elides from its events' data: the envelope every JSON event begins with,
+/// and past it the head and tail most chunks share (`""` where none is).
+fn stream_affixes(events: &[crate::score::wire::SseEvent]) -> (&str, &str, &str) {
+    // vLLM repeats the same envelope (id, object, created, model, `"choices":[`) in every
+    // chunk; it is shown once and elided from each line, which keeps every byte of
+    // information and halves the page.
+    let prefix = common_prefix(
+        events
+            .iter()
+            .map(|e| e.data.as_str())
+            .filter(|d| d.starts_with('{')),
+    );
+    // Past the envelope, most chunks of a call also share how they begin (the delta's path
+    // down to `"arguments":`) and end (`"finish_reason":null}]}`): each is shown once and
+    // marked by ‹ and › in the lines that carry it, unless the stream itself uses those
+    // marks (then nothing more is elided, so no line is ambiguous).
+    let rests: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.data.strip_prefix(prefix).filter(|_| !prefix.is_empty()))
+        .collect();
+    let (head, tail) = if rests.iter().any(|r| r.contains(['‹', '›'])) {
+        ("", "")
+    } else {
+        (frequent_affix(&rests, false), frequent_affix(&rests, true))
+    };
+    (prefix, head, tail)
+}
+
+/// The ‹ and › of a streamed sample's view (the head and tail most of its chunks share), when it
+/// has both: a run whose streams all share theirs says them once on its page
+/// ([`RunContext::shared_marks`]), not in every sample's legend.
+pub(crate) fn stream_marks(t: &Transcript) -> Option<(String, String)> {
+    if !t.streamed {
+        return None;
+    }
+    let (events, _) = sse_events(&t.body[..t.body.len().min(MAX_SHOWN)]);
+    let (prefix, head, tail) = stream_affixes(&events);
+    (!prefix.is_empty() && !head.is_empty() && !tail.is_empty())
+        .then(|| (head.to_string(), tail.to_string()))
+}
+
+/// The ‹ and › most streamed samples of a run share (the first of the most frequent, when two or
+/// more share it): the run's page says them once, and a stream with the same leaves them out of
+/// its legend (one with its own still gives them).
+pub(crate) fn shared_marks<'t>(
+    transcripts: impl Iterator<Item = &'t Transcript>,
+) -> Option<(String, String)> {
+    let mut counts: Vec<((String, String), usize)> = Vec::new();
+    for marks in transcripts.filter_map(stream_marks) {
+        match counts.iter_mut().find(|(m, _)| *m == marks) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((marks, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, n)| *n).max().filter(|n| *n >= 2)?;
+    counts.into_iter().find(|(_, n)| *n == best).map(|(m, _)| m)
 }
 
 /// The prefix (or, with `suffix`, the suffix) most often shared by consecutive items, at least
@@ -719,6 +821,10 @@ pub(crate) struct RunContext<'a> {
     pub(crate) cells: usize,
     /// The site's base address ([`crate::site::card::site_url`]), when known: the card's `og:url`.
     pub(crate) site_url: Option<&'a str>,
+    /// The response's status and headers every sample shares ([`shared_meta`]).
+    pub(crate) shared_meta: &'a [(String, String)],
+    /// The ‹ and › most streams of the run share ([`shared_marks`]), said on the run's page.
+    pub(crate) shared_marks: Option<&'a (String, String)>,
 }
 
 #[derive(Template)]
@@ -736,6 +842,9 @@ struct RunPage<'a> {
     run: &'a str,
     /// Where the run's cell is drawn, relative to the site root.
     cell_href: String,
+    shared_meta: &'a [(String, String)],
+    /// Escaped: the ‹ and › legend lines every stream shares.
+    shared_marks: Option<(String, String)>,
     k: usize,
     started: &'a str,
     ended: &'a str,
@@ -821,6 +930,7 @@ impl<'a> Section<'a> {
             params: None,
             meta_rows: {
                 let mut rows = meta_rows(cx.transcript.meta.as_ref());
+                rows.retain(|r| !cx.shared_meta.contains(r));
                 // Each sample's own seed (the run's request shows the first's): what replays it.
                 if let Some(seed) = cx.transcript.request.as_deref().and_then(|r| r.get("seed")) {
                     rows.push(("seed".into(), seed.to_string()));
@@ -896,6 +1006,8 @@ pub(crate) fn render_run(cx: &RunContext) -> Result<String, askama::Error> {
             })
             .collect(),
         sections: cx.sections,
+        shared_meta: cx.shared_meta,
+        shared_marks: cx.shared_marks.map(|(h, t)| (text(h), text(t))),
         reference: cx.reference.map(|r| r.0),
         before: sent.before,
         after: sent.after,
@@ -960,7 +1072,16 @@ pub(crate) fn render_stub(
             key.sample,
             v.outcome.name()
         ),
-        key,
+        anchor: format!(
+            "{}-{}",
+            if v.outcome == Outcome::Pass {
+                "s"
+            } else {
+                "fail"
+            },
+            key.sample
+        ),
+        sample: &key.sample,
         card,
     }
     .render()
@@ -1069,7 +1190,11 @@ pub(crate) fn render(cx: &SampleContext) -> Result<String, askama::Error> {
     } else {
         sent_view(cx.task, cx.transcript.request.as_deref())
     };
-    let (response, response_note, laid_out) = response_view(cx.transcript);
+    let (response, response_note, laid_out) = response_view(
+        cx.transcript,
+        cx.verdict.outcome != Outcome::Pass,
+        cx.shared_marks,
+    );
 
     let section = Section {
         calls,
@@ -1317,7 +1442,7 @@ done
             streamed: true,
             ..Default::default()
         };
-        let (view, _, _) = super::response_view(&t);
+        let (view, _, _) = super::response_view(&t, true, None);
         let view = view
             .replace("&quot;", "\"")
             .replace("&lt;", "<")
@@ -1325,7 +1450,7 @@ done
             .replace("&amp;", "&");
         let legend = |mark: &str| {
             view.lines()
-                .find_map(|l| l.strip_prefix(&format!("{mark} stands for: ")))
+                .find_map(|l| l.strip_prefix(&format!("{mark} = ")))
                 .unwrap_or("")
                 .to_string()
         };
@@ -1334,16 +1459,16 @@ done
         let prefix = view
             .lines()
             .next()
-            .and_then(|l| l.strip_prefix("every JSON event's data begins with: "))
+            .and_then(|l| l.strip_prefix("… = "))
             .unwrap()
             .to_string();
         let expanded: Vec<String> = view
             .lines()
-            .skip_while(|l| !l.starts_with(" offset"))
+            .skip_while(|l| !l.is_empty())
             .skip(1)
             .map(|l| {
                 let d = l.trim_start().split_once("  ").unwrap().1;
-                let d = d.replacen('…', &prefix, 1).replacen('‹', &head, 1);
+                let d = d.replacen('‹', &head, 1).replacen('…', &prefix, 1);
                 match d.strip_suffix('›') {
                     Some(x) => format!("{x}{tail}"),
                     None => d,
