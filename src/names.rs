@@ -44,3 +44,12 @@ mod tests {
         assert_eq!(case_key("Qwen3-8B"), case_key("qwen3-8b"));
     }
 }
+
+/// A run or sample folder's name as collect writes them: letters, digits, `-`, `_`, `.`, not
+/// starting with a dot. What a `meta.json` names is linked (as a path) only when it is one.
+pub fn folder_name(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with('.')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}

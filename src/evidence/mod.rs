@@ -8,7 +8,9 @@
 //! - [`score`]: one sample against its task, with the current checkers, and what aggregation
 //!   keeps of it ([`crate::report::Scored`]).
 //! - [`samples_csv`]: a built site's `samples.csv` read back.
+//! - [`follow_ups`]: which samples followed each failure up, read before any run is scored.
 
+pub mod follow_ups;
 pub mod read;
 pub mod samples_csv;
 pub mod score;

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "verdicts.bin";
 
 /// The first bytes of the cache file; a file that does not start with them is not read.
-const MAGIC: &[u8] = b"callcheck verdict cache 15\n";
+const MAGIC: &[u8] = b"callcheck verdict cache 16\n";
 
 /// The first bytes of every version's cache file: what tells callcheck's `verdicts.bin` from
 /// another program's file of that name ([`crate::cmd`]'s cache folder check).
@@ -215,6 +215,9 @@ pub struct CachedRun {
     pub listing_sha256: String,
     /// The size of the run's page (`index.html`), when it has one.
     pub run_page: Option<u64>,
+    /// What the run's page shows of the samples that followed its failures up
+    /// ([`crate::evidence::follow_ups::fingerprint`]): the page stands only while they are the same.
+    pub follow_ups_sha256: String,
     /// By sample folder name.
     pub samples: BTreeMap<String, CachedSample>,
     /// The record is the previous build's, unchanged: the next cache copies its bytes from the

@@ -132,8 +132,10 @@ pub fn build(opts: &Inputs) -> Result<Summary> {
         before.open_site(opts, matrix_on_index, site_url.as_deref())?;
     let (stamp, memo, changes_told) = (before.stamp, before.memo, before.changes_told);
     let record = opts.cache.is_some();
+    let follow_ups = crate::evidence::follow_ups::read(&runs);
     let progress = progress::Progress::start(runs.len());
     let shared = Reuse {
+        follow_ups: &follow_ups,
         prior: None,
         in_place,
         record,

@@ -49,6 +49,7 @@ pub fn sample_section(
     left_off: Option<String>,
     shared_meta: &[(String, String)],
     shared_marks: Option<&(String, String)>,
+    follow_ups: &[(String, String)],
 ) -> Result<(String, (String, String))> {
     let section = run::render(&run::SampleContext {
         key: &sample.key,
@@ -63,6 +64,7 @@ pub fn sample_section(
         left_off,
         shared_meta,
         shared_marks,
+        follow_ups,
     })
     .with_context(|| format!("rendering the section of {}", sample.key.permalink()))?;
     let stub = run::render_stub(&sample.key, verdict, site_url)

@@ -57,6 +57,9 @@ pub struct Reuse<'a> {
     /// The disk's time when the build began ([`cache::disk_now`]): the samples' looks settled
     /// before it are recorded for the next build.
     pub stamp: Option<crate::runs::DiskTime>,
+    /// Every run's follow-ups ([`crate::evidence::follow_ups`]): a failure's section links the
+    /// samples that followed it up.
+    pub follow_ups: &'a crate::evidence::follow_ups::FollowUps,
 }
 
 /// Reads, scores and renders the samples of one run folder, queueing each page for the writer;
@@ -113,6 +116,14 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
+    fn follow_ups(&self) -> Option<&crate::evidence::follow_ups::OfRun> {
+        self.reuse.follow_ups.of(&self.run.rel())
+    }
+
+    fn follow_ups_sha256(&self) -> String {
+        crate::evidence::follow_ups::fingerprint(self.follow_ups())
+    }
+
     fn key(&self, name: &str) -> crate::report::SampleKey {
         crate::report::SampleKey {
             model: self.run.model.clone(),
@@ -127,6 +138,8 @@ impl Job<'_> {
     fn reusable(&self, p: &cache::CachedRun) -> bool {
         self.reuse.in_place
             && p.run_page.is_some()
+            // A new follow-up (or one gone) changes the page of the run it follows up.
+            && p.follow_ups_sha256 == self.follow_ups_sha256()
             && p.cell_sha256 == self.run.cell_sha256
             && p.task_sha256 == self.task.sha256
     }
@@ -194,6 +207,7 @@ impl Job<'_> {
         let run = self.run;
         out.cached.cell_sha256 = run.cell_sha256.clone();
         out.cached.task_sha256 = self.task.sha256.clone();
+        out.cached.follow_ups_sha256 = self.follow_ups_sha256();
         let mut listing: Vec<(String, String)> =
             vec![("cell.json".into(), run.cell_sha256.clone())];
         let mut samples: Vec<(read::Sample, cache::CachedSample)> = Vec::new();
@@ -397,6 +411,9 @@ impl Job<'_> {
                 left_off,
                 &page.shared_meta,
                 page.shared_marks.as_ref(),
+                self.follow_ups()
+                    .and_then(|f| f.get(&sample.key.sample))
+                    .map_or(&[][..], Vec::as_slice),
             )
         };
         let (mut html, (path, stub)) = section(None)?;

@@ -404,3 +404,88 @@ fn a_rebuild_with_comparisons_equals_a_fresh_build_byte_for_byte() {
     assert!(after.contains_key("compare/alpha--beta.html") && after.contains_key(page));
     assert_ne!(before.get(page), after.get(page));
 }
+
+/// A failure's section links the samples that followed it up, though its run is scored and
+/// rendered before (or beside) the feedback runs: when a feedback round arrives after a cached
+/// build, the run it follows up is rendered again (its own samples unchanged) and its page is
+/// the one a fresh build writes.
+#[test]
+fn a_new_follow_up_run_renders_its_parents_page_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = std::process::Command::new(env!("CARGO_BIN_EXE_callcheck"))
+        .current_dir(tmp.path())
+        .args(["demo", "--quiet", "--tasks"])
+        .arg(repo().join("tasks"))
+        .output()
+        .unwrap();
+    assert!(
+        demo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    let runs = tmp.path().join("runs");
+    // A feedback run (named after its style) and the parent its first sample names.
+    let feedback = walk_runs(&runs)
+        .into_iter()
+        .find(|r| r.file_name().unwrap().to_string_lossy().ends_with("-error"))
+        .expect("the demo has a feedback round in the error style");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(feedback.join("samples/000/meta.json")).unwrap())
+            .unwrap();
+    let (parent_run, parent_sample) = (
+        meta["parent"]["run"].as_str().unwrap().to_string(),
+        meta["parent"]["sample"].as_str().unwrap().to_string(),
+    );
+    let rel = feedback.strip_prefix(&runs).unwrap().to_path_buf();
+    let task_dir = rel.parent().unwrap().to_string_lossy().into_owned();
+    let run_name = rel.file_name().unwrap().to_string_lossy().into_owned();
+    let parent_page = format!("t/{task_dir}/{parent_run}/index.html");
+    let link = format!("<a href=\"../{run_name}/index.html#s-000\">");
+
+    let held = tmp.path().join("held");
+    std::fs::rename(&feedback, &held).unwrap();
+    let (out, cache) = (tmp.path().join("site2"), tmp.path().join("cache"));
+    let cached = ["--cache", cache.to_str().unwrap()];
+    let tasks = repo().join("tasks");
+    build_ok(&tasks, &runs, &out, &cached, &[]);
+    let before = read(&out, &parent_page);
+    assert!(
+        !before.contains(&link),
+        "{parent_page} links a run not yet there"
+    );
+
+    std::fs::rename(&held, &feedback).unwrap();
+    build_ok(&tasks, &runs, &out, &cached, &[]);
+    let after = read(&out, &parent_page);
+    let section = after
+        .split(&format!("id=\"s-{parent_sample}\""))
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .unwrap();
+    assert!(
+        section.contains(&link),
+        "{parent_page}#s-{parent_sample}: {section}"
+    );
+    let fresh = tmp.path().join("fresh");
+    build_ok(&tasks, &runs, &fresh, &["--no-cache"], &[]);
+    assert_eq!(after, read(&fresh, &parent_page));
+}
+
+/// Every run folder under `runs` (`<model>/<task>/<run>`), sorted.
+fn walk_runs(runs: &Path) -> Vec<std::path::PathBuf> {
+    let dirs = |d: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect()
+    };
+    let mut found = Vec::new();
+    for model in dirs(runs) {
+        for task in dirs(&model) {
+            found.extend(dirs(&task));
+        }
+    }
+    found.sort();
+    found
+}

@@ -2,7 +2,7 @@
 //! following every `href` and `src` from `index.html` reaches every file the build wrote —
 //! every run's page and every sample's permalink, the follow-ups of the feedback and review
 //! rounds included (they were reachable only through the samples page's script) — and each
-//! follow-up links the failure it follows up.
+//! follow-up and the failure it follows up link each other.
 
 use crate::support::site::*;
 use scraper::{Html, Selector};
@@ -85,8 +85,41 @@ fn a_crawl_without_javascript_reaches_every_file_of_the_demo() {
         })
         .collect();
     assert!(followups.len() > 10, "{followups:?}");
+    let mut linked_back = 0;
     for f in followups {
         let page = read(&site, f);
         assert!(page.contains("Follows up <a href=\"../"), "{f}");
+        // ...and the failure it follows up links it back, in its own section of its run's page
+        // (rendered before the follow-up runs are scored: the build reads their parents first).
+        let (dir, run) = f
+            .strip_suffix("/index.html")
+            .unwrap()
+            .rsplit_once('/')
+            .unwrap();
+        for section in page.split("<section class=\"sample\" id=\"s-").skip(1) {
+            let sample = section.split('"').next().unwrap();
+            let Some(href) = section
+                .split("Follows up <a href=\"../")
+                .nth(1)
+                .and_then(|h| h.split('"').next())
+            else {
+                continue;
+            };
+            let (parent_run, parent_sample) = href.split_once("/index.html#fail-").unwrap();
+            let parent_page = read(&site, &format!("{dir}/{parent_run}/index.html"));
+            let parent_section = parent_page
+                .split(&format!(
+                    "<section class=\"sample\" id=\"s-{parent_sample}\">"
+                ))
+                .nth(1)
+                .and_then(|s| s.split("</section>").next())
+                .unwrap_or_else(|| panic!("{dir}/{parent_run}: no section {parent_sample}"));
+            assert!(
+                parent_section.contains(&format!("<a href=\"../{run}/index.html#s-{sample}\">")),
+                "{dir}/{parent_run}/index.html#s-{parent_sample} does not link its follow-up {run}/{sample}: {parent_section}"
+            );
+            linked_back += 1;
+        }
     }
+    assert!(linked_back > 10, "{linked_back} follow-ups linked back");
 }

@@ -51,6 +51,8 @@ pub(crate) struct SampleContext<'a> {
     pub(crate) shared_meta: &'a [(String, String)],
     /// The ‹ and › most streams of the run share ([`shared_marks`]), said on the run's page.
     pub(crate) shared_marks: Option<&'a (String, String)>,
+    /// The samples (run, sample) of the same model and task that followed this one up.
+    pub(crate) follow_ups: &'a [(String, String)],
 }
 
 struct StageRow {
@@ -99,6 +101,8 @@ struct Section<'a> {
     context: String,
     /// For a follow-up (a feedback or review round): the run and sample of the failure it
     /// follows up, linked beside its heading.
+    /// The samples that followed this one up (run, sample), linked to their sections.
+    follow_ups: &'a [(String, String)],
     parent: Option<(String, String)>,
     /// A schema-stage failure's violated sub-schema (escaped), with the pointer it sits at.
     sub_schema: Option<(String, String)>,
@@ -903,6 +907,7 @@ impl<'a> Section<'a> {
                     )),
                 )
             }),
+            follow_ups: cx.follow_ups,
             parent: cx
                 .transcript
                 .meta
@@ -910,7 +915,11 @@ impl<'a> Section<'a> {
                 .and_then(|m| m.parent.as_ref())
                 // Linked only when both are folder names (meta.json is the server's run's
                 // record, not ours to trust as a path).
-                .filter(|p| [&p.run, &p.sample].iter().all(|n| folder_name(n)))
+                .filter(|p| {
+                    [&p.run, &p.sample]
+                        .iter()
+                        .all(|n| crate::names::folder_name(n))
+                })
                 .map(|p| (p.run.clone(), p.sample.clone())),
             calls: Vec::new(),
             output: None,
@@ -1085,15 +1094,6 @@ pub(crate) fn render_stub(
         card,
     }
     .render()
-}
-
-/// A run or sample folder's name as collect writes them: letters, digits, `-`, `_`, `.`, not
-/// starting with a dot.
-fn folder_name(n: &str) -> bool {
-    !n.is_empty()
-        && !n.starts_with('.')
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The part of the schema a schema-stage failure violated, with the pointer it sits at: the
