@@ -25,6 +25,15 @@ pub fn case_key(name: &str) -> String {
     name.to_ascii_lowercase()
 }
 
+/// A run or sample folder's name as collect writes them: letters, digits, `-`, `_`, `.`, not
+/// starting with a dot. What a `meta.json` names is linked (as a path) only when it is one.
+pub fn folder_name(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with('.')
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,13 +52,4 @@ mod tests {
         assert!(longest.len() <= 255, "{}", longest.len());
         assert_eq!(case_key("Qwen3-8B"), case_key("qwen3-8b"));
     }
-}
-
-/// A run or sample folder's name as collect writes them: letters, digits, `-`, `_`, `.`, not
-/// starting with a dot. What a `meta.json` names is linked (as a path) only when it is one.
-pub fn folder_name(n: &str) -> bool {
-    !n.is_empty()
-        && !n.starts_with('.')
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }

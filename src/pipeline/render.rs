@@ -85,6 +85,7 @@ pub struct RunRequest {
 
 /// A run's page (`t/<model>/<task>/<run>/index.html`): its samples' sections, and the request
 /// shown once.
+#[allow(clippy::too_many_arguments)]
 pub fn run_page(
     task: &Task,
     run: &RunDir,
