@@ -201,6 +201,17 @@ impl Browser {
 
     /// Opens `url` at a `width` × `height` viewport and waits for its load event.
     fn open(&mut self, url: &str, width: u32, height: u32) {
+        self.navigate(url, width, height);
+        // Deferred scripts have run by the load event; one frame lets layout and scrolling to
+        // the fragment settle.
+        self.eval(
+            "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
+        );
+    }
+
+    /// Loads `url` at `width` × `height` and waits for its load event (nothing evaluated in
+    /// it: a permalink's page sends the browser on as soon as it has loaded).
+    fn navigate(&mut self, url: &str, width: u32, height: u32) {
         self.call(
             "Emulation.setDeviceMetricsOverride",
             json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
@@ -215,17 +226,12 @@ impl Browser {
         self.events.clear();
         self.call("Page.navigate", json!({"url": url}));
         self.wait_event("Page.loadEventFired");
-        // Deferred scripts have run by the load event; one frame lets layout and scrolling to
-        // the fragment settle.
-        self.eval(
-            "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))",
-        );
     }
 
     /// Opens a sample's permalink and waits until it has sent the browser on to the run's page
     /// (`…/index.html#…`), fully loaded.
     fn open_permalink(&mut self, url: &str, width: u32, height: u32) {
-        self.open(url, width, height);
+        self.navigate(url, width, height);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             // Evaluated in whatever document is current; during the hand-over there may be none.
