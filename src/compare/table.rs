@@ -1,16 +1,7 @@
 //! The terminal table of a comparison (what `callcheck compare` prints).
 
 use super::{Comparison, Direction};
-
-/// Signed points with one decimal: `−8.5`.
-fn points(x: f64) -> String {
-    let v = (x * 1000.0).round() / 10.0;
-    if v == 0.0 {
-        "0.0".into()
-    } else {
-        format!("{v:+.1}")
-    }
-}
+use crate::stats::interval::points;
 
 /// The per-tag table of one comparison, for the terminal.
 pub fn table(c: &Comparison) -> String {

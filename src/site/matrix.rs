@@ -8,8 +8,8 @@ use super::repeats::Repeats;
 use super::text::rate_text;
 use crate::report::pooled::Pooled;
 use crate::report::{Cell, Matrix, TaskInfo};
-use crate::stats::Thresholds;
 use crate::stats::interval::{Interval, round4};
+use crate::stats::{Reliability, Thresholds};
 use std::fmt::Write as _;
 
 /// The index draws its matrix up to this many cells (models × tasks); above, it links the tag
@@ -116,9 +116,13 @@ pub(crate) fn cell_td(
     if c.task_changed {
         out.push_str(" <small class=\"warn\">task changed</small>");
     }
-    if let Some(why) = rep.and_then(|r| r.why(&c.model, [c])) {
+    // The glyph alone, and only beside a decided verdict: the row's heading says it once.
+    if let Some(why) = rep
+        .filter(|_| c.reliability != Reliability::Uncertain)
+        .and_then(|r| r.why(&c.model, [c]))
+    {
         out.push(' ');
-        out.push_str(&why.mark());
+        out.push_str(&why.glyph());
     }
     out.push(' ');
     dots(m, c, root, links, out);
@@ -153,9 +157,11 @@ pub(crate) fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String
     // "uncertain" beside a row where every sample passed reads as a bug unless it says why,
     // here where it appears: the interval's unit is the task, so a few tasks bound it below
     // (one task's pool is its cell, whose count says it).
-    if let Some(iv) = p.interval.as_ref().filter(|_| {
-        p.passes == p.scored && p.tasks > 1 && v == crate::stats::Reliability::Uncertain.as_str()
-    }) {
+    if let Some(iv) = p
+        .interval
+        .as_ref()
+        .filter(|_| p.passes == p.scored && p.tasks > 1 && v == Reliability::Uncertain.as_str())
+    {
         out.push_str(&format!(
             " · every sample passed, but the task is the unit: {} samples over {} task{} put the lower bound at {}, under {}",
             p.scored,
@@ -175,13 +181,21 @@ pub(crate) fn pooled_td(at: Thresholds, p: &Pooled, mark: &str, out: &mut String
     out.push_str("</small></td>");
 }
 
-/// Each model's pooled verdict over `tag` as a `<td>` ([`pooled_td`]), marked when the cells it
-/// pools repeat one answer; `not_run` where the model ran none of the tag's tasks.
+/// Each model's pooled verdict over `tag` as a `<td>` ([`pooled_td`]), its verdict marked by
+/// the glyph when it is decided and the cells it pools repeat one answer (the model's heading
+/// carries the whole mark); `not_run` where the model ran none of the tag's tasks.
 pub(crate) fn pooled_row(m: &Matrix, rep: &Repeats, tag: &str, not_run: &str) -> String {
     let mut cells = String::new();
     for mv in &m.models {
         match mv.pooled.get(tag) {
-            Some(p) => pooled_td(m.thresholds, p, &rep.tag_mark(m, &mv.name, tag), &mut cells),
+            Some(p) => {
+                let mark = rep
+                    .why_tag(m, &mv.name, tag)
+                    .filter(|_| p.reliability(m.thresholds) != Reliability::Uncertain)
+                    .map(|w| w.glyph())
+                    .unwrap_or_default();
+                pooled_td(m.thresholds, p, &mark, &mut cells)
+            }
             None => cells.push_str(not_run),
         }
     }

@@ -1,10 +1,14 @@
-//! The identical-samples warning beside the verdicts it affects (issue 28). k samples that are
-//! one answer repeated are one observation, not k: an interval that counts them as independent
-//! overstates the evidence. Wherever a verdict or an interval rests on such cells (a matrix
-//! cell, a pooled shape, an answer on the index, a row of a comparison), or on a row that asks
-//! for temperature 0, it carries a short mark, and the page carries one sentence saying what the
-//! mark means, linking the model pages of the rows marked (whose note gives the counts).
-//! Rows are kept sorted and every name is escaped, so the marks are deterministic and inert.
+//! The identical-samples warning beside the verdicts it affects (issue 28), said once per row
+//! where it changes the reading (issue 45). k samples that are one answer repeated are one
+//! observation, not k: an interval that counts them as independent overstates the evidence.
+//! A row whose cells repeat one answer, or that asks for temperature 0, carries the whole mark
+//! once: in its heading of a page's first table of rows ([`Repeats::heads`]), in its answer on
+//! the index, beside the rows' names on a comparison. Below that, a cell, a pooled shape or a
+//! comparison's row carries the glyph alone ([`Why::glyph`], its text in the title), and only
+//! beside a decided verdict: a mark on every verdict would mark nothing. The page carries one
+//! sentence saying what the mark means, linking the model pages of the rows marked (whose note
+//! gives the counts). Rows are kept sorted and every name is escaped, so the marks are
+//! deterministic and inert.
 
 use super::html::{escape, escape_into};
 use crate::evidence::Provenance;
@@ -90,11 +94,24 @@ impl Repeats {
         self.why(model, cells)
     }
 
-    /// The mark of one model's pooled verdict over one tag ([`Repeats::why_tag`]), or `""`.
-    pub(crate) fn tag_mark(&self, m: &Matrix, model: &str, tag: &str) -> String {
-        self.why_tag(m, model, tag)
-            .map(|w| w.mark())
-            .unwrap_or_default()
+    /// The mark each row (in the matrix's order) carries once in the heading of a page's first
+    /// table of rows, over its cells of `tasks`, or `""`: the cells below it repeat only the
+    /// glyph, and only beside a decided verdict ([`Why::glyph`]).
+    pub(crate) fn heads<'a>(
+        &self,
+        m: &'a Matrix,
+        tasks: impl Iterator<Item = &'a TaskInfo> + Clone,
+    ) -> Vec<(String, String)> {
+        m.models
+            .iter()
+            .map(|mv| {
+                let why = self.why(
+                    &mv.name,
+                    tasks.clone().filter_map(|t| m.cell(&mv.name, &t.id)),
+                );
+                (mv.name.clone(), why.map(|w| w.mark()).unwrap_or_default())
+            })
+            .collect()
     }
 
     /// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for the
@@ -125,6 +142,13 @@ impl Why {
         wrap(&self.text())
     }
 
+    /// The glyph alone, its text in the title: beside a decided verdict in a table whose row
+    /// heading carries the whole mark once. A mark on every verdict would mark nothing; an
+    /// `uncertain` verdict already claims nothing the repeats could overstate.
+    pub(crate) fn glyph(&self) -> String {
+        glyph_of(&self.text())
+    }
+
     fn text(&self) -> String {
         let mut parts = Vec::new();
         if self.zero {
@@ -147,17 +171,25 @@ fn wrap(text: &str) -> String {
     )
 }
 
+fn glyph_of(text: &str) -> String {
+    format!(
+        "<small class=\"warn same\" title=\"{}: k identical samples are one observation, not k\">{MARK}</small>",
+        escape(text)
+    )
+}
+
 /// The mark of a comparison's figure, which rests on two rows: `≡ A: one answer; B:
-/// temperature 0`; `""` when neither side repeats.
-pub(crate) fn mark_sides(a: Option<Why>, b: Option<Why>) -> String {
+/// temperature 0`, or its glyph alone ([`Why::glyph`]) with `glyph`; `""` when neither side
+/// repeats.
+pub(crate) fn mark_sides(a: Option<Why>, b: Option<Why>, glyph: bool) -> String {
     let parts: Vec<String> = [("A", a), ("B", b)]
         .into_iter()
         .filter_map(|(side, w)| w.map(|w| format!("{side}: {}", w.text())))
         .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        wrap(&parts.join("; "))
+    match (parts.is_empty(), glyph) {
+        (true, _) => String::new(),
+        (false, true) => glyph_of(&parts.join("; ")),
+        (false, false) => wrap(&parts.join("; ")),
     }
 }
 
@@ -256,12 +288,22 @@ mod tests {
         let cold = r.why("cold", [&varied]).unwrap();
         assert!(cold.mark().ends_with(">≡ temperature 0</small>"));
         assert_eq!(Reliability::Uncertain, same.reliability);
-        assert_eq!(mark_sides(None, None), "");
+        assert_eq!(mark_sides(None, None, false), "");
+        assert_eq!(mark_sides(None, None, true), "");
         assert!(
-            mark_sides(Some(w), Some(cold))
+            mark_sides(Some(w), Some(cold), false)
                 .ends_with(">≡ A: one answer in 1 of 3 tasks; B: temperature 0</small>")
         );
-        assert!(mark_sides(None, Some(cold)).ends_with(">≡ B: temperature 0</small>"));
+        assert!(mark_sides(None, Some(cold), false).ends_with(">≡ B: temperature 0</small>"));
+        // The glyph alone keeps its text in the title.
+        assert_eq!(
+            mark_sides(None, Some(cold), true),
+            "<small class=\"warn same\" title=\"B: temperature 0: k identical samples are one observation, not k\">≡</small>"
+        );
+        assert_eq!(
+            w.glyph(),
+            "<small class=\"warn same\" title=\"one answer in 1 of 3 tasks: k identical samples are one observation, not k\">≡</small>"
+        );
     }
 
     #[test]

@@ -98,6 +98,20 @@ pub fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
+/// A difference of proportions in signed percentage points with one decimal and a real minus
+/// sign: `+4.2`, `−8.5`, `0.0`. Rounded from the 4-decimal value, as every exported float is, so
+/// the text matches `data/`'s numbers on every platform.
+pub fn points(x: f64) -> String {
+    let v = (round4(x) * 1000.0).round() / 10.0;
+    if v == 0.0 {
+        "0.0".into()
+    } else if v < 0.0 {
+        format!("−{:.1}", -v)
+    } else {
+        format!("+{v:.1}")
+    }
+}
+
 /// A proportion as a whole percentage for pages: `67 %`. Rounds half away from zero on the
 /// 4-decimal value, so the text is the same on every platform.
 pub fn percent(x: f64) -> String {
@@ -157,5 +171,16 @@ mod tests {
         let iv = interval(IntervalKind::Wilson, 3, 3).unwrap();
         assert_eq!(show(&iv), "[44–100 %]");
         assert_eq!(percent(2.0 / 3.0), "67 %");
+    }
+
+    #[test]
+    fn points_are_signed_with_a_real_minus_and_no_signed_zero() {
+        assert_eq!(points(0.0421), "+4.2");
+        assert_eq!(points(-0.085), "−8.5");
+        assert_eq!(points(0.0), "0.0");
+        assert_eq!(points(-0.0004), "0.0");
+        assert_eq!(points(1.0), "+100.0");
+        // Rounded from the 4-decimal value data/ holds: 0.012 49996 is 0.0125 there, 1.3 here.
+        assert_eq!(points(0.01249996), "+1.3");
     }
 }

@@ -1,7 +1,9 @@
-//! The identical-samples warning wherever the verdicts it affects are (issue 28): a row whose
-//! samples of one task are one answer repeated, or a row that asks for temperature 0, is marked
-//! beside its verdicts on the index (answers, shape table, matrix), on the tag pages of the
-//! shapes it affects and on the comparison pages that touch it, with one sentence linking its
+//! The identical-samples warning wherever the verdicts it affects are (issue 28), said once per
+//! row where it changes the reading (issue 45): a row whose samples of one task are one answer
+//! repeated, or a row that asks for temperature 0, carries the whole mark once in its heading
+//! of the page's first table of rows (the index's shape table, a tag page's per-model table),
+//! once in its answer and once beside the rows' names on a comparison; a cell or a comparison's
+//! row carries the glyph alone, and only beside a decided verdict. One sentence links the row's
 //! model page; pages of rows without it carry no mark. Built by the real binary from runs
 //! written reply by reply.
 
@@ -11,8 +13,10 @@ use std::path::{Path, PathBuf};
 
 /// The corpus of tests/fixtures/value-tasks (weather: tags bfcl, simple-python, single-call;
 /// parallel: bfcl, parallel; irrelevance: bfcl, irrelevance, no-call) and three rows:
-/// `same` answers the weather task with one answer three times; `cold` asks for temperature 0
-/// (its answers differ) on the irrelevance task only; `varied` and `other` vary everywhere.
+/// `same` answers the weather task with one answer three times (3/3, `uncertain`) and the
+/// parallel task with one failing answer three times (0/3, `unreliable`); `cold` asks for
+/// temperature 0 (its answers differ) on the irrelevance task only; `varied` and `other` vary
+/// everywhere.
 fn site(tmp: &Path) -> PathBuf {
     let tasks_dir = tmp.join("tasks");
     copy_tree(&repo().join("tests/fixtures/value-tasks"), &tasks_dir);
@@ -35,16 +39,23 @@ fn site(tmp: &Path) -> PathBuf {
             ]
         };
         write_run(&runs, &tasks, row, "bfcl-fixture-weather", &weather_replies);
+        // `same` answers the parallel task with one call, three times: a decided verdict
+        // (0/3 is `unreliable` even at k = 3) resting on one answer.
+        let parallel_replies = if row == "same" {
+            vec![weather("Tokyo"), weather("Tokyo"), weather("Tokyo")]
+        } else {
+            vec![
+                both("Tokyo", "paris"),
+                both("Tokyo", "Paris"),
+                both("tokyo", "paris"),
+            ]
+        };
         write_run(
             &runs,
             &tasks,
             row,
             "bfcl-fixture-parallel",
-            &[
-                both("Tokyo", "paris"),
-                both("Tokyo", "Paris"),
-                both("tokyo", "paris"),
-            ],
+            &parallel_replies,
         );
         write_run(
             &runs,
@@ -90,6 +101,11 @@ fn note(root: &str, rows: &[&str]) -> String {
     )
 }
 
+/// The marks the comparison of `varied` and `same` carries: its head's, and the glyph beside
+/// its two decided rows, the parallel tag and the parallel task (3/3 against 0/3, `worse`);
+/// the overall and bfcl rows hold 0 in their intervals and carry none.
+const COMPARE_MARKS: [&str; 3] = ["≡", "≡", "≡ B: one answer in 2 of 3 tasks"];
+
 /// The marks a page carries, by their text.
 fn marks(page: &str) -> Vec<String> {
     page.split("<small class=\"warn same\"")
@@ -106,66 +122,75 @@ fn the_warning_stands_beside_every_verdict_it_affects_and_nowhere_else() {
     let tmp = tempfile::tempdir().unwrap();
     let out = site(tmp.path());
 
-    // The index: the answers (same: 3 shapes; cold: 3), the shape table (the same six), the
-    // matrix (same's weather cell; cold's irrelevance cell, marked for its temperature).
+    // "≡" is said once per row where it changes the reading: the whole mark once in the row's
+    // heading of a page's first table of rows (and once in its answer), and beside a cell only
+    // its glyph, and only where the verdict is decided (an `uncertain` one claims nothing the
+    // repeats could overstate).
     let index = read(&out, "index.html");
-    // Every answer on this index is `uncertain`, which repeated samples cannot make read
-    // otherwise: the answers carry no mark (the shape table below carries each).
+    // The answers: `same` is unreliable on bfcl and parallel, both resting on a repeated
+    // answer, said once after its line; `cold`'s verdicts are all uncertain.
     let answers = &index[index.find("<ul class=\"answers\">").unwrap()..];
     let answers = &answers[..answers.find("</ul>").unwrap()];
     assert!(
         answers.contains("<a href=\"tags/bfcl.html\">bfcl</a> <small>(8/9)</small>, "),
         "{answers}"
     );
-    assert!(!answers.contains("≡"), "{answers}");
+    assert_eq!(
+        marks(answers),
+        ["≡ bfcl, parallel: repeated answers"],
+        "{answers}"
+    );
     assert!(index.contains(&note("", &["cold", "same"])), "{index}");
+    // The shape table's headings say each row's mark once (same: 2 of its 3 tasks repeat; cold
+    // asks for temperature 0); the glyph stands beside same's decided verdicts, bfcl (5/9) and
+    // parallel (0/3) in the shape table and the parallel cell (0/3) in the matrix. Same's
+    // weather cell (3/3, one answer) and cold's irrelevance cell (2/3) are `uncertain`: no mark.
     let mut got = marks(&index);
-    got.sort();
-    // The shape table carries the marks with their text (bfcl pools same's three tasks, one of
-    // them repeated), and the matrix its cells'.
-    let mut want: Vec<&str> = Vec::new();
-    want.extend([
-        "≡ one answer in 1 of 3 tasks",
-        "≡ one answer",
-        "≡ one answer",
-        "≡ one answer",
-        "≡ temperature 0",
-        "≡ temperature 0",
-        "≡ temperature 0",
-        "≡ temperature 0",
-    ]);
-    want.sort();
-    assert_eq!(got, want);
-
-    // Tag pages: the pooled verdict and the matrix cell of the rows affected, with the note.
-    let single = read(&out, "tags/single-call.html");
-    assert_eq!(marks(&single), ["≡ one answer", "≡ one answer"]);
-    assert!(single.contains(&note("../", &["same"])), "{single}");
-    let no_call = read(&out, "tags/no-call.html");
-    assert_eq!(marks(&no_call), ["≡ temperature 0", "≡ temperature 0"]);
-    assert!(no_call.contains(&note("../", &["cold"])));
-    let bfcl = read(&out, "tags/bfcl.html");
-    assert!(bfcl.contains(&note("../", &["cold", "same"])));
-    // parallel: every row's samples there differ, and no row there asks for temperature 0.
-    let parallel = read(&out, "tags/parallel.html");
-    assert!(marks(&parallel).is_empty() && !parallel.contains("id=\"repeats\""));
-
-    // The comparison touching `same`: its overall figure, the tags its weather task is in,
-    // and the weather task's row; the other comparison, none.
-    let touching = read(&out, "compare/varied--same.html");
-    let mut got = marks(&touching);
     got.sort();
     assert_eq!(
         got,
         [
-            "≡ B: one answer",
-            "≡ B: one answer",
-            "≡ B: one answer",
-            "≡ B: one answer in 1 of 3 tasks",
-            "≡ B: one answer in 1 of 3 tasks",
-        ],
-        "{touching}"
+            "≡",
+            "≡",
+            "≡",
+            "≡ bfcl, parallel: repeated answers",
+            "≡ one answer in 2 of 3 tasks",
+            "≡ temperature 0",
+        ]
     );
+    // A glyph keeps its text in its title.
+    assert!(
+        index.contains("<small class=\"warn same\" title=\"one answer: k identical samples are one observation, not k\">≡</small>"),
+        "{index}"
+    );
+
+    // Tag pages: the mark once in the per-model table's heading, the glyph beside decided
+    // verdicts only, and the note.
+    let single = read(&out, "tags/single-call.html");
+    assert_eq!(marks(&single), ["≡ one answer"]);
+    assert!(single.contains(&note("../", &["same"])), "{single}");
+    let no_call = read(&out, "tags/no-call.html");
+    assert_eq!(marks(&no_call), ["≡ temperature 0"]);
+    assert!(no_call.contains(&note("../", &["cold"])));
+    let bfcl = read(&out, "tags/bfcl.html");
+    assert!(bfcl.contains(&note("../", &["cold", "same"])));
+    // parallel: same's pooled verdict and its cell are decided (0/3) on one answer.
+    let parallel = read(&out, "tags/parallel.html");
+    assert_eq!(marks(&parallel), ["≡ one answer", "≡", "≡"]);
+    assert!(parallel.contains(&note("../", &["same"])), "{parallel}");
+    // irrelevance: nobody's verdict there is decided, and same's cell there varies.
+    let irrelevance = read(&out, "tags/irrelevance.html");
+    assert_eq!(marks(&irrelevance), ["≡ temperature 0"]);
+
+    // The comparison touching `same`: the mark once beside the rows' names, over every task
+    // shown; the glyph beside its decided rows only.
+    let touching = read(&out, "compare/varied--same.html");
+    let head = &touching[touching.find("<p>A = ").unwrap()..];
+    let head = &head[..head.find("</p>").unwrap()];
+    assert_eq!(marks(head), ["≡ B: one answer in 2 of 3 tasks"], "{head}");
+    let mut got = marks(&touching);
+    got.sort();
+    assert_eq!(got, COMPARE_MARKS, "{touching}");
     assert!(touching.contains(&note("../", &["same"])), "{touching}");
     let apart = read(&out, "compare/varied--other.html");
     assert!(marks(&apart).is_empty() && !apart.contains("id=\"repeats\""));
@@ -180,7 +205,7 @@ fn the_warning_stands_beside_every_verdict_it_affects_and_nowhere_else() {
     }
     // The page the note links to exists and explains the row.
     assert!(read(&out, "models/same.html").contains(
-        "<p id=\"deterministic\">This row&#39;s samples look deterministic: 1 of its 3 cells"
+        "<p id=\"deterministic\">This row&#39;s samples look deterministic: 2 of its 3 cells"
     ));
     assert!(read(&out, "models/cold.html").contains("<p id=\"deterministic\">This row&#39;s samples look deterministic: it asks for temperature 0."));
 }

@@ -5,11 +5,12 @@
 use crate::compare::{self, Comparison, Mark};
 use crate::report::Matrix;
 use crate::site::html::{depth_of, escape, root};
-use crate::site::marks::{MAX_MARKS, glyph, grouped_marks};
+use crate::site::marks::grouped_marks;
 use crate::site::repeats::{self, Repeats};
 use crate::site::{File, SiteError};
 use crate::stats::Direction;
 use crate::stats::compare::{CELL_METHOD, GATE_METHOD, POOLED_METHOD};
+use crate::stats::interval::points;
 use crate::taxonomy::Outcome;
 use askama::Template;
 
@@ -18,21 +19,14 @@ fn pct(x: f64) -> String {
     format!("{:.1} %", (x * 1000.0).round() / 10.0)
 }
 
-/// Signed percentage points with one decimal and a real minus sign: `−8.5`.
-fn pts(x: f64) -> String {
-    let v = (x * 1000.0).round() / 10.0;
-    if v == 0.0 {
-        "0.0".into()
-    } else if v < 0.0 {
-        format!("−{:.1}", -v)
-    } else {
-        format!("+{v:.1}")
-    }
-}
-
 /// `−8.5 points [−14.0, −3.1]`.
 fn difference(d: f64, iv: &crate::stats::interval::Interval) -> String {
-    format!("{} points [{}, {}]", pts(d), pts(iv.lower), pts(iv.upper))
+    format!(
+        "{} points [{}, {}]",
+        points(d),
+        points(iv.lower),
+        points(iv.upper)
+    )
 }
 
 struct PooledView {
@@ -103,6 +97,9 @@ struct ComparePage {
     order: &'static str,
     /// The sentence on the identical-samples mark, or `""`.
     repeats: String,
+    /// The identical-samples mark of the two rows over every cell shown, said once beside
+    /// their names; the tables below repeat its glyph beside decided verdicts only.
+    same: String,
 }
 
 /// Which of a comparison's figures rest on repeated samples ([`crate::site::repeats`]): per side,
@@ -115,8 +112,13 @@ struct Sides<'a> {
 }
 
 impl Sides<'_> {
-    /// The mark of the figure over `cells` (both sides scored), or `""`.
-    fn mark<'c>(&self, cells: impl Iterator<Item = &'c compare::CellDiff> + Clone) -> String {
+    /// The mark of the figure over `cells` (both sides scored), its glyph alone with `glyph`,
+    /// or `""`.
+    fn mark<'c>(
+        &self,
+        cells: impl Iterator<Item = &'c compare::CellDiff> + Clone,
+        glyph: bool,
+    ) -> String {
         let count =
             |f: fn(&compare::CellDiff) -> bool| cells.clone().filter(|x| f(x)).count() as u64;
         repeats::mark_sides(
@@ -130,6 +132,7 @@ impl Sides<'_> {
                 count(|x| x.b_identical),
                 count(|x| x.b_scored > 0),
             ),
+            glyph,
         )
     }
 
@@ -150,51 +153,29 @@ impl Sides<'_> {
     }
 }
 
-/// A side's marks of one task: one per sample up to [`MAX_MARKS`] samples, linked to
-/// each transcript; above, one per outcome group with its count (as the other summary pages
-/// draw them), each linked to the group's first sample, so that the page grows with the tasks
-/// compared, not with k. Unlinked for a baseline, whose transcripts are not on this site.
+/// A side's marks of one task: one per outcome group (as the other summary pages draw them),
+/// its glyph repeated per sample up to [`MAX_MARKS`](crate::site::marks::MAX_MARKS) samples
+/// and with its count above, each group linked to its first sample, so that the page grows
+/// with the tasks compared, not with k (every sample is one click further, on the run page the
+/// link lands on, and on the task's page). Unlinked for a baseline, whose transcripts are not
+/// on this site.
 fn marks(list: &[Mark], root: &str, linked: bool) -> String {
     let mut out = String::from("<span class=\"dots\">");
-    if list.len() > MAX_MARKS {
-        // Groups in the order of the other pages (passes, labels in taxonomy order, errors:
-        // `Outcome`'s order), each with its count and first sample (the list is in key order).
-        let mut groups: std::collections::BTreeMap<Outcome, (u64, &Mark)> = Default::default();
-        for m in list {
-            groups.entry(m.kind).or_insert((0, m)).0 += 1;
-        }
-        grouped_marks(
-            list.len(),
-            groups.into_iter().map(|(kind, (n, first))| {
-                let href =
-                    linked.then(|| format!("{root}{}", first.key.section(kind != Outcome::Pass)));
-                (kind, n, href)
-            }),
-            &mut out,
-        );
-        out.push_str("</span>");
-        return out;
-    }
+    // Groups in the order of the other pages (passes, labels in taxonomy order, errors:
+    // `Outcome`'s order), each with its count and first sample (the list is in key order).
+    let mut groups: std::collections::BTreeMap<Outcome, (u64, &Mark)> = Default::default();
     for m in list {
-        let title = format!("{}/{}: {}", m.key.run, m.key.sample, m.outcome);
-        if linked {
-            out.push_str(&format!(
-                "<a class=\"d o-{}\" href=\"{}{}\" title=\"{}\">{}</a>",
-                m.kind.kind(),
-                root,
-                escape(&m.key.section(m.kind != Outcome::Pass)),
-                escape(&title),
-                glyph(m.kind)
-            ));
-        } else {
-            out.push_str(&format!(
-                "<span class=\"d o-{}\" title=\"{}\">{}</span>",
-                m.kind.kind(),
-                escape(&title),
-                glyph(m.kind)
-            ));
-        }
+        groups.entry(m.kind).or_insert((0, m)).0 += 1;
     }
+    grouped_marks(
+        list.len(),
+        groups.into_iter().map(|(kind, (n, first))| {
+            let href =
+                linked.then(|| format!("{root}{}", first.key.section(kind != Outcome::Pass)));
+            (kind, n, href)
+        }),
+        &mut out,
+    );
     out.push_str("</span>");
     out
 }
@@ -246,6 +227,7 @@ fn page(c: &Comparison, m: &Matrix, rep: &Repeats) -> Result<Vec<u8>, SiteError>
         cell_method: CELL_METHOD,
         order: CELL_ORDER,
         repeats: repeats::note(sides.rows(), &root),
+        same: sides.mark(c.cells.iter(), false),
     };
     let title = format!("{} against {}", c.b, c.a);
     super::carded(&c.page, &page, &title, &page.lead, &c.page, None)
@@ -301,23 +283,32 @@ fn why_compared(c: &Comparison) -> String {
     }
 }
 
-/// The pooled comparisons (overall, errors, per tag), each with the identical-samples mark of
-/// the cells it pools: both sides scored, and of the scope's tag. The `errors` row compares
-/// getting an answer at all, which repeated answers do not bear on.
+/// The pooled comparisons (overall, errors, per tag), each decided one (a difference whose
+/// interval excludes 0, or the gate's regression) with the identical-samples glyph of the cells
+/// it pools: both sides scored, and of the scope's tag. The page's head says the whole mark
+/// once. The `errors` row compares getting an answer at all, which repeated answers do not
+/// bear on.
 fn pooled_views(sides: &Sides, m: &Matrix) -> Vec<PooledView> {
     let c = sides.c;
     let scored = || c.cells.iter().filter(|x| x.a_scored > 0 && x.b_scored > 0);
     let pooled_mark = |scope: &str| match scope {
         "errors" => String::new(),
-        "overall" => sides.mark(scored()),
-        tag => sides.mark(scored().filter(move |x| {
-            m.task(&x.task)
-                .is_some_and(|t| t.tags.iter().any(|g| g == tag))
-        })),
+        "overall" => sides.mark(scored(), true),
+        tag => sides.mark(
+            scored().filter(move |x| {
+                m.task(&x.task)
+                    .is_some_and(|t| t.tags.iter().any(|g| g == tag))
+            }),
+            true,
+        ),
     };
     c.pooled_rows()
         .map(|r| PooledView {
-            same: pooled_mark(&r.scope),
+            same: if r.direction != Direction::NoEvidence || r.regression() {
+                pooled_mark(&r.scope)
+            } else {
+                String::new()
+            },
             scope: r.scope.clone(),
             tasks: r.pooled.tasks,
             a: pct(r.pooled.a_rate),
@@ -361,8 +352,10 @@ fn cell_views(sides: &Sides, root: &str) -> Vec<CellView> {
     cells
         .iter()
         .map(|x| CellView {
-            same: if x.a_scored > 0 || x.b_scored > 0 {
-                sides.mark(std::iter::once(*x))
+            same: if (x.a_scored > 0 || x.b_scored > 0)
+                && (x.direction != Direction::NoEvidence || x.regression())
+            {
+                sides.mark(std::iter::once(*x), true)
             } else {
                 String::new()
             },

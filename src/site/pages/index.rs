@@ -67,6 +67,9 @@ struct IndexPage<'a> {
     skipped: &'a [SkippedInput],
     has_changes: bool,
     models: Vec<String>,
+    /// Each model with its identical-samples mark, said once in the shape table's heading
+    /// ([`Repeats::heads`]).
+    heads: Vec<(String, String)>,
     shapes: Vec<ShapeRow>,
     /// The matrix, empty above [`MATRIX_CELLS`] cells.
     groups: Vec<MatrixGroup>,
@@ -139,6 +142,10 @@ pub(crate) fn page(
         (Vec::new(), matrix_page_links(m))
     };
     let (passes, fails, errors) = m.outcome_counts();
+    let marked_tasks = m
+        .tasks
+        .iter()
+        .filter(|t| index_draws_matrix(n_cells) || !t.tags.is_empty());
     let page = IndexPage {
         title: "Tool-call conformance".into(),
         root: String::new(),
@@ -168,15 +175,8 @@ pub(crate) fn page(
         answers: answers::block(m, rep),
         // The rows marked in the shape table and the answers (tagged tasks), and in the
         // matrix when the index draws it (every task).
-        repeats: repeats::note(
-            rep.marked_rows(
-                m,
-                m.tasks
-                    .iter()
-                    .filter(|t| index_draws_matrix(n_cells) || !t.tags.is_empty()),
-            ),
-            "",
-        ),
+        repeats: repeats::note(rep.marked_rows(m, marked_tasks.clone()), ""),
+        heads: rep.heads(m, marked_tasks),
         samples_csvs,
         reliable_at: m.thresholds.reliable_percent(),
         broken_below: m.thresholds.broken_percent(),

@@ -11,7 +11,7 @@ use crate::report::routing::{
 use crate::runs::{FeedbackStyle, History};
 use crate::site::charts::{self, PlanePoint};
 use crate::site::{File, SiteError};
-use crate::stats::interval::{Interval, percent, round4, show};
+use crate::stats::interval::{Interval, percent, points, round4, show};
 use crate::taxonomy::Label;
 use askama::Template;
 
@@ -215,7 +215,6 @@ fn verdict(d: Option<&Decision>) -> String {
         return "No policy measured.".into();
     };
     let diff = d.difference.map_or(String::new(), |(x, iv)| {
-        let points = |v: f64| format!("{:+.1}", v * 100.0).replace('-', "−");
         format!(
             " by {} points {}",
             unit(&points(x)),

@@ -7,7 +7,7 @@
 
 use crate::report::review::{CallCost, ReviewMeasure, ReviewRow, Verdict};
 use crate::site::SiteError;
-use crate::stats::interval::{Interval, percent, round4, show};
+use crate::stats::interval::{Interval, percent, points, round4, show};
 use askama::Template;
 
 /// A rate with its interval: `67 % [21–94 %]` (no-break spaces: a table cell wraps between
@@ -16,18 +16,6 @@ fn rate(r: Option<f64>, iv: Option<&Interval>) -> String {
     match (r, iv) {
         (Some(r), Some(iv)) => format!("{} {}", percent(r), show(iv)).replace(' ', "\u{a0}"),
         _ => "–".into(),
-    }
-}
-
-/// Signed percentage points with one decimal and a real minus sign: `−8.5`.
-fn points(x: f64) -> String {
-    let v = (round4(x) * 1000.0).round() / 10.0;
-    if v == 0.0 {
-        "0.0".into()
-    } else if v < 0.0 {
-        format!("−{:.1}", -v)
-    } else {
-        format!("+{v:.1}")
     }
 }
 

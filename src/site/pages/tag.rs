@@ -22,6 +22,9 @@ struct TagPage<'a> {
     description: String,
     method: &'static str,
     models: Vec<String>,
+    /// Each model with its identical-samples mark, said once in the pooled table's heading
+    /// ([`Repeats::heads`]).
+    heads: Vec<(String, String)>,
     /// Pre-rendered pooled `<td>`s, one per model.
     pooled: String,
     /// The sentence on the identical-samples mark, or `""` ([`repeats`]).
@@ -71,6 +74,7 @@ pub(crate) fn page(
         .collect();
     let page = TagPage {
         repeats: repeats::note(rep.marked_rows(m, tasks.iter().copied()), &r),
+        heads: rep.heads(m, tasks.iter().copied()),
         value_rows: value_rows(m, tag, &r),
         value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
         value_first: "model",

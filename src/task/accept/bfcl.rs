@@ -403,6 +403,27 @@ fn float_value(text: &str) -> Option<Value> {
         .map(Value::Number)
 }
 
+/// What BFCL's Java and JavaScript converters do with a number literal: where `pattern` matches
+/// `s`, the number read from `s` less its `suffix` letters (`10L`, `1.5f`, `7n`) by `read`;
+/// else, or where it does not read, the string as it came.
+fn literal(pattern: &Regex, s: &str, suffix: usize, read: fn(&str) -> Option<Value>) -> Value {
+    let text = || Value::String(s.to_string());
+    if pattern.is_match(s) {
+        read(&s[..s.len() - suffix]).unwrap_or_else(text)
+    } else {
+        text()
+    }
+}
+
+/// `true` and `false` as JSON booleans, anything else as the string: both converters' rule.
+fn boolean(s: &str) -> Value {
+    match s {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(s.to_string()),
+    }
+}
+
 /// Python's `int(s)` then `float(s)`, else the string: how BFCL's parsers read an untyped value.
 fn int_or_float_or_string(s: &str) -> Value {
     let t = s.trim().replace('_', "");
@@ -461,39 +482,11 @@ pub mod java {
     pub fn convert(s: &str, t: &str, nested: Option<&str>) -> Option<Value> {
         let text = || Value::String(s.to_string());
         Some(match t {
-            "byte" | "short" | "integer" => {
-                if INT.is_match(s) {
-                    int_value(s).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "float" => {
-                if FLOAT.is_match(s) {
-                    float_value(&s[..s.len() - 1]).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "double" => {
-                if DOUBLE.is_match(s) {
-                    float_value(s).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "long" => {
-                if LONG.is_match(s) {
-                    int_value(&s[..s.len() - 1]).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "boolean" => match s {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => text(),
-            },
+            "byte" | "short" | "integer" => literal(&INT, s, 0, int_value),
+            "float" => literal(&FLOAT, s, 1, float_value),
+            "double" => literal(&DOUBLE, s, 0, float_value),
+            "long" => literal(&LONG, s, 1, int_value),
+            "boolean" => boolean(s),
             // BFCL's char pattern `^\'.$\'` can never match, and both branches return the text.
             "char" | "String" | "any" => text(),
             "ArrayList" => array_list(s, nested)?,
@@ -617,32 +610,10 @@ pub mod js {
                     text()
                 }
             }
-            "integer" => {
-                if INT.is_match(s) {
-                    int_value(s).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "float" => {
-                if FLOAT.is_match(s) {
-                    float_value(s).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "Bigint" => {
-                if BIGINT.is_match(s) {
-                    int_value(&s[..s.len() - 1]).unwrap_or_else(text)
-                } else {
-                    text()
-                }
-            }
-            "Boolean" => match s {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                _ => text(),
-            },
+            "integer" => literal(&INT, s, 0, int_value),
+            "float" => literal(&FLOAT, s, 0, float_value),
+            "Bigint" => literal(&BIGINT, s, 1, int_value),
+            "Boolean" => boolean(s),
             "dict" => dict(s),
             "array" => array(s, nested),
             "any" => text(),
