@@ -775,7 +775,9 @@ fn screenshots_of_the_demo() {
     let mut b = Browser::launch();
     for (page, name) in [
         ("index.html", "index"),
+        ("index.html#shapes", "index-shapes"),
         ("tags/parallel.html", "tag"),
+        ("compare/mock-good--mock-good-stream.html#tasks", "compare-tasks"),
         ("samples.html#outcome=fail", "samples"),
         ("samples.html#round=error", "samples-feedback"),
         (transcript.as_str(), "transcript-fail"),
