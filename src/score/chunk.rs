@@ -125,14 +125,8 @@ impl<'a> ChunkView<'a> {
             .map_or(&[][..], Vec::as_slice);
         ChunkView {
             error: None,
-            completion_tokens: v
-                .get("usage")
-                .and_then(|u| u.get("completion_tokens"))
-                .and_then(Value::as_u64),
-            prompt_tokens: v
-                .get("usage")
-                .and_then(|u| u.get("prompt_tokens"))
-                .and_then(Value::as_u64),
+            completion_tokens: usage(v, "completion_tokens"),
+            prompt_tokens: usage(v, "prompt_tokens"),
             choices: choices.iter().map(ChoiceView::of_value).collect(),
         }
     }
@@ -419,6 +413,14 @@ impl<'de> Fields<'de> for Function<'de> {
             _ => return Ok(None),
         }))
     }
+}
+
+/// A token count of a response's `usage` object (`completion_tokens`, `prompt_tokens`), where
+/// it is a whole number: a body's and a stream chunk's are read the same way.
+pub(super) fn usage(v: &Value, key: &str) -> Option<u64> {
+    v.get("usage")
+        .and_then(|u| u.get(key))
+        .and_then(Value::as_u64)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! is what its clients see). Anything that is not a complete model response is a
 //! [`TransportFailure`].
 
-use super::chunk::{ArgsView, CallView, ChoiceView, ChunkView, error_message};
+use super::chunk::{ArgsView, CallView, ChoiceView, ChunkView, error_message, usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -306,14 +306,8 @@ pub fn parse_body(body: &[u8]) -> Result<Completion, TransportFailure> {
             .get("finish_reason")
             .and_then(Value::as_str)
             .map(str::to_string),
-        completion_tokens: v
-            .get("usage")
-            .and_then(|u| u.get("completion_tokens"))
-            .and_then(Value::as_u64),
-        prompt_tokens: v
-            .get("usage")
-            .and_then(|u| u.get("prompt_tokens"))
-            .and_then(Value::as_u64),
+        completion_tokens: usage(&v, "completion_tokens"),
+        prompt_tokens: usage(&v, "prompt_tokens"),
         ..Completion::default()
     };
     let mut notes = Vec::new();

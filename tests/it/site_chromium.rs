@@ -777,7 +777,10 @@ fn screenshots_of_the_demo() {
         ("index.html", "index"),
         ("index.html#shapes", "index-shapes"),
         ("tags/parallel.html", "tag"),
-        ("compare/mock-good--mock-good-stream.html#tasks", "compare-tasks"),
+        (
+            "compare/mock-good--mock-good-stream.html#tasks",
+            "compare-tasks",
+        ),
         ("samples.html#outcome=fail", "samples"),
         ("samples.html#round=error", "samples-feedback"),
         (transcript.as_str(), "transcript-fail"),
