@@ -113,26 +113,6 @@ impl Repeats {
             })
             .collect()
     }
-
-    /// The rows marked somewhere among `tasks`' cells (a page's shapes and matrix), for the
-    /// page's [`note`].
-    pub(crate) fn marked_rows<'a>(
-        &self,
-        m: &'a Matrix,
-        tasks: impl Iterator<Item = &'a TaskInfo> + Clone,
-    ) -> Vec<(&'a str, bool)> {
-        m.models
-            .iter()
-            .filter(|mv| {
-                self.why(
-                    &mv.name,
-                    tasks.clone().filter_map(|t| m.cell(&mv.name, &t.id)),
-                )
-                .is_some()
-            })
-            .map(|mv| (mv.name.as_str(), true))
-            .collect()
-    }
 }
 
 impl Why {
@@ -191,6 +171,18 @@ pub(crate) fn mark_sides(a: Option<Why>, b: Option<Why>, glyph: bool) -> String 
         (false, true) => glyph_of(&parts.join("; ")),
         (false, false) => wrap(&parts.join("; ")),
     }
+}
+
+/// The page's sentence on the mark ([`note`]) for the rows whose heading carries one
+/// ([`Repeats::heads`]), every one of them with a page here.
+pub(crate) fn heads_note(heads: &[(String, String)], root: &str) -> String {
+    note(
+        heads
+            .iter()
+            .filter(|(_, mark)| !mark.is_empty())
+            .map(|(row, _)| (row.as_str(), true)),
+        root,
+    )
 }
 
 /// The page's one sentence on the mark, linking the model pages of `rows` (`root` leads to the

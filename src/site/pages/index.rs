@@ -142,10 +142,14 @@ pub(crate) fn page(
         (Vec::new(), matrix_page_links(m))
     };
     let (passes, fails, errors) = m.outcome_counts();
-    let marked_tasks = m
-        .tasks
-        .iter()
-        .filter(|t| index_draws_matrix(n_cells) || !t.tags.is_empty());
+    // The rows marked in the shape table and the answers (tagged tasks), and in the matrix
+    // when the index draws it (every task).
+    let heads = rep.heads(
+        m,
+        m.tasks
+            .iter()
+            .filter(|t| index_draws_matrix(n_cells) || !t.tags.is_empty()),
+    );
     let page = IndexPage {
         title: "Tool-call conformance".into(),
         root: String::new(),
@@ -173,10 +177,8 @@ pub(crate) fn page(
         rules: data::rules_sha256()[..12].to_string(),
         comparisons: compare::block(input.comparisons, 0, None, None),
         answers: answers::block(m, rep),
-        // The rows marked in the shape table and the answers (tagged tasks), and in the
-        // matrix when the index draws it (every task).
-        repeats: repeats::note(rep.marked_rows(m, marked_tasks.clone()), ""),
-        heads: rep.heads(m, marked_tasks),
+        repeats: repeats::heads_note(&heads, ""),
+        heads,
         samples_csvs,
         reliable_at: m.thresholds.reliable_percent(),
         broken_below: m.thresholds.broken_percent(),

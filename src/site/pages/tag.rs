@@ -72,9 +72,10 @@ pub(crate) fn page(
             matrix_row(m, t, &r, also.join(", "), rep)
         })
         .collect();
+    let heads = rep.heads(m, tasks.iter().copied());
     let page = TagPage {
-        repeats: repeats::note(rep.marked_rows(m, tasks.iter().copied()), &r),
-        heads: rep.heads(m, tasks.iter().copied()),
+        repeats: repeats::heads_note(&heads, &r),
+        heads,
         value_rows: value_rows(m, tag, &r),
         value_tasks: tasks.iter().filter(|t| t.bfcl_scored).count(),
         value_first: "model",
