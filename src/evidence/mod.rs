@@ -8,8 +8,10 @@
 //! - [`score`]: one sample against its task, with the current checkers, and what aggregation
 //!   keeps of it ([`crate::report::Scored`]).
 //! - [`samples_csv`]: a built site's `samples.csv` read back.
+//! - [`cache`]: what the verdict cache keeps of a scored sample, and a transcript's identity.
 //! - [`follow_ups`]: which samples followed each failure up, read before any run is scored.
 
+pub mod cache;
 pub mod follow_ups;
 pub mod read;
 pub mod samples_csv;
@@ -17,6 +19,8 @@ pub mod score;
 
 use crate::report::Scored;
 use crate::runs::{self, RunDir};
+use crate::score::Verdict;
+use crate::score::wire::{Completion, TransportFailure};
 use crate::task::Task;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,12 +144,7 @@ pub fn score_runs(root: &Path, tasks: &[Task]) -> Scanned {
         .collect();
     let scored: Vec<Option<Scored>> = jobs
         .par_iter()
-        .map(|(r, task, sample)| {
-            let files = r.read_sample(sample).ok()?;
-            let parsed = read::parse_sample(r, sample, files, None);
-            let task_changed = r.cell.task.sha256 != task.sha256;
-            Some(score::score_sample(task, task_changed, &parsed).1)
-        })
+        .map(|(r, task, sample)| judge(r, sample, task).ok().map(|j| j.scored))
         .collect();
     left_out += scored.iter().filter(|s| s.is_none()).count();
     Scanned {
@@ -153,4 +152,30 @@ pub fn score_runs(root: &Path, tasks: &[Task]) -> Scanned {
         runs: kept.into_iter().map(|(r, _)| r).collect(),
         left_out,
     }
+}
+
+/// One sample read and scored as a build scores it, with what a reader of the transcript itself
+/// needs beside the [`Scored`]: the sample as read, its full verdict and its response as parsed.
+#[derive(Debug)]
+pub struct Judged {
+    pub sample: read::Sample,
+    pub verdict: Verdict,
+    pub scored: Scored,
+    pub completion: Result<Completion, TransportFailure>,
+}
+
+/// Reads sample `name` of `run` and scores it against `task` with the current checkers (the
+/// task changed when the run was collected for another version of its file). Only the
+/// sample's files being unreadable is an error: a damaged transcript is scored.
+pub fn judge(run: &RunDir, name: &str, task: &Task) -> std::io::Result<Judged> {
+    let files = run.read_sample(name)?;
+    let sample = read::parse_sample(run, name, files, None);
+    let task_changed = run.cell.task.sha256 != task.sha256;
+    let (verdict, scored, completion) = score::score_read(task, task_changed, &sample);
+    Ok(Judged {
+        sample,
+        verdict,
+        scored,
+        completion,
+    })
 }

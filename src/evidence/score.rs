@@ -8,14 +8,9 @@ use crate::score::wire::{Completion, TransportFailure};
 use crate::score::{Verdict, parse, score_parsed};
 use crate::task::Task;
 
-/// Scores one sample: the verdict for its page, and the little that aggregation keeps.
-pub fn score_sample(task: &Task, task_changed: bool, sample: &Sample) -> (Verdict, Scored) {
-    let (verdict, scored, _) = score_read(task, task_changed, sample);
-    (verdict, scored)
-}
-
-/// [`score_sample`], and the response as read (the sample's page shows its content): the
-/// response is parsed once for the verdict, the page and the reports.
+/// Scores one sample: the verdict for its page, the little that aggregation keeps, and the
+/// response as read (the sample's page shows its content): the response is parsed once for
+/// the verdict, the page and the reports.
 pub fn score_read(
     task: &Task,
     task_changed: bool,

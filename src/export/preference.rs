@@ -12,12 +12,13 @@
 //! Everything here is pure apart from reading sample files; writing happens in `cmd::export`.
 
 use crate::corrupt;
+use crate::evidence::{self, Judged};
 use crate::hitec::{HitecError, crosswalk};
 use crate::reply::Reply;
 use crate::report::SampleKey;
 use crate::runs::RunDir;
 use crate::score::score;
-use crate::score::wire::{self, Completion, WireArgs};
+use crate::score::wire::{Completion, WireArgs};
 use crate::task::{Expect, Task};
 use crate::taxonomy::{Label, Outcome, Stage};
 use crate::transcript::Transcript;
@@ -374,13 +375,19 @@ pub enum Reading {
     Unusable(&'static str),
 }
 
-/// Reads one scored sample into an example. Pure: the sample's bytes in, an example out.
-pub fn sample_reading(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
-    let verdict = score(task, t);
+/// One sample, read and scored through [`crate::evidence`] as a build scores it, into an
+/// example.
+pub fn sample_reading(task: &Task, judged: &Judged) -> Reading {
+    let Judged {
+        sample,
+        verdict,
+        completion,
+        ..
+    } = judged;
     if verdict.outcome == Outcome::Error {
         return Reading::TransportError;
     }
-    let Some(request) = &t.request else {
+    let Some(request) = &sample.transcript.request else {
         return Reading::Unusable("request.json missing or not JSON");
     };
     let Some(prompt) = request.get("messages").and_then(Value::as_array) else {
@@ -391,12 +398,7 @@ pub fn sample_reading(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let parsed = if t.streamed {
-        wire::parse_stream(&t.body)
-    } else {
-        wire::parse_body(&t.body)
-    };
-    let Ok(completion) = parsed else {
+    let Ok(completion) = completion else {
         return Reading::TransportError;
     };
     if completion.tool_calls.is_empty() && completion.function_call.is_some() {
@@ -408,7 +410,7 @@ pub fn sample_reading(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
         Outcome::Fail(label) => Some(Failure {
             label,
             stage: verdict.stage,
-            hitec: crosswalk(&verdict),
+            hitec: crosswalk(verdict),
             detail: verdict.detail.clone(),
         }),
         Outcome::Pass => {
@@ -425,14 +427,14 @@ pub fn sample_reading(task: &Task, key: &SampleKey, t: &Transcript) -> Reading {
     };
     Reading::Example(Box::new(Example {
         task: task.id.clone(),
-        model: Some(key.model.clone()),
-        permalink: Some(key.permalink()),
+        model: Some(sample.key.model.clone()),
+        permalink: Some(sample.key.permalink()),
         origin: Origin::Real,
         variant: None,
         failure,
         prompt: prompt.clone(),
         tools,
-        completion: message_of_completion(&completion),
+        completion: message_of_completion(completion),
         finish_reason: completion.finish_reason.clone(),
         completion_tokens: completion.completion_tokens,
     }))
@@ -483,8 +485,8 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
         }
         for s in &r.samples {
             h.counts.samples += 1;
-            let files = match r.read_sample(s) {
-                Ok(f) => f,
+            let judged = match evidence::judge(r, s, task) {
+                Ok(j) => j,
                 Err(e) => {
                     h.unreadable.push((r.sample_dir(s), e.to_string()));
                     *h.counts
@@ -494,13 +496,7 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
                     continue;
                 }
             };
-            let key = SampleKey {
-                model: r.model.clone(),
-                task: r.task_id.clone(),
-                run: r.run_id.clone(),
-                sample: s.clone(),
-            };
-            match sample_reading(task, &key, &files.transcript()) {
+            match sample_reading(task, &judged) {
                 Reading::Example(e) => {
                     let kind = if e.failure.is_some() { "neg" } else { "pos" };
                     if !opts.keep_repeats
@@ -537,21 +533,15 @@ pub fn harvest_real(tasks: &[Task], runs: &[RunDir], opts: &Options, h: &mut Har
 /// parent's own as chosen. The parent is read from its run (same row and task) and scored
 /// again, so a relabel that fails the parent drops the pair.
 fn harvest_broken(task: &Task, r: &RunDir, runs: &[RunDir], opts: &Options, h: &mut Harvest) {
-    let key_of = |run: &str, sample: &str| SampleKey {
-        model: r.model.clone(),
-        task: r.task_id.clone(),
-        run: run.to_string(),
-        sample: sample.to_string(),
-    };
     for s in &r.samples {
-        let Ok(files) = r.read_sample(s) else {
+        let Ok(judged) = evidence::judge(r, s, task) else {
             continue;
         };
-        let t = files.transcript();
-        let Some(parent) = t.meta.as_ref().and_then(|m| m.parent.clone()) else {
+        let meta = judged.sample.transcript.meta.as_ref();
+        let Some(parent) = meta.and_then(|m| m.parent.clone()) else {
             continue;
         };
-        let Reading::Example(review) = sample_reading(task, &key_of(&r.run_id, s), &t) else {
+        let Reading::Example(review) = sample_reading(task, &judged) else {
             continue;
         };
         let Some(label) = review.failure.as_ref().map(|f| f.label) else {
@@ -568,14 +558,13 @@ fn harvest_broken(task: &Task, r: &RunDir, runs: &[RunDir], opts: &Options, h: &
         }) else {
             continue;
         };
-        let Ok(parent_files) = parent_run.read_sample(&parent.sample) else {
+        let Ok(parent_judged) = evidence::judge(parent_run, &parent.sample, task) else {
             continue;
         };
-        let parent_key = key_of(&parent.run, &parent.sample);
-        let first = match sample_reading(task, &parent_key, &parent_files.transcript()) {
+        let first = match sample_reading(task, &parent_judged) {
             Reading::Example(e) if e.failure.is_none() => *e,
             // A pass whose arguments differ from the gold is still a correct call.
-            Reading::PassNotGold => match passing_message(&parent_files.transcript()) {
+            Reading::PassNotGold => match passing_message(&parent_judged) {
                 Some(e) => e,
                 None => continue,
             },
@@ -587,27 +576,22 @@ fn harvest_broken(task: &Task, r: &RunDir, runs: &[RunDir], opts: &Options, h: &
         h.broken.push(Broken {
             rejected,
             chosen: first.completion,
-            chosen_permalink: parent_key.permalink(),
+            chosen_permalink: parent_judged.sample.key.permalink(),
         });
     }
 }
 
 /// A passing sample's prompt, tools and assistant message (the parts a broken pair's chosen
 /// side needs), for a pass that [`sample_reading`] does not make a positive.
-fn passing_message(t: &Transcript) -> Option<Example> {
-    let request = t.request.as_ref()?;
+fn passing_message(judged: &Judged) -> Option<Example> {
+    let request = judged.sample.transcript.request.as_ref()?;
     let prompt = request.get("messages")?.as_array()?.clone();
     let tools = request
         .get("tools")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let completion = if t.streamed {
-        wire::parse_stream(&t.body)
-    } else {
-        wire::parse_body(&t.body)
-    }
-    .ok()?;
+    let completion = judged.completion.as_ref().ok()?;
     Some(Example {
         task: String::new(),
         model: None,
@@ -617,7 +601,7 @@ fn passing_message(t: &Transcript) -> Option<Example> {
         failure: None,
         prompt,
         tools,
-        completion: message_of_completion(&completion),
+        completion: message_of_completion(completion),
         finish_reason: completion.finish_reason.clone(),
         completion_tokens: completion.completion_tokens,
     })
@@ -639,22 +623,17 @@ fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
         } else {
             h.counts.feedback_samples += 1;
         }
-        let Ok(files) = r.read_sample(s) else {
+        let Ok(judged) = evidence::judge(r, s, task) else {
             continue;
         };
-        let t = files.transcript();
-        let Some(parent) = t.meta.as_ref().and_then(|m| m.parent.clone()) else {
+        let meta = judged.sample.transcript.meta.as_ref();
+        let Some(parent) = meta.and_then(|m| m.parent.clone()) else {
             continue;
         };
-        if score(task, &t).outcome != Outcome::Pass {
+        if judged.verdict.outcome != Outcome::Pass {
             continue;
         }
-        let parsed = if t.streamed {
-            wire::parse_stream(&t.body)
-        } else {
-            wire::parse_body(&t.body)
-        };
-        let Ok(completion) = parsed else {
+        let Ok(completion) = &judged.completion else {
             continue;
         };
         let key = SampleKey {
@@ -664,7 +643,7 @@ fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
             sample: parent.sample,
         };
         let correction = Correction {
-            completion: message_of_completion(&completion),
+            completion: message_of_completion(completion),
             permalink: SampleKey {
                 model: r.model.clone(),
                 task: r.task_id.clone(),

@@ -814,7 +814,7 @@ fn save_cache(
         };
         for sc in &of[range.clone()] {
             if let Some(c) = run.samples.get_mut(&sc.key.sample) {
-                c.scored = Some(Box::new(cache::CachedScored::of(sc)));
+                c.scored = Some(Box::new(crate::evidence::cache::CachedScored::of(sc)));
             }
         }
     })

@@ -222,7 +222,7 @@ impl Job<'_> {
             };
             listing.extend(sample.files.iter().cloned());
             let record = cache::CachedSample {
-                transcript_sha256: cache::transcript_sha256(&sample.files),
+                transcript_sha256: crate::evidence::cache::transcript_sha256(&sample.files),
                 bytes: sample.bytes,
                 page_len: 0,
                 damage: sample.damage.clone(),
