@@ -273,18 +273,14 @@ struct Classified {
 /// Reads and scores one first-round sample for planning: `Ok(None)` for a transport error
 /// (nothing to follow up), `Err` with a line for the terminal when it cannot be read.
 fn classify(task: &Task, r: &runs::RunDir, s: &str) -> Result<Option<Classified>, String> {
-    let t = r
-        .read_sample(s)
-        .map_err(|e| {
-            format!(
-                "{}: cannot read ({e}): not followed up",
-                r.sample_dir(s).display()
-            )
-        })?
-        .transcript();
-    let parsed = crate::score::parse(&t);
-    let verdict = crate::score::score_parsed(task, &t, &parsed);
-    let (label, completion) = match (verdict.outcome, &parsed) {
+    let judged = crate::evidence::judge(r, s, task).map_err(|e| {
+        format!(
+            "{}: cannot read ({e}): not followed up",
+            r.sample_dir(s).display()
+        )
+    })?;
+    let verdict = &judged.verdict;
+    let (label, completion) = match (verdict.outcome, &judged.completion) {
         (Outcome::Pass, Ok(c)) => (None, c),
         (Outcome::Fail(l), Ok(c)) => (Some(l), c),
         _ => return Ok(None),
@@ -299,8 +295,8 @@ fn classify(task: &Task, r: &runs::RunDir, s: &str) -> Result<Option<Classified>
             crate::score::wire::MAX_CALLS
         ));
     }
-    let request = t.request.as_deref();
-    let seen = follow_up::visible(&verdict);
+    let request = judged.sample.transcript.request.as_deref();
+    let seen = follow_up::visible(verdict);
     let fit = request
         .ok_or(NoFollowUp::BadRequest)
         .and_then(follow_up::check_request);
@@ -341,13 +337,11 @@ pub fn bodies(
                 .get(&(p.run.as_str(), p.sample.as_str()))
                 .ok_or_else(gone)?;
             let where_ = run.sample_dir(&p.sample);
-            let t = run
-                .read_sample(&p.sample)
-                .map_err(|e| format!("{}: cannot read ({e})", where_.display()))?
-                .transcript();
-            let parsed = crate::score::parse(&t);
-            let verdict = crate::score::score_parsed(task, &t, &parsed);
-            let (Ok(completion), Some(request)) = (&parsed, &t.request) else {
+            let judged = crate::evidence::judge(run, &p.sample, task)
+                .map_err(|e| format!("{}: cannot read ({e})", where_.display()))?;
+            let verdict = &judged.verdict;
+            let request = &judged.sample.transcript.request;
+            let (Ok(completion), Some(request)) = (&judged.completion, request) else {
                 return Err(format!(
                     "{}: {}",
                     where_.display(),
@@ -356,7 +350,7 @@ pub fn bodies(
             };
             let body = match plan.ask {
                 Ask::Feedback(style) => {
-                    follow_up::follow_up(request, completion, &verdict, style, plan.history)
+                    follow_up::follow_up(request, completion, verdict, style, plan.history)
                 }
                 Ask::Review => follow_up::review(request, completion, plan.history),
             }
