@@ -116,10 +116,12 @@ impl Repeats {
 }
 
 impl Why {
-    /// The mark with its short text, as HTML: `≡ one answer in 3 of 4 tasks`, `≡ one answer`
-    /// for a single cell, `≡ temperature 0`.
+    /// The mark with its short text, as a row's heading carries it (HTML): `≡ one answer in 3
+    /// of 4 tasks`, `≡ one answer` for a single cell, `≡ temperature 0`. The words a phone's
+    /// narrow column has no room for sit in `<span class="long">`, which the phone's style
+    /// hides (`≡ 35 of 68` there); the title says what the mark means on both.
     pub(crate) fn mark(&self) -> String {
-        wrap(&self.text())
+        wrap(&self.words(("<span class=\"long\">", "</span>")))
     }
 
     /// The glyph alone, its text in the title: beside a decided verdict in a table whose row
@@ -130,6 +132,12 @@ impl Why {
     }
 
     fn text(&self) -> String {
+        self.words(("", ""))
+    }
+
+    /// The mark's words, those a phone may drop between `long`'s two halves.
+    fn words(&self, long: (&str, &str)) -> String {
+        let (open, close) = long;
         let mut parts = Vec::new();
         if self.zero {
             parts.push("temperature 0".to_string());
@@ -138,7 +146,10 @@ impl Why {
             parts.push(if self.cells <= 1 {
                 "one answer".to_string()
             } else {
-                format!("one answer in {} of {} tasks", self.repeated, self.cells)
+                format!(
+                    "{open}one answer in {close}{} of {}{open} tasks{close}",
+                    self.repeated, self.cells
+                )
             });
         }
         parts.join("; ")
@@ -266,19 +277,27 @@ mod tests {
                 zero: false
             }
         );
-        assert!(
-            w.mark().ends_with(">≡ one answer in 1 of 3 tasks</small>"),
-            "{}",
-            w.mark()
-        );
+        assert_eq!(w.text(), "one answer in 1 of 3 tasks");
         assert!(
             r.why("warm", [&same])
                 .unwrap()
                 .mark()
                 .ends_with(">≡ one answer</small>")
         );
+        // A row's heading keeps the counts on a phone: the other words can be hidden.
+        assert!(
+            w.mark().ends_with(
+                ">≡ <span class=\"long\">one answer in </span>1 of 3<span class=\"long\"> tasks</span></small>"
+            ),
+            "{}",
+            w.mark()
+        );
         let cold = r.why("cold", [&varied]).unwrap();
         assert!(cold.mark().ends_with(">≡ temperature 0</small>"));
+        let both = Why { zero: true, ..w };
+        assert!(both.mark().ends_with(
+            ">≡ temperature 0; <span class=\"long\">one answer in </span>1 of 3<span class=\"long\"> tasks</span></small>"
+        ));
         assert_eq!(Reliability::Uncertain, same.reliability);
         assert_eq!(mark_sides(None, None, false), "");
         assert_eq!(mark_sides(None, None, true), "");
