@@ -1,8 +1,10 @@
 //! Evidence: from a `runs/` tree (or a built site's `data/samples.csv`) to scored samples. The
 //! one way from what collect wrote to what the reports count: the build reads and scores
-//! through it while it renders pages, and a comparison's baseline, a `build --baseline` and a
-//! `compare` read whole collections through [`score_runs`]. Nothing above climbs into the
-//! build's pipeline or the site to get samples.
+//! through it while it renders pages; a comparison's baseline, a `build --baseline` and a
+//! `compare` read whole collections through [`score_runs`]; `export preference` and collect's
+//! follow-up rounds, which need the transcript beside its verdict, read one sample at a time
+//! through [`judge`]. Nothing above climbs into the build's pipeline or the site to get
+//! samples.
 //!
 //! - [`read`]: the corpus, the run folders, each sample's files parsed once, what was skipped.
 //! - [`score`]: one sample against its task, with the current checkers, and what aggregation
