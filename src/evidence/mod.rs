@@ -146,7 +146,7 @@ pub fn score_runs(root: &Path, tasks: &[Task]) -> Scanned {
         .collect();
     let scored: Vec<Option<Scored>> = jobs
         .par_iter()
-        .map(|(r, task, sample)| judge(r, sample, task).ok().map(|j| j.scored))
+        .map(|(r, task, sample)| judge(r, sample, task).ok().map(|j| j.scored(task)))
         .collect();
     left_out += scored.iter().filter(|s| s.is_none()).count();
     Scanned {
@@ -156,28 +156,42 @@ pub fn score_runs(root: &Path, tasks: &[Task]) -> Scanned {
     }
 }
 
-/// One sample read and scored as a build scores it, with what a reader of the transcript itself
-/// needs beside the [`Scored`]: the sample as read, its full verdict and its response as parsed.
+/// One sample read and scored as a build scores it: the sample as read, its full verdict and
+/// its response as parsed, what a reader of the transcript itself needs. What aggregation keeps
+/// of it ([`Judged::scored`]) is computed only when asked for: it scores a failure a second
+/// time, mended.
 #[derive(Debug)]
 pub struct Judged {
     pub sample: read::Sample,
     pub verdict: Verdict,
-    pub scored: Scored,
     pub completion: Result<Completion, TransportFailure>,
+    /// The run was collected for another version of the task's file.
+    pub task_changed: bool,
 }
 
-/// Reads sample `name` of `run` and scores it against `task` with the current checkers (the
-/// task changed when the run was collected for another version of its file). Only the
-/// sample's files being unreadable is an error: a damaged transcript is scored.
+impl Judged {
+    /// What aggregation keeps of the sample ([`Scored`]), as a build computes it.
+    pub fn scored(&self, task: &Task) -> Scored {
+        score::scored_of(
+            task,
+            self.task_changed,
+            &self.sample,
+            &self.verdict,
+            &self.completion,
+        )
+    }
+}
+
+/// Reads sample `name` of `run` and scores it against `task` with the current checkers. Only
+/// the sample's files being unreadable is an error: a damaged transcript is scored.
 pub fn judge(run: &RunDir, name: &str, task: &Task) -> std::io::Result<Judged> {
     let files = run.read_sample(name)?;
     let sample = read::parse_sample(run, name, files, None);
-    let task_changed = run.cell.task.sha256 != task.sha256;
-    let (verdict, scored, completion) = score::score_read(task, task_changed, &sample);
+    let (verdict, completion) = score::verdict_of(task, &sample);
     Ok(Judged {
+        task_changed: run.cell.task.sha256 != task.sha256,
         sample,
         verdict,
-        scored,
         completion,
     })
 }

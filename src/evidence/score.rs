@@ -16,24 +16,44 @@ pub fn score_read(
     task_changed: bool,
     sample: &Sample,
 ) -> (Verdict, Scored, Result<Completion, TransportFailure>) {
+    let (verdict, parsed) = verdict_of(task, sample);
+    let scored = scored_of(task, task_changed, sample, &verdict, &parsed);
+    (verdict, scored, parsed)
+}
+
+/// The sample's verdict under the current checkers, and its response as parsed for it.
+pub fn verdict_of(task: &Task, sample: &Sample) -> (Verdict, Result<Completion, TransportFailure>) {
     let t = &sample.transcript;
     let parsed = parse(t);
-    let verdict = score_parsed(task, t, &parsed);
+    (score_parsed(task, t, &parsed), parsed)
+}
+
+/// What aggregation keeps of a sample scored by [`verdict_of`]: besides the verdict's own
+/// fields, the times and tokens, the response's fingerprint and the outcome after the label's
+/// mechanical repair (a second scoring, of the mended response).
+pub fn scored_of(
+    task: &Task,
+    task_changed: bool,
+    sample: &Sample,
+    verdict: &Verdict,
+    parsed: &Result<Completion, TransportFailure>,
+) -> Scored {
+    let t = &sample.transcript;
     // Latency and size for the reports: times from meta.json, tokens from the response's usage.
     let completion_tokens = parsed.as_ref().ok().and_then(|c| c.completion_tokens);
     let (ttfb_ms, total_ms) = t
         .meta
         .as_ref()
         .map_or((None, None), |m| (m.ttfb_ms, m.total_ms));
-    let scored = Scored {
+    Scored {
         key: sample.key.clone(),
         outcome: verdict.outcome,
         stage: verdict.stage,
-        hitec: crate::hitec::crosswalk(&verdict),
+        hitec: crate::hitec::crosswalk(verdict),
         value_match: verdict.value_match,
         extra_prose: verdict.extra_prose,
         task_changed,
-        metrics: crate::hitec::sample_metrics(task, &verdict),
+        metrics: crate::hitec::sample_metrics(task, verdict),
         detail: verdict.detail.clone(),
         ttfb_ms,
         total_ms,
@@ -44,14 +64,13 @@ pub fn score_read(
             .as_ref()
             .and_then(|m| m.status)
             .filter(|s| !(200..300).contains(s)),
-        response: crate::report::distinct::fingerprint_parsed(&parsed, &t.body),
+        response: crate::report::distinct::fingerprint_parsed(parsed, &t.body),
         // Set by the caller, which knows the run: a sample does not know its round.
         feedback: None,
-        repaired: crate::score::mend::repaired_parsed(task, t, parsed.as_ref().ok(), &verdict)
+        repaired: crate::score::mend::repaired_parsed(task, t, parsed.as_ref().ok(), verdict)
             .map(|v| v.outcome),
         visible: verdict.visible,
-    };
-    (verdict, scored, parsed)
+    }
 }
 
 /// The round a sample of `run` belongs to: `None` for a first-round sample, else the feedback

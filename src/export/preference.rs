@@ -644,13 +644,7 @@ fn harvest_corrections(task: &Task, r: &RunDir, h: &mut Harvest) {
         };
         let correction = Correction {
             completion: message_of_completion(completion),
-            permalink: SampleKey {
-                model: r.model.clone(),
-                task: r.task_id.clone(),
-                run: r.run_id.clone(),
-                sample: s.clone(),
-            }
-            .permalink(),
+            permalink: judged.sample.key.permalink(),
             style,
             review,
         };
